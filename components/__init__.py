@@ -1,0 +1,1 @@
+"""The steps of the Dogs-vs-Cats pipeline as plain Python: no kfp import anywhere here."""

@@ -1,0 +1,152 @@
+"""Download step: fetch the PetImages archive, verify it, extract it safely.
+
+    python -m components.download --source URI --output DIR [--sha256 HEX]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import logging
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from urllib.parse import urlparse
+
+from components import archives, sources
+from components.atomic import atomic_directory, write_json
+from components.logs import setup_logging
+
+log = logging.getLogger(__name__)
+
+PETIMAGES_URL = (
+    "https://download.microsoft.com/download/3/E/1/"
+    "3E1C3F21-ECDB-4869-8368-6DEBA77B919F/kagglecatsanddogs_5340.zip"
+)
+RECORD = "download.json"
+
+
+@dataclass(frozen=True)
+class DownloadRecord:
+    """What ``download.json`` says about the extracted data."""
+
+    source: str
+    bytes: int
+    sha256: str | None
+    file_count: int
+
+
+def default_cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "dogs-vs-cats"
+
+
+def fetch(
+    source: str,
+    output: Path,
+    *,
+    sha256: str | None = None,
+    s3_endpoint_url: str | None = None,
+    cache_dir: Path | None = None,
+    retry: sources.RetryPolicy = sources.RetryPolicy(),
+    limits: archives.ExtractionLimits = archives.ExtractionLimits(),
+) -> DownloadRecord:
+    """Fetch ``source`` into ``output``: an extracted archive or a copied directory.
+
+    ``output`` is replaced whole, or left untouched on any error. A previous
+    output of the same source with the same verified digest is reused as it is.
+    """
+    output = Path(output)
+    previous = _reusable_record(output, source, sha256)
+    if previous:
+        log.info("reusing %s: it already holds %s (sha256 %s)", output, source, sha256)
+        return previous
+    if sources.is_remote(source):
+        archive = _cached_archive(source, sha256, s3_endpoint_url, cache_dir, retry)
+    else:
+        archive = sources.local_path(source)
+        if not archive.exists():
+            raise FileNotFoundError(f"expected an archive or directory at {archive}, found nothing")
+    with atomic_directory(output) as staging:
+        record = _unpack(source, archive, staging, sha256, limits)
+        write_json(staging / RECORD, asdict(record))
+    log.info("extracted %d files from %s into %s", record.file_count, source, output)
+    return record
+
+
+def _reusable_record(output: Path, source: str, sha256: str | None) -> DownloadRecord | None:
+    path = output / RECORD
+    if not sha256 or not path.is_file():
+        return None
+    record = DownloadRecord(**json.loads(path.read_text()))
+    if record.source == source and record.sha256 == sha256.lower():
+        return record
+    return None
+
+
+def _cached_archive(source, sha256, s3_endpoint_url, cache_dir, retry) -> Path:
+    """The archive in the cache, downloaded unless a copy with the wanted digest is there."""
+    name = Path(urlparse(source).path).name or "archive"
+    key = hashlib.sha256(source.encode()).hexdigest()[:16]
+    archive = (cache_dir or default_cache_dir()) / f"{key}-{name}"
+    if sha256 and archive.is_file() and sources.sha256_of(archive) == sha256.lower():
+        log.info("reusing the cached archive %s", archive)
+        return archive
+    sources.fetch_remote(
+        source, archive, sha256=sha256, s3_endpoint_url=s3_endpoint_url, retry=retry
+    )
+    return archive
+
+
+def _unpack(source, archive: Path, target: Path, sha256, limits) -> DownloadRecord:
+    if archive.is_dir():
+        count = archives.copy_tree(archive, target)
+        size = sum(p.stat().st_size for p in target.rglob("*") if p.is_file())
+        return DownloadRecord(source=source, bytes=size, sha256=None, file_count=count)
+    digest = sources.verify_digest(archive, sha256, source)
+    count = archives.extract(archive, target, limits)
+    return DownloadRecord(
+        source=source, bytes=archive.stat().st_size, sha256=digest, file_count=count
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m components.download", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("--source", default=PETIMAGES_URL,
+                        help="https://, http://, s3://BUCKET/KEY, file:// or a path to a .zip, "
+                             ".tar.gz or directory (default: the public PetImages archive)")
+    parser.add_argument("--output", type=Path, required=True,
+                        help="directory to extract into; replaced whole on success")
+    parser.add_argument("--sha256", default=None,
+                        help="expected sha256 of the archive; a mismatch is an error "
+                             "(default: none, the digest is only recorded)")
+    parser.add_argument("--s3-endpoint-url", default=None,
+                        help="S3 endpoint for MinIO and the like (default: $AWS_ENDPOINT_URL, "
+                             "else AWS)")
+    parser.add_argument("--cache-dir", type=Path, default=None,
+                        help="where downloaded archives are kept and resumed "
+                             "(default: $XDG_CACHE_HOME/dogs-vs-cats or ~/.cache/dogs-vs-cats)")
+    parser.add_argument("--retries", type=int, default=5,
+                        help="attempts per HTTP download (default: 5)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    setup_logging()
+    record = fetch(
+        args.source,
+        args.output,
+        sha256=args.sha256,
+        s3_endpoint_url=args.s3_endpoint_url,
+        cache_dir=args.cache_dir,
+        retry=sources.RetryPolicy(attempts=args.retries),
+    )
+    log.info("%s", json.dumps(asdict(record)))
+
+
+if __name__ == "__main__":
+    main()

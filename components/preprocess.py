@@ -1,0 +1,212 @@
+"""Preprocess step: images -> uint8 .npy arrays + meta.json, split train/val/test.
+
+    python -m components.preprocess --input DIR --output DIR [--image-size 50] [--channels 1|3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import logging
+import multiprocessing
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from components import images
+from components.atomic import atomic_directory, write_json
+from components.data import META, SPLITS, save_split
+from components.layout import CLASSES, LabelledFiles, find_labelled_files
+from components.logs import setup_logging
+
+log = logging.getLogger(__name__)
+
+
+def available_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+
+
+@dataclass(frozen=True)
+class PreprocessConfig:
+    """How images become arrays; every field is a CLI flag and a pipeline parameter."""
+
+    image_size: int = 50
+    channels: int = 1
+    val_fraction: float = 0.1
+    test_fraction: float = 0.1
+    seed: int = 0
+    workers: int = field(default_factory=available_cores)
+
+    def __post_init__(self) -> None:
+        if self.channels not in images.MODES:
+            raise ValueError(f"expected channels 1 or 3, found {self.channels}")
+        if self.image_size < 8:
+            raise ValueError(f"expected an image size of at least 8, found {self.image_size}")
+        fractions = (self.val_fraction, self.test_fraction)
+        if min(fractions) < 0 or sum(fractions) >= 1:
+            raise ValueError(
+                "expected val and test fractions >= 0 that sum to less than 1, found "
+                f"val={self.val_fraction}, test={self.test_fraction}"
+            )
+
+
+@dataclass
+class Decoded:
+    """The kept images in file order, and the files left out with reasons."""
+
+    pixels: np.ndarray
+    labels: np.ndarray
+    skipped: list[dict] = field(default_factory=list)
+    duplicates_removed: int = 0
+
+
+def build_arrays(input_dir: Path, output_dir: Path, cfg: PreprocessConfig) -> dict:
+    """Decode every image under ``input_dir`` and write the split arrays to ``output_dir``.
+
+    Returns the ``meta.json`` contents. ``output_dir`` is replaced whole, or
+    left untouched if anything fails.
+    """
+    found = find_labelled_files(Path(input_dir))
+    log.info("found %d image files (%s layout) under %s", len(found.files), found.layout,
+             input_dir)
+    decoded = decode_unique(found, cfg)
+    splits = split_indices(decoded.labels, cfg.val_fraction, cfg.test_fraction, cfg.seed)
+    mean, std = channel_stats(decoded.pixels[np.sort(splits["train"])])
+    meta = _meta(found, decoded, splits, cfg, mean, std)
+    with atomic_directory(Path(output_dir)) as staging:
+        for split, index in splits.items():
+            save_split(staging, split, decoded.pixels[index], decoded.labels[index])
+        write_json(staging / META, meta)
+    log.info("kept %s, skipped %d broken files, removed %d duplicates -> %s",
+             meta["kept"], len(decoded.skipped), decoded.duplicates_removed, output_dir)
+    return meta
+
+
+def decode_unique(found: LabelledFiles, cfg: PreprocessConfig) -> Decoded:
+    """Decode all files in parallel; drop broken ones and exact duplicates (same bytes)."""
+    paths = [path for path, _ in found.files]
+    pixels = np.empty((len(paths), cfg.channels, cfg.image_size, cfg.image_size), np.uint8)
+    keep, skipped, first_seen = [], [], {}
+    for i, result in enumerate(_decode_in_order(paths, cfg)):
+        if result.pixels is None:
+            skipped.append({"file": found.name(paths[i]), "reason": result.reason})
+            continue
+        pixels[i] = result.pixels
+        first_seen.setdefault(result.sha256, []).append(i)
+    labels = np.array([label for _, label in found.files], np.int64)
+    duplicates = 0
+    for copies in first_seen.values():
+        if len({labels[i] for i in copies}) > 1:
+            names = ", ".join(found.name(paths[i]) for i in copies)
+            skipped += [{"file": found.name(paths[i]),
+                         "reason": f"identical files under both classes: {names}"} for i in copies]
+            continue
+        keep.append(copies[0])
+        duplicates += len(copies) - 1
+    keep.sort()
+    return Decoded(pixels[keep], labels[keep], skipped, duplicates)
+
+
+def _decode_in_order(paths: list[Path], cfg: PreprocessConfig):
+    work = functools.partial(images.decode_file, size=cfg.image_size, channels=cfg.channels)
+    progress = functools.partial(tqdm, total=len(paths), unit="img", desc="decode", mininterval=1)
+    if cfg.workers <= 1:
+        yield from progress(map(work, paths))
+        return
+    chunksize = max(1, min(256, len(paths) // (cfg.workers * 8)))
+    with multiprocessing.get_context().Pool(cfg.workers) as pool:
+        yield from progress(pool.imap(work, paths, chunksize=chunksize))
+
+
+def split_indices(labels: np.ndarray, val_fraction: float, test_fraction: float,
+                  seed: int) -> dict[str, np.ndarray]:
+    """Stratified, seeded split of ``range(len(labels))`` into train/val/test index arrays."""
+    rng = np.random.default_rng(seed)
+    parts: dict[str, list[np.ndarray]] = {split: [] for split in SPLITS}
+    for label in np.unique(labels):
+        index = rng.permutation(np.flatnonzero(labels == label))
+        n_test = round(len(index) * test_fraction)
+        n_val = round(len(index) * val_fraction)
+        parts["test"].append(index[:n_test])
+        parts["val"].append(index[n_test:n_test + n_val])
+        parts["train"].append(index[n_test + n_val:])
+    return {split: rng.permutation(np.concatenate(p)) for split, p in parts.items()}
+
+
+def channel_stats(pixels: np.ndarray, chunk: int = 2048) -> tuple[list[float], list[float]]:
+    """Per-channel mean and std of uint8 N×C×H×W pixels, scaled to [0, 1]."""
+    if len(pixels) == 0:
+        raise ValueError("expected at least one training image, found none")
+    total = np.zeros(pixels.shape[1])
+    squares = np.zeros(pixels.shape[1])
+    for start in range(0, len(pixels), chunk):
+        block = pixels[start:start + chunk].astype(np.float64) / 255.0
+        total += block.sum(axis=(0, 2, 3))
+        squares += np.square(block).sum(axis=(0, 2, 3))
+    count = pixels.shape[0] * pixels.shape[2] * pixels.shape[3]
+    mean = total / count
+    std = np.sqrt(np.maximum(squares / count - mean**2, 0.0))
+    return mean.round(6).tolist(), std.round(6).tolist()
+
+
+def _meta(found, decoded, splits, cfg, mean, std) -> dict:
+    counts = {
+        split: {name: int((decoded.labels[index] == label).sum())
+                for label, name in enumerate(CLASSES)}
+        for split, index in splits.items()
+    }
+    return {
+        "classes": list(CLASSES),
+        "image_size": cfg.image_size,
+        "channels": cfg.channels,
+        "layout": found.layout,
+        "counts": counts,
+        "kept": {name: int((decoded.labels == label).sum()) for label, name in enumerate(CLASSES)},
+        "skipped": decoded.skipped,
+        "ignored": [found.name(p) for p in found.ignored],
+        "duplicates_removed": decoded.duplicates_removed,
+        "mean": mean,
+        "std": std,
+        "config": {k: v for k, v in asdict(cfg).items() if k != "workers"},
+    }
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m components.preprocess", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("--input", type=Path, required=True,
+                        help="directory holding PetImages/Cat and PetImages/Dog, or cat.N.jpg files")
+    parser.add_argument("--output", type=Path, required=True,
+                        help="directory for the arrays and meta.json; replaced whole on success")
+    parser.add_argument("--image-size", type=int, default=50, help="square side (default: 50)")
+    parser.add_argument("--channels", type=int, choices=(1, 3), default=1,
+                        help="1 = grey, 3 = RGB (default: 1)")
+    parser.add_argument("--val-fraction", type=float, default=0.1, help="(default: 0.1)")
+    parser.add_argument("--test-fraction", type=float, default=0.1, help="(default: 0.1)")
+    parser.add_argument("--seed", type=int, default=0, help="split seed (default: 0)")
+    parser.add_argument("--workers", type=int, default=available_cores(),
+                        help="decoding processes (default: this machine's cores, "
+                             f"{available_cores()})")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    setup_logging()
+    cfg = PreprocessConfig(
+        image_size=args.image_size,
+        channels=args.channels,
+        val_fraction=args.val_fraction,
+        test_fraction=args.test_fraction,
+        seed=args.seed,
+        workers=args.workers,
+    )
+    build_arrays(args.input, args.output, cfg)
+
+
+if __name__ == "__main__":
+    main()
