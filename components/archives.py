@@ -26,7 +26,7 @@ class ExtractionLimits:
 
 
 def extract(archive: Path, target: Path, limits: ExtractionLimits = ExtractionLimits()) -> int:
-    """Extract ``archive`` (zip or tar, detected by content) into ``target``; return the file count."""
+    """Extract a zip or tar ``archive`` (told by content) into ``target``; return the file count."""
     if zipfile.is_zipfile(archive):
         return _extract_zip(archive, target, limits)
     if tarfile.is_tarfile(archive):

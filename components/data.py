@@ -13,8 +13,11 @@ META = "meta.json"
 
 def save_split(directory: Path, split: str, images: np.ndarray, labels: np.ndarray) -> None:
     """Save ``{split}_images.npy`` (uint8 N×C×H×W) and ``{split}_labels.npy`` (int64 N)."""
-    np.save(directory / f"{split}_images.npy", np.ascontiguousarray(images, np.uint8),
-            allow_pickle=False)
+    np.save(
+        directory / f"{split}_images.npy",
+        np.ascontiguousarray(images, np.uint8),
+        allow_pickle=False,
+    )
     np.save(directory / f"{split}_labels.npy", np.asarray(labels, np.int64), allow_pickle=False)
 
 

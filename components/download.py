@@ -1,6 +1,6 @@
 """Download step: fetch the PetImages archive, verify it, extract it safely.
 
-    python -m components.download --source URI --output DIR [--sha256 HEX]
+python -m components.download --source URI --output DIR [--sha256 HEX]
 """
 
 from __future__ import annotations
@@ -115,22 +115,39 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m components.download", description=__doc__.splitlines()[0]
     )
-    parser.add_argument("--source", default=PETIMAGES_URL,
-                        help="https://, http://, s3://BUCKET/KEY, file:// or a path to a .zip, "
-                             ".tar.gz or directory (default: the public PetImages archive)")
-    parser.add_argument("--output", type=Path, required=True,
-                        help="directory to extract into; replaced whole on success")
-    parser.add_argument("--sha256", default=None,
-                        help="expected sha256 of the archive; a mismatch is an error "
-                             "(default: none, the digest is only recorded)")
-    parser.add_argument("--s3-endpoint-url", default=None,
-                        help="S3 endpoint for MinIO and the like (default: $AWS_ENDPOINT_URL, "
-                             "else AWS)")
-    parser.add_argument("--cache-dir", type=Path, default=None,
-                        help="where downloaded archives are kept and resumed "
-                             "(default: $XDG_CACHE_HOME/dogs-vs-cats or ~/.cache/dogs-vs-cats)")
-    parser.add_argument("--retries", type=int, default=5,
-                        help="attempts per HTTP download (default: 5)")
+    parser.add_argument(
+        "--source",
+        default=PETIMAGES_URL,
+        help="https://, http://, s3://BUCKET/KEY, file:// or a path to a .zip, "
+        ".tar.gz or directory (default: the public PetImages archive)",
+    )
+    parser.add_argument(
+        "--output",
+        type=Path,
+        required=True,
+        help="directory to extract into; replaced whole on success",
+    )
+    parser.add_argument(
+        "--sha256",
+        default=None,
+        help="expected sha256 of the archive; a mismatch is an error "
+        "(default: none, the digest is only recorded)",
+    )
+    parser.add_argument(
+        "--s3-endpoint-url",
+        default=None,
+        help="S3 endpoint for MinIO and the like (default: $AWS_ENDPOINT_URL, else AWS)",
+    )
+    parser.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=None,
+        help="where downloaded archives are kept and resumed "
+        "(default: $XDG_CACHE_HOME/dogs-vs-cats or ~/.cache/dogs-vs-cats)",
+    )
+    parser.add_argument(
+        "--retries", type=int, default=5, help="attempts per HTTP download (default: 5)"
+    )
     return parser
 
 

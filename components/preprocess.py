@@ -1,6 +1,6 @@
 """Preprocess step: images -> uint8 .npy arrays + meta.json, split train/val/test.
 
-    python -m components.preprocess --input DIR --output DIR [--image-size 50] [--channels 1|3]
+python -m components.preprocess --input DIR --output DIR [--image-size 50] [--channels 1|3]
 """
 
 from __future__ import annotations
@@ -70,8 +70,7 @@ def build_arrays(input_dir: Path, output_dir: Path, cfg: PreprocessConfig) -> di
     left untouched if anything fails.
     """
     found = find_labelled_files(Path(input_dir))
-    log.info("found %d image files (%s layout) under %s", len(found.files), found.layout,
-             input_dir)
+    log.info("found %d image files (%s layout) under %s", len(found.files), found.layout, input_dir)
     decoded = decode_unique(found, cfg)
     splits = split_indices(decoded.labels, cfg.val_fraction, cfg.test_fraction, cfg.seed)
     mean, std = channel_stats(decoded.pixels[np.sort(splits["train"])])
@@ -80,8 +79,13 @@ def build_arrays(input_dir: Path, output_dir: Path, cfg: PreprocessConfig) -> di
         for split, index in splits.items():
             save_split(staging, split, decoded.pixels[index], decoded.labels[index])
         write_json(staging / META, meta)
-    log.info("kept %s, skipped %d broken files, removed %d duplicates -> %s",
-             meta["kept"], len(decoded.skipped), decoded.duplicates_removed, output_dir)
+    log.info(
+        "kept %s, skipped %d broken files, removed %d duplicates -> %s",
+        meta["kept"],
+        len(decoded.skipped),
+        decoded.duplicates_removed,
+        output_dir,
+    )
     return meta
 
 
@@ -101,8 +105,13 @@ def decode_unique(found: LabelledFiles, cfg: PreprocessConfig) -> Decoded:
     for copies in first_seen.values():
         if len({labels[i] for i in copies}) > 1:
             names = ", ".join(found.name(paths[i]) for i in copies)
-            skipped += [{"file": found.name(paths[i]),
-                         "reason": f"identical files under both classes: {names}"} for i in copies]
+            skipped += [
+                {
+                    "file": found.name(paths[i]),
+                    "reason": f"identical files under both classes: {names}",
+                }
+                for i in copies
+            ]
             continue
         keep.append(copies[0])
         duplicates += len(copies) - 1
@@ -117,12 +126,14 @@ def _decode_in_order(paths: list[Path], cfg: PreprocessConfig):
         yield from progress(map(work, paths))
         return
     chunksize = max(1, min(256, len(paths) // (cfg.workers * 8)))
-    with multiprocessing.get_context().Pool(cfg.workers) as pool:
+    # forkserver: safe when the caller has threads (fork is not), and quick to start
+    with multiprocessing.get_context("forkserver").Pool(cfg.workers) as pool:
         yield from progress(pool.imap(work, paths, chunksize=chunksize))
 
 
-def split_indices(labels: np.ndarray, val_fraction: float, test_fraction: float,
-                  seed: int) -> dict[str, np.ndarray]:
+def split_indices(
+    labels: np.ndarray, val_fraction: float, test_fraction: float, seed: int
+) -> dict[str, np.ndarray]:
     """Stratified, seeded split of ``range(len(labels))`` into train/val/test index arrays."""
     rng = np.random.default_rng(seed)
     parts: dict[str, list[np.ndarray]] = {split: [] for split in SPLITS}
@@ -131,8 +142,8 @@ def split_indices(labels: np.ndarray, val_fraction: float, test_fraction: float,
         n_test = round(len(index) * test_fraction)
         n_val = round(len(index) * val_fraction)
         parts["test"].append(index[:n_test])
-        parts["val"].append(index[n_test:n_test + n_val])
-        parts["train"].append(index[n_test + n_val:])
+        parts["val"].append(index[n_test : n_test + n_val])
+        parts["train"].append(index[n_test + n_val :])
     return {split: rng.permutation(np.concatenate(p)) for split, p in parts.items()}
 
 
@@ -143,7 +154,7 @@ def channel_stats(pixels: np.ndarray, chunk: int = 2048) -> tuple[list[float], l
     total = np.zeros(pixels.shape[1])
     squares = np.zeros(pixels.shape[1])
     for start in range(0, len(pixels), chunk):
-        block = pixels[start:start + chunk].astype(np.float64) / 255.0
+        block = pixels[start : start + chunk].astype(np.float64) / 255.0
         total += block.sum(axis=(0, 2, 3))
         squares += np.square(block).sum(axis=(0, 2, 3))
     count = pixels.shape[0] * pixels.shape[2] * pixels.shape[3]
@@ -154,8 +165,9 @@ def channel_stats(pixels: np.ndarray, chunk: int = 2048) -> tuple[list[float], l
 
 def _meta(found, decoded, splits, cfg, mean, std) -> dict:
     counts = {
-        split: {name: int((decoded.labels[index] == label).sum())
-                for label, name in enumerate(CLASSES)}
+        split: {
+            name: int((decoded.labels[index] == label).sum()) for label, name in enumerate(CLASSES)
+        }
         for split, index in splits.items()
     }
     return {
@@ -178,19 +190,31 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m components.preprocess", description=__doc__.splitlines()[0]
     )
-    parser.add_argument("--input", type=Path, required=True,
-                        help="directory holding PetImages/Cat and PetImages/Dog, or cat.N.jpg files")
-    parser.add_argument("--output", type=Path, required=True,
-                        help="directory for the arrays and meta.json; replaced whole on success")
+    parser.add_argument(
+        "--input",
+        type=Path,
+        required=True,
+        help="directory with PetImages/Cat and PetImages/Dog, or cat.N.jpg files",
+    )
+    parser.add_argument(
+        "--output",
+        type=Path,
+        required=True,
+        help="directory for the arrays and meta.json; replaced whole on success",
+    )
     parser.add_argument("--image-size", type=int, default=50, help="square side (default: 50)")
-    parser.add_argument("--channels", type=int, choices=(1, 3), default=1,
-                        help="1 = grey, 3 = RGB (default: 1)")
+    parser.add_argument(
+        "--channels", type=int, choices=(1, 3), default=1, help="1 = grey, 3 = RGB (default: 1)"
+    )
     parser.add_argument("--val-fraction", type=float, default=0.1, help="(default: 0.1)")
     parser.add_argument("--test-fraction", type=float, default=0.1, help="(default: 0.1)")
     parser.add_argument("--seed", type=int, default=0, help="split seed (default: 0)")
-    parser.add_argument("--workers", type=int, default=available_cores(),
-                        help="decoding processes (default: this machine's cores, "
-                             f"{available_cores()})")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=available_cores(),
+        help=f"decoding processes (default: this machine's cores, {available_cores()})",
+    )
     return parser
 
 

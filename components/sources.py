@@ -112,8 +112,14 @@ def _fetch_http(url: str, part: Path, retry: RetryPolicy) -> None:
             if attempt == retry.attempts:
                 raise DownloadError(f"gave up on {url} after {attempt} attempts: {err}") from err
             delay = retry.backoff_seconds * 2 ** (attempt - 1)
-            log.warning("attempt %d/%d at %s failed (%s); retrying in %.1fs",
-                        attempt, retry.attempts, url, err, delay)
+            log.warning(
+                "attempt %d/%d at %s failed (%s); retrying in %.1fs",
+                attempt,
+                retry.attempts,
+                url,
+                err,
+                delay,
+            )
             time.sleep(delay)
 
 
@@ -149,13 +155,17 @@ def _range_start(response: requests.Response) -> int:
         return -1
 
 
-def _stream_to(response: requests.Response, part: Path, mode: str, offset: int,
-               total: int | None) -> None:
-    with open(part, mode) as handle, tqdm(
-        total=total, initial=offset, unit="B", unit_scale=True, desc=part.stem, mininterval=1
-    ) as bar:
+def _stream_to(
+    response: requests.Response, part: Path, mode: str, offset: int, total: int | None
+) -> None:
+    with (
+        open(part, mode) as handle,
+        tqdm(
+            total=total, initial=offset, unit="B", unit_scale=True, desc=part.stem, mininterval=1
+        ) as bar,
+    ):
         try:
-            for chunk in response.iter_content(chunk_size=1 << 20):
+            for chunk in response.iter_content(chunk_size=1 << 16):
                 handle.write(chunk)
                 bar.update(len(chunk))
         except (requests.exceptions.ChunkedEncodingError, requests.ConnectionError) as err:

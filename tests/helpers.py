@@ -1,0 +1,120 @@
+"""Small real inputs for the tests: JPEG files, archives, a scriptable HTTP server."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+import threading
+import zipfile
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+
+def write_jpeg(path: Path, seed: int, size=(64, 48), mode="RGB") -> Path:
+    """A real JPEG of random-but-seeded noise blocks."""
+    rng = np.random.default_rng(seed)
+    channels = 3 if mode == "RGB" else 1
+    blocks = rng.integers(0, 256, (size[1] // 8, size[0] // 8, channels), dtype=np.uint8)
+    pixels = np.kron(blocks, np.ones((8, 8, 1), np.uint8)).squeeze()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(pixels, mode).save(path, "JPEG", quality=90)
+    return path
+
+
+def zip_bytes(entries: dict[str, bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zf:
+        for name, data in entries.items():
+            zf.writestr(name, data)
+    return buffer.getvalue()
+
+
+def zip_with_symlink(name: str, target: str) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zf:
+        info = zipfile.ZipInfo(name)
+        info.external_attr = (0o120777 << 16)
+        zf.writestr(info, target)
+    return buffer.getvalue()
+
+
+def tar_gz_bytes(entries: dict[str, bytes], symlinks: dict[str, str] | None = None) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tf:
+        for name, data in entries.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+        for name, target in (symlinks or {}).items():
+            info = tarfile.TarInfo(name)
+            info.type = tarfile.SYMTYPE
+            info.linkname = target
+            tf.addfile(info)
+    return buffer.getvalue()
+
+
+class ScriptedServer:
+    """An HTTP server on 127.0.0.1 that serves one payload and misbehaves on cue.
+
+    ``script`` holds one action per request, then ``ok`` for ever: ``ok``, ``503``,
+    ``404``, or ``drop:N`` (send the headers and N bytes, then close the socket).
+    Range requests are honoured when ``ranges`` is true.
+    """
+
+    def __init__(self, payload: bytes, script: list[str] | None = None, ranges: bool = True):
+        self.payload = payload
+        self.script = list(script or [])
+        self.ranges = ranges
+        self.requests: list[dict] = []
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    def url(self, name: str = "archive.zip") -> str:
+        return f"http://127.0.0.1:{self._httpd.server_port}/{name}"
+
+    def __enter__(self) -> ScriptedServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def _handler(self):
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:  # keep the test output quiet
+                pass
+
+            def do_GET(self) -> None:
+                server.requests.append({"path": self.path, "range": self.headers.get("Range")})
+                action = server.script.pop(0) if server.script else "ok"
+                if action in ("503", "404"):
+                    self.send_error(int(action))
+                    return
+                start = _range_start(self.headers.get("Range")) if server.ranges else 0
+                body = server.payload[start:]
+                self.send_response(206 if start else 200)
+                if start:
+                    total = len(server.payload)
+                    self.send_header("Content-Range", f"bytes {start}-{total - 1}/{total}")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                if action.startswith("drop:"):
+                    self.wfile.write(body[: int(action.split(":")[1])])
+                    self.wfile.flush()
+                    self.close_connection = True
+                    return
+                self.wfile.write(body)
+
+        return Handler
+
+
+def _range_start(header: str | None) -> int:
+    if not header:
+        return 0
+    return int(header.removeprefix("bytes=").split("-")[0])

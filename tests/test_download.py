@@ -1,0 +1,188 @@
+"""The download step against real servers on 127.0.0.1: HTTP (flaky on cue) and S3 (moto)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import boto3
+import pytest
+from moto.server import ThreadedMotoServer
+
+from components import download, sources
+from components.archives import ExtractionLimits, UnsafeArchiveError
+from tests.helpers import ScriptedServer, tar_gz_bytes, zip_bytes, zip_with_symlink
+
+FAST = sources.RetryPolicy(attempts=4, backoff_seconds=0.01, timeout_seconds=10)
+PAYLOAD = zip_bytes({f"PetImages/Cat/{i}.jpg": bytes([i]) * 50_000 for i in range(8)})
+DIGEST = hashlib.sha256(PAYLOAD).hexdigest()
+
+
+def fetch(source, tmp_path, **kwargs):
+    return download.fetch(source, tmp_path / "out", cache_dir=tmp_path / "cache", retry=FAST,
+                          **kwargs)
+
+
+def test_http_download_extracts_and_records(tmp_path):
+    with ScriptedServer(PAYLOAD) as server:
+        record = fetch(server.url(), tmp_path, sha256=DIGEST)
+    assert (tmp_path / "out/PetImages/Cat/7.jpg").read_bytes() == bytes([7]) * 50_000
+    saved = json.loads((tmp_path / "out/download.json").read_text())
+    assert saved == {"source": server.url(), "bytes": len(PAYLOAD), "sha256": DIGEST,
+                     "file_count": 8}
+    assert record.file_count == 8
+
+
+def test_5xx_is_retried_then_succeeds(tmp_path):
+    with ScriptedServer(PAYLOAD, script=["503", "503"]) as server:
+        record = fetch(server.url(), tmp_path)
+    assert len(server.requests) == 3
+    assert record.sha256 == DIGEST
+
+
+def test_dropped_connection_resumes_with_range(tmp_path):
+    with ScriptedServer(PAYLOAD, script=["drop:200000"]) as server:
+        record = fetch(server.url(), tmp_path, sha256=DIGEST)
+    first, second = (r["range"] for r in server.requests)
+    resumed_at = int(second.removeprefix("bytes=").rstrip("-"))
+    assert first is None and 0 < resumed_at <= 200_000
+    assert record.sha256 == DIGEST
+
+
+def test_server_without_ranges_restarts_from_zero(tmp_path):
+    with ScriptedServer(PAYLOAD, script=["drop:200000"], ranges=False) as server:
+        record = fetch(server.url(), tmp_path, sha256=DIGEST)
+    assert len(server.requests) == 2
+    assert record.sha256 == DIGEST
+
+
+def test_client_error_is_not_retried(tmp_path):
+    with ScriptedServer(PAYLOAD, script=["404"]) as server:
+        with pytest.raises(sources.DownloadError, match="HTTP 404"):
+            fetch(server.url(), tmp_path)
+    assert len(server.requests) == 1
+    assert not (tmp_path / "out").exists()
+
+
+def test_persistent_5xx_gives_up_with_the_attempt_count(tmp_path):
+    with ScriptedServer(PAYLOAD, script=["503"] * 10) as server:
+        with pytest.raises(sources.DownloadError, match="after 4 attempts"):
+            fetch(server.url(), tmp_path)
+
+
+def test_wrong_digest_names_both_and_leaves_nothing(tmp_path):
+    wrong = "0" * 64
+    with ScriptedServer(PAYLOAD) as server:
+        with pytest.raises(sources.DigestMismatchError) as err:
+            fetch(server.url(), tmp_path, sha256=wrong)
+    assert wrong in str(err.value) and DIGEST in str(err.value)
+    assert not (tmp_path / "out").exists()
+    assert list((tmp_path / "cache").iterdir()) == []
+
+
+def test_second_run_with_same_digest_reuses_output(tmp_path):
+    with ScriptedServer(PAYLOAD) as server:
+        fetch(server.url(), tmp_path, sha256=DIGEST)
+        fetch(server.url(), tmp_path, sha256=DIGEST)
+        assert len(server.requests) == 1
+        shutil.rmtree(tmp_path / "out")  # the output is gone: the cached archive serves
+        fetch(server.url(), tmp_path, sha256=DIGEST)
+        assert len(server.requests) == 1
+    assert (tmp_path / "out/download.json").is_file()
+
+
+@pytest.fixture
+def s3_endpoint(monkeypatch):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+def test_s3_source_with_endpoint_flag(tmp_path, s3_endpoint):
+    s3 = boto3.client("s3", endpoint_url=s3_endpoint)
+    s3.create_bucket(Bucket="datasets")
+    s3.put_object(Bucket="datasets", Key="pets/archive.tar.gz",
+                  Body=tar_gz_bytes({"PetImages/Dog/1.jpg": b"woof"}))
+    download.main(["--source", "s3://datasets/pets/archive.tar.gz", "--output",
+                   str(tmp_path / "out"), "--s3-endpoint-url", s3_endpoint,
+                   "--cache-dir", str(tmp_path / "cache")])
+    assert (tmp_path / "out/PetImages/Dog/1.jpg").read_bytes() == b"woof"
+
+
+def test_s3_endpoint_from_environment_and_missing_key(tmp_path, s3_endpoint, monkeypatch):
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_endpoint)
+    boto3.client("s3").create_bucket(Bucket="datasets")
+    with pytest.raises(sources.DownloadError, match="s3://datasets/missing.zip"):
+        fetch("s3://datasets/missing.zip", tmp_path)
+
+
+def test_directory_source_is_copied(tmp_path):
+    source = tmp_path / "src/PetImages/Cat"
+    source.mkdir(parents=True)
+    (source / "1.jpg").write_bytes(b"x")
+    record = fetch(f"file://{tmp_path / 'src'}", tmp_path)
+    assert (tmp_path / "out/PetImages/Cat/1.jpg").read_bytes() == b"x"
+    assert record.file_count == 1
+
+
+def test_missing_local_source_says_what_was_expected(tmp_path):
+    with pytest.raises(FileNotFoundError, match="expected an archive or directory"):
+        fetch(str(tmp_path / "nope.zip"), tmp_path)
+
+
+def test_refuses_to_replace_a_foreign_directory(tmp_path):
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out/precious.txt").write_text("keep me")
+    archive = tmp_path / "a.zip"
+    archive.write_bytes(PAYLOAD)
+    with pytest.raises(FileExistsError, match="refusing to replace"):
+        fetch(str(archive), tmp_path)
+    assert (tmp_path / "out/precious.txt").read_text() == "keep me"
+
+
+MALICIOUS = {
+    "zip-slip": zip_bytes({"PetImages/ok.jpg": b"1", "../../evil.txt": b"pwned"}),
+    "zip-absolute": zip_bytes({"/tmp/evil-absolute.txt": b"pwned"}),
+    "zip-link-out": zip_with_symlink("PetImages/link", "../../../etc/passwd"),
+    "tar-slip": tar_gz_bytes({"PetImages/ok.jpg": b"1", "../evil.txt": b"pwned"}),
+    "tar-absolute": tar_gz_bytes({"/tmp/evil-absolute.txt": b"pwned"}),
+    "tar-link-out": tar_gz_bytes({}, symlinks={"PetImages/link": "/etc/passwd"}),
+    "tar-link-climb": tar_gz_bytes({}, symlinks={"PetImages/link": "../../outside"}),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(MALICIOUS))
+def test_malicious_archives_are_refused(tmp_path, kind):
+    archive = tmp_path / "in" / f"{kind}.archive"
+    archive.parent.mkdir()
+    archive.write_bytes(MALICIOUS[kind])
+    (tmp_path / "work").mkdir()
+    with pytest.raises(UnsafeArchiveError, match="refusing"):
+        fetch(str(archive), tmp_path / "work")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in", "work"]
+    assert list((tmp_path / "work").iterdir()) == []
+    assert not Path("/tmp/evil-absolute.txt").exists()
+
+
+def test_archive_bomb_limits(tmp_path):
+    archive = tmp_path / "many.zip"
+    archive.write_bytes(zip_bytes({f"f{i}": b"0" * 1000 for i in range(20)}))
+    with pytest.raises(UnsafeArchiveError, match="max_files"):
+        download.fetch(str(archive), tmp_path / "a", limits=ExtractionLimits(max_files=10))
+    with pytest.raises(UnsafeArchiveError, match="max_bytes"):
+        download.fetch(str(archive), tmp_path / "b", limits=ExtractionLimits(max_bytes=5000))
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_not_an_archive_is_a_clear_error(tmp_path):
+    bogus = tmp_path / "page.zip"
+    bogus.write_text("<html>503 Service Unavailable</html>")
+    with pytest.raises(ValueError, match="expected a .zip or .tar"):
+        fetch(str(bogus), tmp_path)

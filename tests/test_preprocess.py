@@ -1,0 +1,172 @@
+"""The preprocess step on the real PetImages sample and on small generated JPEGs."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from components import preprocess
+from components.data import SPLITS, load_split, read_meta
+from components.images import decode_bytes
+from tests.helpers import write_jpeg
+
+BROKEN = {
+    "PetImages/Cat/666.jpg": "empty file",
+    "PetImages/Dog/11702.jpg": "empty file",
+    "PetImages/Cat/5000.jpg": "truncated",
+    "PetImages/Dog/5004.jpg": "not an image",
+}
+
+
+def test_sample_keeps_exactly_the_good_images(sample_arrays):
+    meta = read_meta(sample_arrays)
+    assert meta["kept"] == {"cat": 1001, "dog": 1002}
+    assert {s["file"]: s["reason"] for s in meta["skipped"]}.keys() == BROKEN.keys()
+    for entry in meta["skipped"]:
+        assert BROKEN[entry["file"]] in entry["reason"]
+    assert sorted(meta["ignored"]) == ["PetImages/Cat/Thumbs.db", "PetImages/Dog/Thumbs.db"]
+    assert meta["duplicates_removed"] == 0
+
+
+def test_sample_arrays_follow_the_contract(sample_arrays):
+    meta = read_meta(sample_arrays)
+    total = 0
+    for split in SPLITS:
+        images, labels = load_split(sample_arrays, split)
+        assert images.dtype == np.uint8 and images.shape[1:] == (1, 32, 32)
+        assert labels.dtype == np.int64 and set(labels.tolist()) == {0, 1}
+        assert meta["counts"][split] == {"cat": int((labels == 0).sum()),
+                                         "dog": int((labels == 1).sum())}
+        total += len(images)
+    assert total == 2003
+    assert meta["counts"]["test"] == {"cat": 100, "dog": 100}  # stratified 10%
+    assert 0.2 < meta["mean"][0] < 0.8 and 0.1 < meta["std"][0] < 0.4
+
+
+def test_no_image_appears_in_two_splits(sample_arrays):
+    seen = {}
+    for split in SPLITS:
+        images, _ = load_split(sample_arrays, split)
+        for row in images:
+            seen.setdefault(hashlib.sha256(row.tobytes()).hexdigest(), set()).add(split)
+    assert all(len(splits) == 1 for splits in seen.values())
+
+
+def test_odd_formats_saved_as_jpg_are_kept(sample_images):
+    folder = sample_images / "PetImages"
+    for name in ("Dog/5001.jpg", "Cat/5005.jpg", "Cat/5002.jpg", "Dog/5003.jpg"):
+        pixels = decode_bytes((folder / name).read_bytes(), size=16, channels=3)
+        assert pixels.shape == (3, 16, 16) and pixels.std() > 0
+
+
+@pytest.mark.slow
+def test_same_seed_gives_identical_output_whatever_the_workers(sample_images, tmp_path):
+    for workers, out in ((1, "a"), (2, "b")):
+        cfg = preprocess.PreprocessConfig(image_size=24, channels=3, seed=7, workers=workers)
+        preprocess.build_arrays(sample_images, tmp_path / out, cfg)
+    for name in [f"{s}_{k}.npy" for s in SPLITS for k in ("images", "labels")] + ["meta.json"]:
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+
+
+def make_kaggle_folder(root, cats=6, dogs=6):
+    for i in range(cats):
+        write_jpeg(root / "train" / f"cat.{i}.jpg", seed=i)
+    for i in range(dogs):
+        write_jpeg(root / "train" / f"dog.{i}.jpg", seed=100 + i, mode="L")
+    return root
+
+
+def test_kaggle_layout_with_duplicates(tmp_path):
+    root = make_kaggle_folder(tmp_path / "in")
+    dup = (root / "train/cat.0.jpg").read_bytes()
+    (root / "train/cat.50.jpg").write_bytes(dup)
+    (root / "train/dog.50.jpg").write_bytes((root / "train/dog.1.jpg").read_bytes())
+    (root / "train/dog.51.jpg").write_bytes((root / "train/dog.1.jpg").read_bytes())
+    cfg = preprocess.PreprocessConfig(image_size=16, channels=3, workers=1,
+                                      val_fraction=0.2, test_fraction=0.2)
+    meta = preprocess.build_arrays(root, tmp_path / "out", cfg)
+    assert meta["layout"] == "kaggle"
+    assert meta["duplicates_removed"] == 3
+    assert meta["kept"] == {"cat": 6, "dog": 6}
+    assert sum(c["cat"] + c["dog"] for c in meta["counts"].values()) == 12
+
+
+def test_same_file_under_both_classes_is_dropped(tmp_path):
+    root = make_kaggle_folder(tmp_path / "in")
+    (root / "train/dog.60.jpg").write_bytes((root / "train/cat.2.jpg").read_bytes())
+    meta = preprocess.build_arrays(root, tmp_path / "out",
+                                   preprocess.PreprocessConfig(image_size=16, workers=1))
+    reasons = {s["file"]: s["reason"] for s in meta["skipped"]}
+    assert set(reasons) == {"train/cat.2.jpg", "train/dog.60.jpg"}
+    assert meta["kept"] == {"cat": 5, "dog": 6}
+
+
+def test_truncated_jpeg_is_skipped_not_padded(tmp_path):
+    root = make_kaggle_folder(tmp_path / "in")
+    whole = (root / "train/cat.3.jpg").read_bytes()
+    (root / "train/cat.3.jpg").write_bytes(whole[: len(whole) // 2])
+    meta = preprocess.build_arrays(root, tmp_path / "out",
+                                   preprocess.PreprocessConfig(image_size=16, workers=1))
+    assert [s["file"] for s in meta["skipped"]] == ["train/cat.3.jpg"]
+    assert "truncated" in meta["skipped"][0]["reason"]
+
+
+def test_grey_and_rgb_conversion_and_resize():
+    buffer = io.BytesIO()
+    Image.new("RGB", (300, 200), (200, 10, 10)).save(buffer, "JPEG")
+    rgb = decode_bytes(buffer.getvalue(), size=20, channels=3)
+    grey = decode_bytes(buffer.getvalue(), size=20, channels=1)
+    assert rgb.shape == (3, 20, 20) and grey.shape == (1, 20, 20)
+    assert abs(int(rgb[0].mean()) - 200) < 6 and rgb[1].mean() < 20
+    assert abs(int(grey.mean()) - 66) < 6  # ITU-R 601 luma of (200, 10, 10)
+
+
+def test_unknown_layout_says_what_was_expected_and_found(tmp_path):
+    (tmp_path / "in/PetImages/cats").mkdir(parents=True)
+    with pytest.raises(FileNotFoundError) as err:
+        preprocess.build_arrays(tmp_path / "in", tmp_path / "out",
+                                preprocess.PreprocessConfig(workers=1))
+    assert "expected PetImages/Cat and PetImages/Dog" in str(err.value)
+    assert "PetImages/cats/" in str(err.value)
+    assert not (tmp_path / "out").exists()
+
+
+def test_failure_leaves_previous_output_untouched(tmp_path, monkeypatch):
+    root = make_kaggle_folder(tmp_path / "in")
+    cfg = preprocess.PreprocessConfig(image_size=16, workers=1)
+    preprocess.build_arrays(root, tmp_path / "out", cfg)
+    before = (tmp_path / "out/meta.json").read_text()
+
+    def disk_full(*args, **kwargs):
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(preprocess, "write_json", disk_full)
+    with pytest.raises(OSError, match="No space"):
+        preprocess.build_arrays(root, tmp_path / "out",
+                                preprocess.PreprocessConfig(image_size=20, workers=1))
+    assert (tmp_path / "out/meta.json").read_text() == before
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"channels": 2}, "expected channels 1 or 3"),
+    ({"val_fraction": 0.5, "test_fraction": 0.5}, "sum to less than 1"),
+    ({"image_size": 4}, "at least 8"),
+])
+def test_bad_config_is_a_clear_error(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        preprocess.PreprocessConfig(**kwargs)
+
+
+def test_cli_writes_meta(tmp_path):
+    root = make_kaggle_folder(tmp_path / "in")
+    preprocess.main(["--input", str(root), "--output", str(tmp_path / "out"),
+                     "--image-size", "12", "--channels", "3", "--workers", "2"])
+    meta = json.loads((tmp_path / "out/meta.json").read_text())
+    assert meta["channels"] == 3 and meta["image_size"] == 12
+    assert len(meta["mean"]) == 3
