@@ -10,7 +10,9 @@ import pytest
 from components import download, preprocess
 
 REPO = Path(__file__).resolve().parents[1]
-SAMPLE_ZIP = Path(os.environ.get("PETIMAGES_SAMPLE", REPO.parent / "shared/data/petimages-sample.zip"))
+SAMPLE_ZIP = Path(
+    os.environ.get("PETIMAGES_SAMPLE", REPO.parent / "shared/data/petimages-sample.zip")
+)
 
 
 @pytest.fixture(scope="session")
@@ -30,8 +32,8 @@ def sample_images(sample_zip, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def sample_arrays(sample_images, tmp_path_factory) -> Path:
-    """The sample, preprocessed to grey 32×32 arrays (small, so training tests are quick)."""
+    """The sample, preprocessed to grey 40×40 arrays (small, so training tests are quick)."""
     target = tmp_path_factory.mktemp("sample") / "arrays"
-    cfg = preprocess.PreprocessConfig(image_size=32, channels=1, workers=2)
+    cfg = preprocess.PreprocessConfig(image_size=40, channels=1, workers=2)
     preprocess.build_arrays(sample_images, target, cfg)
     return target

@@ -36,7 +36,7 @@ def zip_with_symlink(name: str, target: str) -> bytes:
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as zf:
         info = zipfile.ZipInfo(name)
-        info.external_attr = (0o120777 << 16)
+        info.external_attr = 0o120777 << 16
         zf.writestr(info, target)
     return buffer.getvalue()
 

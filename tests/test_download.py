@@ -21,8 +21,9 @@ DIGEST = hashlib.sha256(PAYLOAD).hexdigest()
 
 
 def fetch(source, tmp_path, **kwargs):
-    return download.fetch(source, tmp_path / "out", cache_dir=tmp_path / "cache", retry=FAST,
-                          **kwargs)
+    return download.fetch(
+        source, tmp_path / "out", cache_dir=tmp_path / "cache", retry=FAST, **kwargs
+    )
 
 
 def test_http_download_extracts_and_records(tmp_path):
@@ -30,8 +31,12 @@ def test_http_download_extracts_and_records(tmp_path):
         record = fetch(server.url(), tmp_path, sha256=DIGEST)
     assert (tmp_path / "out/PetImages/Cat/7.jpg").read_bytes() == bytes([7]) * 50_000
     saved = json.loads((tmp_path / "out/download.json").read_text())
-    assert saved == {"source": server.url(), "bytes": len(PAYLOAD), "sha256": DIGEST,
-                     "file_count": 8}
+    assert saved == {
+        "source": server.url(),
+        "bytes": len(PAYLOAD),
+        "sha256": DIGEST,
+        "file_count": 8,
+    }
     assert record.file_count == 8
 
 
@@ -108,11 +113,23 @@ def s3_endpoint(monkeypatch):
 def test_s3_source_with_endpoint_flag(tmp_path, s3_endpoint):
     s3 = boto3.client("s3", endpoint_url=s3_endpoint)
     s3.create_bucket(Bucket="datasets")
-    s3.put_object(Bucket="datasets", Key="pets/archive.tar.gz",
-                  Body=tar_gz_bytes({"PetImages/Dog/1.jpg": b"woof"}))
-    download.main(["--source", "s3://datasets/pets/archive.tar.gz", "--output",
-                   str(tmp_path / "out"), "--s3-endpoint-url", s3_endpoint,
-                   "--cache-dir", str(tmp_path / "cache")])
+    s3.put_object(
+        Bucket="datasets",
+        Key="pets/archive.tar.gz",
+        Body=tar_gz_bytes({"PetImages/Dog/1.jpg": b"woof"}),
+    )
+    download.main(
+        [
+            "--source",
+            "s3://datasets/pets/archive.tar.gz",
+            "--output",
+            str(tmp_path / "out"),
+            "--s3-endpoint-url",
+            s3_endpoint,
+            "--cache-dir",
+            str(tmp_path / "cache"),
+        ]
+    )
     assert (tmp_path / "out/PetImages/Dog/1.jpg").read_bytes() == b"woof"
 
 

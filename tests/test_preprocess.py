@@ -38,10 +38,12 @@ def test_sample_arrays_follow_the_contract(sample_arrays):
     total = 0
     for split in SPLITS:
         images, labels = load_split(sample_arrays, split)
-        assert images.dtype == np.uint8 and images.shape[1:] == (1, 32, 32)
+        assert images.dtype == np.uint8 and images.shape[1:] == (1, 40, 40)
         assert labels.dtype == np.int64 and set(labels.tolist()) == {0, 1}
-        assert meta["counts"][split] == {"cat": int((labels == 0).sum()),
-                                         "dog": int((labels == 1).sum())}
+        assert meta["counts"][split] == {
+            "cat": int((labels == 0).sum()),
+            "dog": int((labels == 1).sum()),
+        }
         total += len(images)
     assert total == 2003
     assert meta["counts"]["test"] == {"cat": 100, "dog": 100}  # stratified 10%
@@ -87,8 +89,9 @@ def test_kaggle_layout_with_duplicates(tmp_path):
     (root / "train/cat.50.jpg").write_bytes(dup)
     (root / "train/dog.50.jpg").write_bytes((root / "train/dog.1.jpg").read_bytes())
     (root / "train/dog.51.jpg").write_bytes((root / "train/dog.1.jpg").read_bytes())
-    cfg = preprocess.PreprocessConfig(image_size=16, channels=3, workers=1,
-                                      val_fraction=0.2, test_fraction=0.2)
+    cfg = preprocess.PreprocessConfig(
+        image_size=16, channels=3, workers=1, val_fraction=0.2, test_fraction=0.2
+    )
     meta = preprocess.build_arrays(root, tmp_path / "out", cfg)
     assert meta["layout"] == "kaggle"
     assert meta["duplicates_removed"] == 3
@@ -99,8 +102,9 @@ def test_kaggle_layout_with_duplicates(tmp_path):
 def test_same_file_under_both_classes_is_dropped(tmp_path):
     root = make_kaggle_folder(tmp_path / "in")
     (root / "train/dog.60.jpg").write_bytes((root / "train/cat.2.jpg").read_bytes())
-    meta = preprocess.build_arrays(root, tmp_path / "out",
-                                   preprocess.PreprocessConfig(image_size=16, workers=1))
+    meta = preprocess.build_arrays(
+        root, tmp_path / "out", preprocess.PreprocessConfig(image_size=16, workers=1)
+    )
     reasons = {s["file"]: s["reason"] for s in meta["skipped"]}
     assert set(reasons) == {"train/cat.2.jpg", "train/dog.60.jpg"}
     assert meta["kept"] == {"cat": 5, "dog": 6}
@@ -110,8 +114,9 @@ def test_truncated_jpeg_is_skipped_not_padded(tmp_path):
     root = make_kaggle_folder(tmp_path / "in")
     whole = (root / "train/cat.3.jpg").read_bytes()
     (root / "train/cat.3.jpg").write_bytes(whole[: len(whole) // 2])
-    meta = preprocess.build_arrays(root, tmp_path / "out",
-                                   preprocess.PreprocessConfig(image_size=16, workers=1))
+    meta = preprocess.build_arrays(
+        root, tmp_path / "out", preprocess.PreprocessConfig(image_size=16, workers=1)
+    )
     assert [s["file"] for s in meta["skipped"]] == ["train/cat.3.jpg"]
     assert "truncated" in meta["skipped"][0]["reason"]
 
@@ -129,8 +134,9 @@ def test_grey_and_rgb_conversion_and_resize():
 def test_unknown_layout_says_what_was_expected_and_found(tmp_path):
     (tmp_path / "in/PetImages/cats").mkdir(parents=True)
     with pytest.raises(FileNotFoundError) as err:
-        preprocess.build_arrays(tmp_path / "in", tmp_path / "out",
-                                preprocess.PreprocessConfig(workers=1))
+        preprocess.build_arrays(
+            tmp_path / "in", tmp_path / "out", preprocess.PreprocessConfig(workers=1)
+        )
     assert "expected PetImages/Cat and PetImages/Dog" in str(err.value)
     assert "PetImages/cats/" in str(err.value)
     assert not (tmp_path / "out").exists()
@@ -147,17 +153,21 @@ def test_failure_leaves_previous_output_untouched(tmp_path, monkeypatch):
 
     monkeypatch.setattr(preprocess, "write_json", disk_full)
     with pytest.raises(OSError, match="No space"):
-        preprocess.build_arrays(root, tmp_path / "out",
-                                preprocess.PreprocessConfig(image_size=20, workers=1))
+        preprocess.build_arrays(
+            root, tmp_path / "out", preprocess.PreprocessConfig(image_size=20, workers=1)
+        )
     assert (tmp_path / "out/meta.json").read_text() == before
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"channels": 2}, "expected channels 1 or 3"),
-    ({"val_fraction": 0.5, "test_fraction": 0.5}, "sum to less than 1"),
-    ({"image_size": 4}, "at least 8"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"channels": 2}, "expected channels 1 or 3"),
+        ({"val_fraction": 0.5, "test_fraction": 0.5}, "sum to less than 1"),
+        ({"image_size": 4}, "at least 8"),
+    ],
+)
 def test_bad_config_is_a_clear_error(kwargs, message):
     with pytest.raises(ValueError, match=message):
         preprocess.PreprocessConfig(**kwargs)
@@ -165,8 +175,20 @@ def test_bad_config_is_a_clear_error(kwargs, message):
 
 def test_cli_writes_meta(tmp_path):
     root = make_kaggle_folder(tmp_path / "in")
-    preprocess.main(["--input", str(root), "--output", str(tmp_path / "out"),
-                     "--image-size", "12", "--channels", "3", "--workers", "2"])
+    preprocess.main(
+        [
+            "--input",
+            str(root),
+            "--output",
+            str(tmp_path / "out"),
+            "--image-size",
+            "12",
+            "--channels",
+            "3",
+            "--workers",
+            "2",
+        ]
+    )
     meta = json.loads((tmp_path / "out/meta.json").read_text())
     assert meta["channels"] == 3 and meta["image_size"] == 12
     assert len(meta["mean"]) == 3

@@ -1,0 +1,74 @@
+"""Whole splits resident on the device as uint8, served in batches, augmented there."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch.nn import functional as F
+
+from components.data import load_split
+
+
+@dataclass
+class DeviceSplit:
+    """One split's uint8 images (N×C×H×W) and int64 labels, both on ``device``."""
+
+    images: torch.Tensor
+    labels: torch.Tensor
+
+    @classmethod
+    def load(cls, directory: Path, split: str, device: torch.device) -> DeviceSplit:
+        images, labels = load_split(directory, split)
+        return cls(torch.from_numpy(images).to(device), torch.from_numpy(labels).to(device))
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def shard(self, rank: int, world_size: int) -> DeviceSplit:
+        """Every ``world_size``-th sample from ``rank``: this process's share."""
+        return DeviceSplit(self.images[rank::world_size], self.labels[rank::world_size])
+
+    def batches(
+        self, batch_size: int, generator: torch.Generator | None = None
+    ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """Batches in order, or shuffled by ``generator`` (on the data's device)."""
+        count = len(self)
+        order = None
+        if generator is not None:
+            order = torch.randperm(count, generator=generator, device=self.labels.device)
+        for start in range(0, count, batch_size):
+            index = (
+                slice(start, start + batch_size)
+                if order is None
+                else order[start : start + batch_size]
+            )
+            yield self.images[index], self.labels[index]
+
+
+def augment(
+    pixels: torch.Tensor, generator: torch.Generator, crop_padding: int = 0
+) -> torch.Tensor:
+    """Random horizontal flips, and random crops after reflect padding, as float pixels."""
+    pixels = pixels.float()
+    count = len(pixels)
+    flip = torch.rand(count, generator=generator, device=pixels.device) < 0.5
+    pixels = torch.where(flip.view(-1, 1, 1, 1), pixels.flip(3), pixels)
+    if crop_padding:
+        pixels = _random_crop(pixels, generator, crop_padding)
+    return pixels
+
+
+def _random_crop(pixels: torch.Tensor, generator: torch.Generator, padding: int) -> torch.Tensor:
+    count, _, height, width = pixels.shape
+    padded = F.pad(pixels, (padding,) * 4, mode="reflect")
+    device = pixels.device
+    dy = torch.randint(0, 2 * padding + 1, (count, 1), generator=generator, device=device)
+    dx = torch.randint(0, 2 * padding + 1, (count, 1), generator=generator, device=device)
+    rows = (dy + torch.arange(height, device=device)).view(count, 1, height, 1)
+    cols = (dx + torch.arange(width, device=device)).view(count, 1, 1, width)
+    samples = torch.arange(count, device=device).view(count, 1, 1, 1)
+    channels = torch.arange(pixels.shape[1], device=device).view(1, -1, 1, 1)
+    return padded[samples, channels, rows, cols]

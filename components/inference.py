@@ -1,0 +1,37 @@
+"""Batched inference: logits for a whole split in one pass, one host sync at the end."""
+
+from __future__ import annotations
+
+import torch
+from torch.nn import functional as F
+
+from components.batches import DeviceSplit
+
+
+def autocast(device: torch.device, enabled: bool = True):
+    """bf16 autocast on CUDA when ``enabled``; a no-op elsewhere (one code path)."""
+    return torch.autocast(
+        device.type, dtype=torch.bfloat16, enabled=enabled and device.type == "cuda"
+    )
+
+
+@torch.no_grad()
+def predict_logits(
+    model: torch.nn.Module, data: DeviceSplit, batch_size: int = 1024, amp: bool = True
+) -> torch.Tensor:
+    """Float32 logits (N×2) for every sample of ``data``, in order, on its device."""
+    model.eval()
+    device = data.labels.device
+    outputs = []
+    for pixels, _ in data.batches(batch_size):
+        with autocast(device, amp):
+            outputs.append(model(pixels).float())
+    return torch.cat(outputs) if outputs else torch.empty(0, 2, device=device)
+
+
+def loss_and_accuracy(logits: torch.Tensor, labels: torch.Tensor) -> dict[str, float]:
+    """Mean cross-entropy and accuracy of ``logits`` against ``labels``."""
+    return {
+        "loss": F.cross_entropy(logits, labels).item(),
+        "accuracy": (logits.argmax(1) == labels).float().mean().item(),
+    }

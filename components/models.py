@@ -1,0 +1,136 @@
+"""The networks: the classic tutorial CNN and stronger ones, built by name."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+from torchvision.models import resnet18
+
+from components.atomic import atomic_file
+
+
+class TutorialCNN(nn.Module):
+    """The tutorial's net: 3 conv 5×5 (32/64/128) with 2×2 max-pool, fc 512, fc 2.
+
+    It returns logits (the tutorial applied softmax and trained with MSE), and takes
+    1- or 3-channel input of any square size of at least 36 pixels.
+    """
+
+    def __init__(self, in_channels: int, image_size: int):
+        super().__init__()
+        self.conv1 = nn.Conv2d(in_channels, 32, 5)
+        self.conv2 = nn.Conv2d(32, 64, 5)
+        self.conv3 = nn.Conv2d(64, 128, 5)
+        side = image_size
+        for _ in range(3):
+            side = (side - 4) // 2
+        if side < 1:
+            raise ValueError(f"tutorial_cnn needs images of at least 36 pixels, found {image_size}")
+        self.fc1 = nn.Linear(128 * side * side, 512)
+        self.fc2 = nn.Linear(512, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        x = F.max_pool2d(F.relu(self.conv3(x)), 2)
+        return self.fc2(F.relu(self.fc1(torch.flatten(x, 1))))
+
+
+def _conv_block(in_channels: int, out_channels: int) -> nn.Sequential:
+    return nn.Sequential(
+        nn.Conv2d(in_channels, out_channels, 3, padding=1, bias=False),
+        nn.BatchNorm2d(out_channels),
+        nn.ReLU(inplace=True),
+        nn.Conv2d(out_channels, out_channels, 3, padding=1, bias=False),
+        nn.BatchNorm2d(out_channels),
+        nn.ReLU(inplace=True),
+        nn.MaxPool2d(2),
+    )
+
+
+class BatchNormCNN(nn.Module):
+    """Four VGG-style blocks with batch norm, global average pooling and dropout."""
+
+    def __init__(self, in_channels: int, image_size: int, dropout: float = 0.3):
+        super().__init__()
+        if image_size < 16:
+            raise ValueError(f"bn_cnn needs images of at least 16 pixels, found {image_size}")
+        widths = (in_channels, 32, 64, 128, 256)
+        self.features = nn.Sequential(*(_conv_block(a, b) for a, b in itertools.pairwise(widths)))
+        self.head = nn.Sequential(
+            nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Dropout(dropout), nn.Linear(256, 2)
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.features(x))
+
+
+def small_input_resnet18(in_channels: int, image_size: int) -> nn.Module:
+    """torchvision's ResNet-18, untrained, with a 3×3 stem and no max-pool below 96 pixels."""
+    net = resnet18(weights=None, num_classes=2)
+    if image_size < 96:
+        net.conv1 = nn.Conv2d(in_channels, 64, 3, stride=1, padding=1, bias=False)
+        net.maxpool = nn.Identity()
+    else:
+        net.conv1 = nn.Conv2d(in_channels, 64, 7, stride=2, padding=3, bias=False)
+    return net
+
+
+MODELS: dict[str, Callable[[int, int], nn.Module]] = {
+    "tutorial_cnn": TutorialCNN,
+    "bn_cnn": BatchNormCNN,
+    "resnet18": small_input_resnet18,
+}
+
+# models that learn better with random crops on top of flips
+WANTS_CROPS = {"bn_cnn", "resnet18"}
+
+
+def build_model(name: str, in_channels: int, image_size: int) -> nn.Module:
+    """Build the named network for ``in_channels``×``image_size``² input, 2 logits out."""
+    if name not in MODELS:
+        raise ValueError(f"unknown model {name!r}; expected one of: {', '.join(MODELS)}")
+    return MODELS[name](in_channels, image_size)
+
+
+class Classifier(nn.Module):
+    """A trained net plus its input normalisation: raw 0–255 pixels in, logits out.
+
+    This is the form the model is saved, logged to MLflow and served in, so callers
+    never need to know the training set's mean and std.
+    """
+
+    def __init__(self, net: nn.Module, mean: list[float], std: list[float]):
+        super().__init__()
+        self.net = net
+        self.register_buffer("scale", 1.0 / (255.0 * torch.tensor(std).view(1, -1, 1, 1)))
+        self.register_buffer("shift", torch.tensor(mean).view(1, -1, 1, 1) * 255.0)
+
+    def forward(self, pixels: torch.Tensor) -> torch.Tensor:
+        return self.net((pixels.float() - self.shift) * self.scale)
+
+
+def save_classifier(path: Path, model: Classifier, spec: dict) -> None:
+    """Save weights plus ``spec`` (model name, channels, image_size, mean, std, classes)."""
+    with atomic_file(path) as handle:
+        torch.save({"state_dict": model.state_dict(), **spec}, handle)
+
+
+def load_classifier(path: Path) -> tuple[Classifier, dict]:
+    """Rebuild a saved classifier on the CPU; return it with its spec."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "model.pt"
+    if not path.is_file():
+        raise FileNotFoundError(f"expected model.pt from the train step at {path}, found none")
+    saved = torch.load(path, map_location="cpu", weights_only=True)
+    spec = {key: value for key, value in saved.items() if key != "state_dict"}
+    net = build_model(spec["model"], spec["channels"], spec["image_size"])
+    model = Classifier(net, spec["mean"], spec["std"])
+    model.load_state_dict(saved["state_dict"])
+    return model.eval(), spec

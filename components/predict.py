@@ -1,0 +1,73 @@
+"""Classify image files with a trained model, from a train output or an MLflow model URI.
+
+python -m components.predict --model DIR_OR_MLFLOW_URI IMAGE [IMAGE ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from components.images import decode_bytes
+from components.logs import setup_logging
+from components.models import load_classifier
+
+log = logging.getLogger(__name__)
+
+CLASSES = ["cat", "dog"]
+
+
+def load_any(model: str) -> tuple[torch.nn.Module, int, int]:
+    """A model from a train output directory, or an MLflow URI (runs:/…, models:/…, s3://…).
+
+    Returns it with the channels and image size it takes.
+    """
+    if Path(model).exists():
+        classifier, spec = load_classifier(Path(model))
+        return classifier, spec["channels"], spec["image_size"]
+    from components import tracking
+
+    loaded = tracking.load_model(model)
+    _, channels, size, _ = tracking.model_input_shape(model)
+    return loaded, channels, size
+
+
+def predict_files(model: str, files: list[Path]) -> list[tuple[Path, str, float]]:
+    """(file, class, probability of that class) for each image, decoded as preprocess does."""
+    net, channels, size = load_any(model)
+    pixels = np.stack([decode_bytes(Path(f).read_bytes(), size, channels) for f in files])
+    with torch.no_grad():
+        probabilities = torch.softmax(net(torch.from_numpy(pixels).float()), dim=1).numpy()
+    return [
+        (f, CLASSES[int(p.argmax())], float(p.max()))
+        for f, p in zip(files, probabilities, strict=True)
+    ]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m components.predict", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument(
+        "--model",
+        required=True,
+        help="train output directory, or an MLflow model URI such as "
+        "runs:/RUN_ID/model or models:/NAME@candidate",
+    )
+    parser.add_argument("images", nargs="+", type=Path, help="image files (JPEG, PNG, ...)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    setup_logging()
+    for path, label, probability in predict_files(args.model, args.images):
+        print(f"{path}\t{label}\t{probability:.4f}")
+
+
+if __name__ == "__main__":
+    main()
