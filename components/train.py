@@ -108,6 +108,7 @@ def train(cfg: TrainConfig) -> TrainResult:
     meta = read_meta(Path(cfg.data))
     train_data = DeviceSplit.load(Path(cfg.data), "train", device)
     val_data = DeviceSplit.load(Path(cfg.data), "val", device)
+    torch.manual_seed(cfg.seed)  # the initial weights
     net = build_model(cfg.model, meta["channels"], meta["image_size"])
     model = Classifier(net, meta["mean"], meta["std"]).to(device)
     optimizer, scheduler = make_optimizer(model, cfg, math.ceil(len(train_data) / cfg.batch_size))
@@ -267,7 +268,10 @@ def find_checkpoint(cfg: TrainConfig) -> dict | None:
 
 def _check_compatible(state: dict, cfg: TrainConfig) -> None:
     saved = state["config"]
-    for key in ("model", "batch_size", "seed", "schedule"):
+    keys = ["model", "batch_size", "seed", "schedule"]
+    if cfg.schedule == "onecycle":
+        keys.append("epochs")  # the schedule's length is fixed when it starts
+    for key in keys:
         if saved[key] != getattr(cfg, key):
             raise ValueError(
                 f"cannot resume: the checkpoint has {key}={saved[key]!r}, "

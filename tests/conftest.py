@@ -37,3 +37,13 @@ def sample_arrays(sample_images, tmp_path_factory) -> Path:
     cfg = preprocess.PreprocessConfig(image_size=40, channels=1, workers=2)
     preprocess.build_arrays(sample_images, target, cfg)
     return target
+
+
+@pytest.fixture
+def mlflow_store(tmp_path, monkeypatch) -> str:
+    """A fresh SQLite MLflow store in a temp dir, as ``MLFLOW_TRACKING_URI``; cwd moves there."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.delenv("MLFLOW_RUN_ID", raising=False)
+    monkeypatch.chdir(tmp_path)
+    return uri

@@ -1,0 +1,60 @@
+"""The networks and the device-side batching and augmentation."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from components.batches import DeviceSplit, augment
+from components.models import MODELS, Classifier, build_model
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+@pytest.mark.parametrize("channels, size", [(1, 50), (3, 64)])
+def test_every_model_maps_images_to_two_logits(name, channels, size):
+    net = build_model(name, channels, size)
+    assert net(torch.zeros(3, channels, size, size)).shape == (3, 2)
+
+
+def test_tutorial_cnn_is_the_tutorial_architecture():
+    net = build_model("tutorial_cnn", 1, 50)
+    convs = [m for m in net.modules() if isinstance(m, torch.nn.Conv2d)]
+    assert [(c.out_channels, c.kernel_size) for c in convs] == [
+        (32, (5, 5)),
+        (64, (5, 5)),
+        (128, (5, 5)),
+    ]
+    assert (net.fc1.in_features, net.fc1.out_features, net.fc2.out_features) == (512, 512, 2)
+
+
+def test_unknown_model_lists_the_valid_names():
+    with pytest.raises(ValueError, match="expected one of: tutorial_cnn, bn_cnn, resnet18"):
+        build_model("vgg", 1, 50)
+
+
+def test_too_small_images_are_a_clear_error():
+    with pytest.raises(ValueError, match="at least 36 pixels"):
+        build_model("tutorial_cnn", 1, 32)
+
+
+def test_classifier_normalises_raw_pixels():
+    net = torch.nn.Flatten()
+    model = Classifier(net, mean=[0.5], std=[0.25])
+    out = model(torch.tensor([[[[127.5, 255.0]]]]))
+    assert torch.allclose(out, torch.tensor([[0.0, 2.0]]))
+
+
+def test_batches_cover_every_sample_once_when_shuffled():
+    data = DeviceSplit(torch.arange(10, dtype=torch.uint8).view(10, 1, 1, 1), torch.arange(10))
+    seen = torch.cat([y for _, y in data.batches(3, torch.Generator().manual_seed(0))])
+    assert sorted(seen.tolist()) == list(range(10)) and seen.tolist() != list(range(10))
+
+
+def test_augment_flips_and_crops_deterministically():
+    pixels = torch.arange(2 * 1 * 8 * 8, dtype=torch.float32).view(2, 1, 8, 8).to(torch.uint8)
+    first = augment(pixels, torch.Generator().manual_seed(1), crop_padding=2)
+    again = augment(pixels, torch.Generator().manual_seed(1), crop_padding=2)
+    assert first.shape == (2, 1, 8, 8) and torch.equal(first, again)
+    flipped_only = augment(pixels, torch.Generator().manual_seed(1))
+    for original, out in zip(pixels.float(), flipped_only, strict=True):
+        assert torch.equal(out, original) or torch.equal(out, original.flip(2))

@@ -1,0 +1,176 @@
+"""The train step on the real sample, tracked in a real (SQLite) MLflow store."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import mlflow
+import pytest
+import torch
+from mlflow.tracking import MlflowClient
+
+from components import train
+from components.checkpoints import load_checkpoint
+from components.models import load_classifier
+from tests.conftest import REPO
+
+METRICS = {
+    "train_loss",
+    "train_accuracy",
+    "val_loss",
+    "val_accuracy",
+    "epoch_seconds",
+    "images_per_second",
+}
+
+
+def config(sample_arrays, output, **overrides) -> train.TrainConfig:
+    return train.TrainConfig(data=str(sample_arrays), output=str(output), **overrides)
+
+
+def test_train_logs_everything_to_mlflow(sample_arrays, tmp_path, mlflow_store):
+    result = train.train(
+        config(
+            sample_arrays,
+            tmp_path / "out",
+            epochs=2,
+            kfp_run_id="kfp-123",
+            pipeline_name="dogs-vs-cats",
+        )
+    )
+    client = MlflowClient(mlflow_store)
+    run = client.get_run(result.run_id)
+    assert run.data.params["model"] == "tutorial_cnn" and run.data.params["epochs"] == "2"
+    assert run.data.params["data_train_cat"] == "801" and run.data.params["image_size"] == "40"
+    assert run.data.tags["kfp.run_id"] == "kfp-123"
+    assert METRICS <= set(run.data.metrics)
+    history = client.get_metric_history(result.run_id, "val_accuracy")
+    assert [m.step for m in history] == [1, 2]
+    assert [a.path for a in client.list_artifacts(result.run_id, "checkpoints")] == [
+        "checkpoints/checkpoint.pt"
+    ]
+    logged = mlflow.pytorch.load_model(result.model_uri)
+    assert logged(torch.full((5, 1, 40, 40), 128.0)).shape == (5, 2)
+    assert (tmp_path / "out/mlflow_run_id").read_text() == result.run_id
+    saved = json.loads((tmp_path / "out/history.json").read_text())
+    assert [e["epoch"] for e in saved] == [1, 2] and METRICS <= set(saved[0])
+
+
+def test_model_dir_rebuilds_the_net_and_its_normalisation(sample_arrays, tmp_path, mlflow_store):
+    train.train(config(sample_arrays, tmp_path / "out", epochs=1, dry_run=True))
+    model, spec = load_classifier(tmp_path / "out")
+    assert spec["model"] == "tutorial_cnn" and spec["channels"] == 1 and spec["image_size"] == 40
+    assert spec["mean"] and spec["std"] and spec["classes"] == ["cat", "dog"]
+    assert model(torch.zeros(2, 1, 40, 40)).shape == (2, 2)
+
+
+def test_resume_from_a_durable_store_after_losing_the_pod(sample_arrays, tmp_path, mlflow_store):
+    store = tmp_path / "durable"
+    first = train.train(
+        config(sample_arrays, tmp_path / "pod1", epochs=1, checkpoint_uri=str(store))
+    )
+    assert load_checkpoint(store / "checkpoint.pt")["epoch"] == 1
+    resumed = train.train(
+        config(sample_arrays, tmp_path / "pod2", epochs=2, resume=True, checkpoint_uri=str(store))
+    )
+    assert resumed.run_id == first.run_id
+    assert resumed.history[0] == first.history[0] and len(resumed.history) == 2
+    steps = [
+        m.step for m in MlflowClient(mlflow_store).get_metric_history(first.run_id, "val_loss")
+    ]
+    assert steps == [1, 2]
+
+
+def test_resume_finds_the_checkpoint_in_the_kfp_runs_mlflow_run(
+    sample_arrays, tmp_path, mlflow_store
+):
+    first = train.train(config(sample_arrays, tmp_path / "pod1", epochs=1, kfp_run_id="run-7"))
+    resumed = train.train(
+        config(sample_arrays, tmp_path / "pod2", epochs=2, resume=True, kfp_run_id="run-7")
+    )
+    assert resumed.run_id == first.run_id and [e["epoch"] for e in resumed.history] == [1, 2]
+
+
+def test_resume_refuses_a_checkpoint_of_another_model(sample_arrays, tmp_path, mlflow_store):
+    train.train(config(sample_arrays, tmp_path / "out", epochs=1, dry_run=True))
+    with pytest.raises(ValueError, match="checkpoint has model='tutorial_cnn'"):
+        train.train(config(sample_arrays, tmp_path / "out", model="bn_cnn", resume=True))
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"model": "vgg"}, "expected one of: tutorial_cnn, bn_cnn, resnet18"),
+        ({"schedule": "cosine"}, "expected one of: constant, onecycle"),
+        ({"epochs": 0}, "expected epochs >= 1"),
+    ],
+)
+def test_bad_config_is_a_clear_error(tmp_path, overrides, message):
+    with pytest.raises(ValueError, match=message):
+        train.TrainConfig(data="d", output="o", **overrides)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error on a machine without CUDA")
+def test_cuda_without_a_gpu_is_a_clear_error():
+    with pytest.raises(ValueError, match="use --device auto or cpu"):
+        train.pick_device("cuda")
+
+
+def train_cli(args: list[str]) -> list[str]:
+    return [sys.executable, "-m", "components.train", *args]
+
+
+def run_to_end(args: list[str], env: dict) -> None:
+    done = subprocess.run(
+        train_cli(args), cwd=REPO, env=env, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.slow
+def test_killed_and_resumed_run_ends_with_the_same_weights(sample_arrays, tmp_path, mlflow_store):
+    env = {**os.environ, "MLFLOW_TRACKING_URI": mlflow_store}
+    common = [
+        "--data",
+        str(sample_arrays),
+        "--epochs",
+        "4",
+        "--model",
+        "bn_cnn",
+        "--batch-size",
+        "64",
+        "--schedule",
+        "onecycle",
+    ]
+    run_to_end([*common, "--output", str(tmp_path / "whole")], env)
+
+    victim = subprocess.Popen(
+        train_cli([*common, "--output", str(tmp_path / "killed")]),
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    checkpoint = tmp_path / "killed/checkpoint.pt"
+    deadline = time.monotonic() + 300
+    while not checkpoint.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    victim.send_signal(signal.SIGKILL)
+    victim.wait()
+    assert load_checkpoint(checkpoint)["epoch"] < 4, "the run finished before it could be killed"
+
+    run_to_end([*common, "--output", str(tmp_path / "killed"), "--resume"], env)
+    expected = torch.load(tmp_path / "whole/model.pt", weights_only=True)["state_dict"]
+    actual = torch.load(tmp_path / "killed/model.pt", weights_only=True)["state_dict"]
+    assert expected.keys() == actual.keys()
+    assert all(torch.equal(expected[k], actual[k]) for k in expected)
+    runs = {(tmp_path / d / "mlflow_run_id").read_text() for d in ("whole", "killed")}
+    assert len(runs) == 2  # the resumed run continued its own MLflow run, not a new one
+    killed_run = (tmp_path / "killed/mlflow_run_id").read_text()
+    steps = {m.step for m in MlflowClient(mlflow_store).get_metric_history(killed_run, "val_loss")}
+    assert steps == {1, 2, 3, 4}
