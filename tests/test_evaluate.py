@@ -1,0 +1,122 @@
+"""The evaluate and predict steps: known predictions, clear errors, MLflow logging."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+import torch
+from mlflow.tracking import MlflowClient
+
+from components import evaluate, metrics, predict, train
+from components.models import Classifier, build_model, save_classifier
+
+
+def always_dog_model(directory, channels=1, size=40):
+    """A tutorial net whose only say is its last bias: every image is a dog, p = 0.88."""
+    net = build_model("tutorial_cnn", channels, size)
+    with torch.no_grad():
+        for parameter in net.parameters():
+            parameter.zero_()
+        net.fc2.bias.copy_(torch.tensor([0.0, 2.0]))
+    spec = {
+        "model": "tutorial_cnn",
+        "channels": channels,
+        "image_size": size,
+        "mean": [0.5] * channels,
+        "std": [0.25] * channels,
+        "classes": ["cat", "dog"],
+    }
+    directory.mkdir(parents=True, exist_ok=True)
+    save_classifier(directory / "model.pt", Classifier(net, spec["mean"], spec["std"]), spec)
+    return directory
+
+
+def test_known_predictions_give_the_expected_confusion_matrix(sample_arrays, tmp_path):
+    model = always_dog_model(tmp_path / "model")
+    report = evaluate.evaluate(model, sample_arrays, tmp_path / "eval")
+    assert report["confusion_matrix"] == [[0, 100], [0, 100]]
+    assert report["metrics"]["accuracy"] == 0.5
+    assert report["metrics"]["dog_accuracy"] == 1.0 and report["metrics"]["cat_accuracy"] == 0.0
+    assert report["metrics"]["roc_auc"] == 0.5  # every score tied
+    assert json.loads((tmp_path / "eval/metrics.json").read_text()) == report
+    for name in ("roc.json", "confusion_matrix.png", "misclassified.png"):
+        assert (tmp_path / "eval" / name).stat().st_size > 0
+
+
+def test_metrics_on_hand_counted_scores():
+    labels = np.array([0, 0, 0, 1, 1, 1, 1])
+    scores = np.array([0.1, 0.6, 0.3, 0.9, 0.8, 0.4, 0.7])
+    assert metrics.confusion_matrix(labels, (scores >= 0.5).astype(int)) == [[2, 1], [1, 3]]
+    result = metrics.classification_metrics(labels, scores)
+    assert result["precision"] == 0.75 and result["recall"] == 0.75
+    assert result["accuracy"] == pytest.approx(5 / 7)
+    assert result["roc_auc"] == pytest.approx(11 / 12)  # 11 of 12 dog-cat pairs ordered right
+    curve = metrics.roc_curve(labels, scores)
+    assert curve["fpr"][0] == 0.0 and curve["tpr"][-1] == 1.0
+
+
+def test_image_size_mismatch_says_how_to_fix_it(sample_arrays, tmp_path):
+    model = always_dog_model(tmp_path / "model", size=50)
+    with pytest.raises(ValueError, match="expects 1×50×50 images.*--channels 1 --image-size 50"):
+        evaluate.evaluate(model, sample_arrays, tmp_path / "eval")
+
+
+def test_missing_and_pickled_arrays_are_clear_errors(sample_arrays, tmp_path):
+    data = tmp_path / "data"
+    shutil.copytree(sample_arrays, data)
+    model = always_dog_model(tmp_path / "model")
+    (data / "test_labels.npy").unlink()
+    with pytest.raises(FileNotFoundError, match="expected test_labels.npy"):
+        evaluate.evaluate(model, data, tmp_path / "eval")
+    np.save(
+        data / "test_labels.npy", np.array([{"evil": 1}] * 200, dtype=object), allow_pickle=True
+    )
+    with pytest.raises(ValueError, match="holds pickled objects"):
+        evaluate.evaluate(model, data, tmp_path / "eval")
+
+
+def test_missing_model_is_a_clear_error(sample_arrays, tmp_path):
+    with pytest.raises(FileNotFoundError, match="expected model.pt from the train step"):
+        evaluate.evaluate(tmp_path / "nothing", sample_arrays, tmp_path / "eval")
+
+
+def test_evaluate_logs_test_metrics_into_the_training_run(
+    sample_arrays, sample_images, tmp_path, mlflow_store
+):
+    result = train.train(
+        train.TrainConfig(data=str(sample_arrays), output=str(tmp_path / "m"), epochs=1)
+    )
+    evaluate.main(
+        [
+            "--model",
+            str(tmp_path / "m"),
+            "--data",
+            str(sample_arrays),
+            "--output",
+            str(tmp_path / "eval"),
+        ]
+    )
+    client = MlflowClient(mlflow_store)
+    logged = client.get_run(result.run_id).data.metrics
+    report = json.loads((tmp_path / "eval/metrics.json").read_text())
+    assert logged["test_accuracy"] == pytest.approx(report["metrics"]["accuracy"])
+    assert {"test_f1", "test_roc_auc", "test_precision", "test_recall"} <= set(logged)
+    names = {a.path for a in client.list_artifacts(result.run_id, "evaluation/test")}
+    assert "evaluation/test/confusion_matrix.png" in names
+
+    images = [sample_images / "PetImages/Cat/1.jpg", sample_images / "PetImages/Dog/1.jpg"]
+    from_dir = predict.predict_files(str(tmp_path / "m"), images)
+    from_mlflow = predict.predict_files(result.model_uri, images)
+    for (_, label_a, p_a), (_, label_b, p_b) in zip(from_dir, from_mlflow, strict=True):
+        assert label_a == label_b and label_a in ("cat", "dog")
+        assert 0.5 <= p_a <= 1.0 and p_a == pytest.approx(p_b, abs=1e-5)
+
+
+def test_predict_cli_prints_one_line_per_image(sample_images, tmp_path, capsys):
+    model = always_dog_model(tmp_path / "model")
+    image = sample_images / "PetImages/Cat/5002.jpg"  # a CMYK JPEG
+    predict.main(["--model", str(model), str(image)])
+    assert capsys.readouterr().out == f"{image}\tdog\t0.8808\n"
