@@ -158,3 +158,30 @@ def model_input_shape(uri: str) -> tuple[int, ...]:
     mlflow.set_tracking_uri(tracking_uri())
     signature = mlflow.models.get_model_info(uri).signature
     return tuple(signature.inputs.to_dict()[0]["tensor-spec"]["shape"])
+
+
+def use_tracking_uri(uri: str | None) -> None:
+    """Make ``uri`` the tracking URI for this process and its children; empty keeps the default."""
+    if uri:
+        os.environ["MLFLOW_TRACKING_URI"] = uri
+
+
+def register_model(run_id: str, name: str, alias: str) -> str:
+    """Register the run's logged model under ``name`` and point ``alias`` at it; the version."""
+    mlflow.set_tracking_uri(tracking_uri())
+    version = mlflow.register_model(f"runs:/{run_id}/{MODEL_NAME}", name)
+    MlflowClient(tracking_uri()).set_registered_model_alias(name, alias, version.version)
+    return version.version
+
+
+def set_run_tags(run_id: str, tags: dict[str, str]) -> None:
+    client = MlflowClient(tracking_uri())
+    for key, value in tags.items():
+        client.set_tag(run_id, key, value)
+
+
+def ensure_experiment(name: str, artifact_location: Path) -> None:
+    """Create experiment ``name`` with its artifacts at ``artifact_location``, unless it exists."""
+    client = MlflowClient(tracking_uri())
+    if client.get_experiment_by_name(name) is None:
+        client.create_experiment(name, artifact_location=Path(artifact_location).as_uri())

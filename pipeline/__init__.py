@@ -1,0 +1,1 @@
+"""The Kubeflow Pipelines layer: thin component wrappers and the pipeline's wiring."""

@@ -1,0 +1,116 @@
+"""Compile, run locally, or submit the pipeline.
+
+python -m pipeline compile --output pipeline.yaml [--image IMG] [--gpu-image IMG]
+python -m pipeline run --local [--source URI] [name=value ...]
+python -m pipeline submit --host URL [name=value ...]
+"""
+
+import argparse
+import inspect
+import logging
+import sys
+import tempfile
+from pathlib import Path
+
+from kfp import compiler
+
+from components.logs import setup_logging
+from pipeline.local import run_local
+from pipeline.pipeline import ClusterSettings, build_pipeline
+
+log = logging.getLogger(__name__)
+
+
+def parse_arguments(pairs: list[str], pipeline) -> dict:
+    """``name=value`` pairs, each value converted to the type of the pipeline's parameter."""
+    parameters = inspect.signature(pipeline.pipeline_func).parameters
+    arguments = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or name not in parameters:
+            raise SystemExit(
+                f"expected name=value with a name among: {', '.join(parameters)}; found {pair!r}"
+            )
+        kind = type(parameters[name].default)
+        arguments[name] = value.lower() in ("1", "true", "yes") if kind is bool else kind(value)
+    return arguments
+
+
+def compile_pipeline(output: Path, settings: ClusterSettings) -> Path:
+    compiler.Compiler().compile(build_pipeline(settings), str(output))
+    return output
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m pipeline", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    for name in ("compile", "submit"):
+        sub = commands.add_parser(name)
+        sub.add_argument(
+            "--image",
+            default=ClusterSettings.image,
+            help="CPU image for download, preprocess, evaluate (default: %(default)s)",
+        )
+        sub.add_argument(
+            "--gpu-image",
+            default=ClusterSettings.gpu_image,
+            help="CUDA image for train (default: %(default)s)",
+        )
+    commands.choices["compile"].add_argument(
+        "--output",
+        "-o",
+        type=Path,
+        default=Path("pipeline.yaml"),
+        help="pipeline spec to write (default: %(default)s)",
+    )
+    submit = commands.choices["submit"]
+    submit.add_argument("--host", required=True, help="Kubeflow Pipelines API endpoint")
+    submit.add_argument(
+        "--experiment", default="dogs-vs-cats", help="KFP experiment (default: %(default)s)"
+    )
+    submit.add_argument("arguments", nargs="*", metavar="name=value")
+    run = commands.add_parser("run")
+    run.add_argument(
+        "--local",
+        action="store_true",
+        required=True,
+        help="run every step on this machine with kfp.local (no Docker, no cluster)",
+    )
+    run.add_argument("--source", default=None, help="shorthand for source=URI")
+    run.add_argument(
+        "--workdir",
+        type=Path,
+        default=Path("runs/local"),
+        help="where outputs and the MLflow SQLite store go (default: %(default)s)",
+    )
+    run.add_argument("arguments", nargs="*", metavar="name=value")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    setup_logging()
+    if args.command == "run":
+        pipeline = build_pipeline()
+        arguments = parse_arguments(args.arguments, pipeline)
+        if args.source:
+            arguments["source"] = args.source
+        print(run_local(pipeline, arguments, args.workdir))
+        return
+    settings = ClusterSettings(image=args.image, gpu_image=args.gpu_image)
+    if args.command == "compile":
+        log.info("wrote %s", compile_pipeline(args.output, settings))
+        return
+    import kfp
+
+    arguments = parse_arguments(args.arguments, build_pipeline(settings))
+    with tempfile.TemporaryDirectory() as scratch:
+        package = compile_pipeline(Path(scratch) / "pipeline.yaml", settings)
+        run = kfp.Client(host=args.host).create_run_from_pipeline_package(
+            str(package), arguments=arguments, experiment_name=args.experiment
+        )
+    print(f"submitted run {run.run_id}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

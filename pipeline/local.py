@@ -1,0 +1,46 @@
+"""Run the whole pipeline on this machine with kfp.local: no Docker, no cluster."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kfp import local
+
+from components import tracking
+
+
+def run_local(pipeline, arguments: dict, workdir: Path) -> str:
+    """Run ``pipeline`` with ``arguments`` under ``workdir``; a summary of where things are.
+
+    MLflow defaults to a SQLite store in ``workdir``, its artifacts beside it.
+    """
+    workdir = Path(workdir).resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
+    store = f"sqlite:///{workdir / 'mlflow.db'}"
+    arguments = {"tracking_uri": store, **arguments}
+    if arguments["tracking_uri"] == store:
+        tracking.use_tracking_uri(store)
+        tracking.ensure_experiment(
+            arguments.get("experiment", "dogs-vs-cats"), workdir / "mlartifacts"
+        )
+    local.init(
+        runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(workdir / "outputs")
+    )
+    outputs = pipeline(**arguments).outputs
+    return summary(outputs, arguments["tracking_uri"], workdir)
+
+
+def summary(outputs: dict, tracking_uri: str, workdir: Path) -> str:
+    lines = [
+        f"test accuracy: {outputs['test_accuracy']:.4f}",
+        f"quality gate:  {outputs['gate']}",
+        f"model:         {outputs['model'].path}",
+        f"outputs:       {workdir / 'outputs'}",
+        f"MLflow run:    {outputs['mlflow_run_id']} at {tracking_uri}",
+    ]
+    if tracking_uri.startswith("sqlite:///"):
+        lines.append(
+            f"MLflow UI:     mlflow ui --backend-store-uri {tracking_uri} "
+            "(then open http://127.0.0.1:5000)"
+        )
+    return "\n".join(lines)
