@@ -1,0 +1,109 @@
+"""A small stand-in for the Kubeflow Pipelines v2beta1 REST API, on 127.0.0.1.
+
+It speaks the part of the API that ``kfp run create``/``submit`` and ``kfp.Client`` use
+(health, experiments, runs) and keeps what it is sent, for the tests to inspect.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlparse
+
+PREFIX = "/apis/v2beta1"
+CREATED = "2026-11-22T00:00:00Z"
+
+
+class FakeKfpApi:
+    def __init__(self):
+        self.experiments: dict[str, dict] = {}
+        self.runs: dict[str, dict] = {}
+        self.unknown: list[str] = []
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self._httpd.server_port}"
+
+    def __enter__(self) -> FakeKfpApi:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def get(self, path: str, query: dict) -> tuple[int, dict]:
+        if path == "/healthz":
+            return 200, {"multi_user": False}
+        if path == "/experiments":
+            wanted = json.dumps(query.get("filter", [""])[0])
+            found = [e for e in self.experiments.values() if e["display_name"] in wanted]
+            return 200, {"experiments": found, "total_size": len(found)} if found else {}
+        if path.startswith("/runs/") and path[len("/runs/") :] in self.runs:
+            return 200, self.runs[path[len("/runs/") :]]
+        return 404, {"error": f"no {path}"}
+
+    def post(self, path: str, body: dict) -> tuple[int, dict]:
+        if path == "/experiments":
+            experiment = {
+                **body,
+                "experiment_id": f"exp-{len(self.experiments) + 1}",
+                "created_at": CREATED,
+                "storage_state": "AVAILABLE",
+            }
+            self.experiments[experiment["experiment_id"]] = experiment
+            return 200, experiment
+        if path == "/runs":
+            run = {
+                **body,
+                "run_id": f"run-{len(self.runs) + 1}",
+                "created_at": CREATED,
+                "state": "PENDING",
+                "storage_state": "AVAILABLE",
+            }
+            self.runs[run["run_id"]] = run
+            return 200, run
+        return 404, {"error": f"no {path}"}
+
+    def _handler(self):
+        api = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:
+                pass
+
+            def _reply(self, status: int, payload: dict) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _route(self, method) -> None:
+                url = urlparse(self.path)
+                if not url.path.startswith(PREFIX):
+                    api.unknown.append(self.path)
+                    self._reply(404, {"error": "not the v2beta1 API"})
+                    return
+                status, payload = method(url.path[len(PREFIX) :], self._payload(url))
+                if status == 404:
+                    api.unknown.append(self.path)
+                self._reply(status, payload)
+
+            def _payload(self, url):
+                if self.command == "GET":
+                    return parse_qs(url.query)
+                length = int(self.headers.get("Content-Length", 0))
+                return json.loads(self.rfile.read(length) or b"{}")
+
+            def do_GET(self) -> None:
+                self._route(api.get)
+
+            def do_POST(self) -> None:
+                self._route(api.post)
+
+        return Handler

@@ -1,0 +1,204 @@
+"""The KFP layer: the compiled spec, the real kfp CLI against a local API, a kfp.local run."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+import yaml
+from mlflow.tracking import MlflowClient
+
+from components import register
+from pipeline.__main__ import main as pipeline_main
+from pipeline.pipeline import ClusterSettings
+from tests.conftest import REPO
+from tests.kfp_api import FakeKfpApi
+
+IMAGE = "registry.example/dogs-vs-cats@sha256:" + "a" * 64
+GPU_IMAGE = "registry.example/dogs-vs-cats-cuda@sha256:" + "b" * 64
+PLANTED = {"AWS_SECRET_ACCESS_KEY": "planted-aws-secret", "MLFLOW_TRACKING_PASSWORD": "planted-pw"}
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory):
+    path = tmp_path_factory.mktemp("spec") / "pipeline.yaml"
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in PLANTED.items():
+            patch.setenv(key, value)
+        pipeline_main(
+            ["compile", "--output", str(path), "--image", IMAGE, "--gpu-image", GPU_IMAGE]
+        )
+    text = path.read_text()
+    spec, platform = yaml.safe_load_all(text)
+    return path, text, spec, platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+
+
+def executor(spec, name):
+    return spec["deploymentSpec"]["executors"][f"exec-{name}"]["container"]
+
+
+def task(spec, name):
+    return spec["root"]["dag"]["tasks"][name]
+
+
+def test_train_task_asks_for_gpus_on_a_gpu_node(compiled):
+    _, _, spec, platform = compiled
+    resources = executor(spec, "train-op")["resources"]
+    assert resources["accelerator"]["resourceType"] == "nvidia.com/gpu"
+    assert (
+        resources["accelerator"]["resourceCount"]
+        == "{{$.inputs.parameters['pipelinechannel--gpus']}}"
+    )
+    assert spec["root"]["inputDefinitions"]["parameters"]["gpus"]["defaultValue"] == 1
+    train = platform["exec-train-op"]
+    assert train["tolerations"] == [
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+    ]
+    assert train["nodeSelector"]["labels"] == dict([ClusterSettings.gpu_node_selector])
+    assert train["emptyDirMounts"] == [
+        {"volumeName": "dshm", "mountPath": "/dev/shm", "medium": "Memory", "sizeLimit": "8Gi"}
+    ]
+
+
+def test_every_step_has_requests_limits_and_its_image(compiled):
+    _, _, spec, _ = compiled
+    for name in ("download-op", "preprocess-op", "train-op", "evaluate-op", "register-op"):
+        container = executor(spec, name)
+        resources = container["resources"]
+        assert {"cpuRequest", "cpuLimit", "memoryRequest", "memoryLimit"} <= set(resources), name
+        assert resources["cpuLimit"] >= resources["cpuRequest"]
+        assert container["image"] == (GPU_IMAGE if name == "train-op" else IMAGE)
+        assert "pip install" not in " ".join(container["command"])
+
+
+def test_retries_and_caching(compiled):
+    _, _, spec, _ = compiled
+    assert task(spec, "download-op")["retryPolicy"]["maxRetryCount"] == 3
+    assert task(spec, "train-op")["retryPolicy"]["maxRetryCount"] == 2
+    assert task(spec, "download-op")["cachingOptions"]["enableCache"] is True
+    assert task(spec, "preprocess-op")["cachingOptions"]["enableCache"] is True
+    for name in ("train-op", "evaluate-op", "register-op"):
+        assert not task(spec, name)["cachingOptions"].get("enableCache"), name
+    download_inputs = task(spec, "download-op")["inputs"]["parameters"]
+    assert {"source", "sha256"} <= set(download_inputs)  # a new digest is a new cache key
+    train_inputs = task(spec, "train-op")["inputs"]["parameters"]
+    assert train_inputs["kfp_run_id"]["runtimeValue"]["constant"] == "{{$.pipeline_job_uuid}}"
+
+
+def test_secrets_come_from_kubernetes_and_no_value_is_compiled_in(compiled):
+    _, text, _, platform = compiled
+    for value in PLANTED.values():
+        assert value not in text
+    download_env = platform["exec-download-op"]["secretAsEnv"][0]
+    assert download_env["secretName"] == "dogs-vs-cats-s3" and download_env["optional"] is True
+    names = {e["envVar"] for e in download_env["keyToEnv"]}
+    assert {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"} <= names
+    for name in ("train-op", "evaluate-op", "register-op"):
+        secrets = {s["secretName"] for s in platform[f"exec-{name}"]["secretAsEnv"]}
+        assert "dogs-vs-cats-mlflow" in secrets
+
+
+def test_kfp_run_submit_sends_the_spec_and_parameters_intact(compiled):
+    path, _, spec, _ = compiled
+    kfp_cli = shutil.which("kfp") or pytest.fail("the kfp CLI is not on PATH")
+    with FakeKfpApi() as api:
+        done = subprocess.run(
+            [
+                kfp_cli,
+                "--endpoint",
+                api.endpoint,
+                "run",
+                "submit",
+                "-e",
+                "dogs-vs-cats",
+                "-f",
+                str(path),
+                "epochs=10",
+                "model=bn_cnn",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        assert api.unknown == []
+        (run,) = api.runs.values()
+    assert run["runtime_config"]["parameters"] == {"epochs": 10, "model": "bn_cnn"}
+    assert run["pipeline_spec"]["pipeline_spec"] == spec
+    assert run["experiment_id"] == "exp-1" and "run-1" in done.stdout
+
+
+def test_python_submit_converts_parameter_types(capsys):
+    with FakeKfpApi() as api:
+        pipeline_main(["submit", "--host", api.endpoint, "epochs=3", "lr=0.01", "channels=3"])
+        (run,) = api.runs.values()
+    assert run["runtime_config"]["parameters"] == {"epochs": 3, "lr": 0.01, "channels": 3}
+    assert "submitted run run-1" in capsys.readouterr().out
+
+
+def test_unknown_parameter_lists_the_valid_ones():
+    with pytest.raises(SystemExit, match="expected name=value with a name among: source"):
+        pipeline_main(["submit", "--host", "http://127.0.0.1:9", "epoch=3"])
+
+
+def test_quality_gate_refuses_a_weak_model_and_says_why(sample_arrays, tmp_path, mlflow_store):
+    from components import train
+
+    result = train.train(
+        train.TrainConfig(
+            data=str(sample_arrays), output=str(tmp_path / "m"), epochs=1, dry_run=True
+        )
+    )
+    decision = register.register_if_accurate(result.run_id, 0.61, 0.9, "pets")
+    assert not decision.registered and "0.6100 < minimum 0.9000" in decision.reason
+    client = MlflowClient(mlflow_store)
+    assert client.get_run(result.run_id).data.tags["quality_gate"] == decision.reason
+    assert client.search_registered_models() == []
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_whole_pipeline_runs_locally_and_registers_a_good_enough_model(sample_zip, tmp_path):
+    workdir = tmp_path / "local"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pipeline",
+            "run",
+            "--local",
+            "--source",
+            str(sample_zip),
+            "--workdir",
+            str(workdir),
+            "epochs=1",
+            "image_size=40",
+            "min_accuracy=0.0",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-5000:]
+    run_id = re.search(r"^MLflow run: +(\w+)", done.stdout, re.MULTILINE).group(1)
+    assert (workdir / "outputs").is_dir() and "mlflow ui --backend-store-uri" in done.stdout
+    run_dir = next((workdir / "outputs").iterdir())
+    for produced in (
+        "download-op/dataset/download.json",
+        "preprocess-op/arrays/meta.json",
+        "train-op/model/model.pt",
+        "evaluate-op/evaluation/confusion_matrix.png",
+        "evaluate-op/report",
+    ):
+        assert (run_dir / produced).exists(), produced
+    client = MlflowClient(f"sqlite:///{workdir / 'mlflow.db'}")
+    run = client.get_run(run_id)
+    assert 0.0 <= run.data.metrics["test_accuracy"] <= 1.0
+    assert run.data.tags["kfp.pipeline_name"] == "dogs-vs-cats" and run.data.tags["kfp.run_id"]
+    version = client.get_model_version_by_alias("dogs-vs-cats", "candidate")
+    assert version.run_id == run_id
+    assert run.data.tags["quality_gate"].startswith("registered dogs-vs-cats version 1")
