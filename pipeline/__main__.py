@@ -16,7 +16,8 @@ from kfp import compiler
 
 from components.logs import setup_logging
 from pipeline.local import run_local
-from pipeline.pipeline import ClusterSettings, build_pipeline
+from pipeline.pipeline import build_pipeline
+from pipeline.settings import ClusterSettings
 
 log = logging.getLogger(__name__)
 

@@ -20,8 +20,9 @@ from kfp.dsl import (
     Output,
 )
 
-DEFAULT_IMAGE = "ghcr.io/dogs-vs-cats/dogs-vs-cats:0.1.0"
-component = dsl.component(base_image=DEFAULT_IMAGE, install_kfp_package=False)
+from pipeline.settings import IMAGE
+
+component = dsl.component(base_image=IMAGE, install_kfp_package=False)
 
 
 @component

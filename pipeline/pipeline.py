@@ -4,33 +4,17 @@ Wiring, resources and Kubernetes settings only; the work is in ``components``. (
 ``from __future__ import annotations``: KFP reads the pipeline's annotations as types.)
 """
 
-from dataclasses import dataclass
 from typing import NamedTuple
 
 from kfp import dsl, kubernetes
 
 from components.download import PETIMAGES_URL
 from pipeline import ops
+from pipeline.settings import ClusterSettings
 
 PIPELINE_NAME = "dogs-vs-cats"
-VERSION = "0.1.0"
-REGISTRY = "ghcr.io/dogs-vs-cats"
 CLUSTER_TRACKING_URI = "http://mlflow.mlflow.svc.cluster.local:5000"
 GPU = "nvidia.com/gpu"
-
-
-@dataclass(frozen=True)
-class ClusterSettings:
-    """Compile-time settings: images (pin tags or digests: KFP's cache keys on them), placement."""
-
-    image: str = f"{REGISTRY}/dogs-vs-cats:{VERSION}"
-    gpu_image: str = f"{REGISTRY}/dogs-vs-cats-cuda:{VERSION}"
-    gpu_node_selector: tuple[str, str] | None = ("nvidia.com/gpu.present", "true")
-    s3_secret: str = "dogs-vs-cats-s3"
-    mlflow_secret: str = "dogs-vs-cats-mlflow"
-    shm_size: str = "8Gi"
-
-
 S3_ENV = {key: key for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL")}
 MLFLOW_ENV = {key: key for key in ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD")}
 

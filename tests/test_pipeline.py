@@ -13,7 +13,7 @@ from mlflow.tracking import MlflowClient
 
 from components import register
 from pipeline.__main__ import main as pipeline_main
-from pipeline.pipeline import ClusterSettings
+from pipeline.settings import ClusterSettings
 from tests.conftest import REPO
 from tests.kfp_api import FakeKfpApi
 
