@@ -104,6 +104,7 @@ def pick_device(name: str) -> torch.device:
 
 def train(cfg: TrainConfig) -> TrainResult:
     """Train, checkpointing each epoch; resume from the newest checkpoint with ``cfg.resume``."""
+    tracking.check_server(tracking.tracking_uri())  # before any time goes into training
     device = pick_device(cfg.device)
     meta = read_meta(Path(cfg.data))
     train_data = DeviceSplit.load(Path(cfg.data), "train", device)

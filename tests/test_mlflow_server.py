@@ -1,0 +1,185 @@
+"""MLflow as the cluster uses it: a real tracking server process over HTTP, artifacts in S3."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.parse
+
+import boto3
+import mlflow
+import pytest
+import torch
+from mlflow.tracking import MlflowClient
+
+from components import evaluate, tracking, train
+from tests.conftest import REPO
+from tests.servers import S3_KEYS, MlflowServer, S3Server, free_port
+
+pytestmark = pytest.mark.integration
+BUCKET = "mlflow-artifacts"
+ARTIFACTS = REPO / "test-artifacts"
+
+
+@pytest.fixture
+def s3():
+    with S3Server() as server:
+        boto3.client("s3", endpoint_url=server.endpoint, **_boto_keys()).create_bucket(
+            Bucket=BUCKET
+        )
+        yield server
+
+
+def _boto_keys() -> dict:
+    return {
+        "aws_access_key_id": "testing",
+        "aws_secret_access_key": "testing",
+        "region_name": "us-east-1",
+    }
+
+
+@pytest.fixture
+def server(s3, tmp_path, monkeypatch):
+    """The server, and this process pointed at it with no S3 keys of its own."""
+    for key in (*S3_KEYS, "MLFLOW_S3_ENDPOINT_URL", "AWS_ENDPOINT_URL", "MLFLOW_RUN_ID"):
+        monkeypatch.delenv(key, raising=False)
+    with MlflowServer(tmp_path, s3.endpoint, BUCKET) as running:
+        monkeypatch.setenv("MLFLOW_TRACKING_URI", running.url)
+        monkeypatch.chdir(tmp_path)
+        yield running
+
+
+def bucket_keys(s3) -> list[str]:
+    client = boto3.client("s3", endpoint_url=s3.endpoint, **_boto_keys())
+    return [o["Key"] for o in client.list_objects_v2(Bucket=BUCKET).get("Contents", [])]
+
+
+def test_train_and_evaluate_over_http_with_artifacts_in_s3(sample_arrays, tmp_path, server, s3):
+    result = train.train(
+        train.TrainConfig(data=str(sample_arrays), output=str(tmp_path / "m"), epochs=2)
+    )
+    evaluate.evaluate(tmp_path / "m", sample_arrays, tmp_path / "eval")
+    client = MlflowClient(server.url)
+    run = client.get_run(result.run_id)
+    assert run.data.params["model"] == "tutorial_cnn"
+    assert [m.step for m in client.get_metric_history(result.run_id, "val_loss")] == [1, 2]
+    assert "test_accuracy" in run.data.metrics
+    keys = bucket_keys(s3)
+    assert any(k.endswith("checkpoints/checkpoint.pt") for k in keys)
+    assert any(k.endswith("MLmodel") for k in keys)
+    assert any(k.endswith("evaluation/test/confusion_matrix.png") for k in keys)
+    loaded = mlflow.pytorch.load_model(result.model_uri)  # through the server's proxy
+    assert loaded(torch.full((3, 1, 40, 40), 100.0)).shape == (3, 2)
+
+
+def test_in_cluster_host_name_is_allowed(server):
+    import requests
+
+    reply = requests.get(
+        f"{server.url}/health", headers={"Host": "mlflow.mlflow.svc.cluster.local:5000"}, timeout=10
+    )
+    assert reply.ok
+
+
+def test_unreachable_server_fails_fast_before_training(sample_arrays, tmp_path, monkeypatch):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{free_port()}")
+    started = time.monotonic()
+    with pytest.raises(tracking.TrackingUnavailableError, match="is unreachable"):
+        train.train(train.TrainConfig(data=str(sample_arrays), output=str(tmp_path / "m")))
+    assert time.monotonic() - started < 30
+    assert not (tmp_path / "m").exists()
+
+
+@pytest.mark.slow
+def test_a_brief_outage_during_training_is_survived(sample_arrays, tmp_path, server):
+    env = {k: v for k, v in os.environ.items() if k not in S3_KEYS}
+    output = tmp_path / "m"
+    trainer = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "components.train",
+            "--data",
+            str(sample_arrays),
+            "--output",
+            str(output),
+            "--epochs",
+            "4",
+            "--model",
+            "bn_cnn",
+            "--batch-size",
+            "64",
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 300
+    while not (output / "checkpoint.pt").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    server.stop()  # the tracking server goes away mid-training ...
+    time.sleep(4)
+    server.start()  # ... and comes back on the same port
+    _, stderr = trainer.communicate(timeout=600)
+    assert trainer.returncode == 0, stderr[-4000:]
+    run_id = (output / "mlflow_run_id").read_text()
+    history = MlflowClient(server.url).get_metric_history(run_id, "val_accuracy")
+    assert sorted({m.step for m in history}) == [1, 2, 3, 4]
+
+
+@pytest.mark.slow
+def test_compare_view_shows_two_runs_side_by_side(sample_arrays, tmp_path, server):
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not chromium:
+        pytest.skip("Chromium is not installed (.ci/run installs Debian's chromium)")
+    runs = []
+    for model in ("tutorial_cnn", "bn_cnn"):
+        result = train.train(
+            train.TrainConfig(
+                data=str(sample_arrays), output=str(tmp_path / model), model=model, dry_run=True
+            )
+        )
+        evaluate.evaluate(tmp_path / model, sample_arrays, tmp_path / f"eval-{model}")
+        runs.append(result.run_id)
+    experiment = MlflowClient(server.url).get_run(runs[0]).info.experiment_id
+    query = urllib.parse.urlencode(
+        {"runs": json.dumps(runs), "experiments": json.dumps([experiment])}
+    )
+    url = f"{server.url}/#/compare-runs?{query}"
+    dom = browse(chromium, tmp_path, "--dump-dom", url)
+    for expected in ("tutorial_cnn", "bn_cnn", "val_accuracy", "test_accuracy", "batch_size"):
+        assert expected in dom, expected
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / "mlflow-compare-runs.png"
+    browse(chromium, tmp_path, f"--screenshot={shot}", "--window-size=1600,1400", url)
+    assert shot.stat().st_size > 20_000  # a rendered page, not a blank one
+
+
+def browse(chromium: str, tmp_path, *args: str) -> str:
+    done = subprocess.run(
+        [
+            chromium,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={tmp_path / 'chromium'}",
+            "--virtual-time-budget=20000",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
