@@ -118,7 +118,10 @@ def train(cfg: TrainConfig) -> TrainResult:
         _restore(state, model, optimizer, scheduler)
     history = state["history"] if state else []
     run_id = state["mlflow_run_id"] if state else cfg.mlflow_run_id
-    with tracking.start_run(cfg.experiment, run_id=run_id, tags=_tags(cfg)) as run_id:
+    run_name = f"{cfg.model}-{cfg.epochs}ep-seed{cfg.seed}"
+    with tracking.start_run(
+        cfg.experiment, run_id=run_id, run_name=run_name, tags=_tags(cfg)
+    ) as run_id:
         if not state:
             tracking.log_params(run_params(cfg, meta))
         for epoch in range(len(history) + 1, cfg.epochs + 1):
