@@ -68,7 +68,7 @@ def start_run(
     mlflow.set_tracking_uri(uri)
     experiment_id = mlflow.set_experiment(experiment).experiment_id
     if run_id or os.environ.get("MLFLOW_RUN_ID"):
-        experiment_id = None  # re-attaching: the run already has its experiment
+        experiment_id = run_name = None  # re-attaching: the run has its experiment and name
     system_metrics = importlib.util.find_spec("psutil") is not None
     with mlflow.start_run(
         run_id=run_id,
