@@ -1,0 +1,1 @@
+"""Benchmarks: the project against the classic tutorial's loops, side by side, same data."""

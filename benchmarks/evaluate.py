@@ -1,0 +1,74 @@
+"""Evaluate: batched inference against the tutorial's per-image loop, same split size.
+
+The tutorial's figure comes from its own train command (it evaluates after training);
+the project's is `predict_logits` over the same number of 50×50 grey images.
+
+    python -m benchmarks.evaluate --arrays runs/bench/train/archive-arrays \\
+        --npy runs/bench/train/archive-baseline.npy
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from benchmarks.common import base_parser, measure, report
+from components.batches import DeviceSplit
+from components.inference import predict_logits
+from components.models import Classifier, build_model
+from components.train import pick_device
+
+
+def project_images_per_second(arrays: Path, device: torch.device, repeats: int = 3) -> tuple:
+    data = DeviceSplit.load(arrays, "test", device)
+    model = Classifier(build_model("tutorial_cnn", 1, 50), [0.5], [0.25]).to(device)
+    predict_logits(model, data)  # warm-up
+    best = float("inf")
+    for _ in range(repeats):
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        started = time.perf_counter()
+        predict_logits(model, data).cpu()  # .cpu() waits for the device
+        best = min(best, time.perf_counter() - started)
+    return len(data) / best, len(data)
+
+
+def main() -> None:
+    parser = base_parser(__doc__.splitlines()[0])
+    parser.add_argument("--arrays", type=Path, required=True, help="the project's arrays")
+    parser.add_argument("--npy", type=Path, required=True, help="the baseline's pickled array")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
+    args = parser.parse_args()
+    baseline = measure(
+        [
+            sys.executable,
+            str(args.baseline),
+            "train",
+            str(args.npy),
+            "--epochs",
+            "1",
+            "--device",
+            args.device,
+        ]
+    ).last_json()
+    rate, count = project_images_per_second(args.arrays, pick_device(args.device))
+    rows = [
+        {
+            "run": "baseline, per-image loop",
+            "images": baseline["val_images"],
+            "images_per_s": baseline["eval_images_per_s"],
+        },
+        {"run": "project, batched (1024)", "images": count, "images_per_s": round(rate, 1)},
+    ]
+    report(
+        f"evaluate ({args.device})",
+        rows,
+        {"images/s, project / baseline": rate / baseline["eval_images_per_s"]},
+    )
+
+
+if __name__ == "__main__":
+    main()

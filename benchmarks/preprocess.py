@@ -1,0 +1,86 @@
+"""Preprocess: the project's parallel decoder against the tutorial's one-file-at-a-time cv2 loop.
+
+python -m benchmarks.preprocess --images runs/bench/archive [--workers 1 2]
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+from benchmarks.common import base_parser, measure, report
+
+
+def main() -> None:
+    parser = base_parser(__doc__.splitlines()[0])
+    parser.add_argument(
+        "--images",
+        type=Path,
+        required=True,
+        help="a folder holding PetImages/Cat and PetImages/Dog",
+    )
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--image-size", type=int, default=50)
+    parser.add_argument("--channels", type=int, default=1)
+    args = parser.parse_args()
+    args.workdir.mkdir(parents=True, exist_ok=True)
+
+    baseline = measure(
+        [
+            sys.executable,
+            str(args.baseline),
+            "preprocess",
+            str(args.images / "PetImages"),
+            str(args.workdir / "baseline.npy"),
+        ]
+    )
+    base_json = baseline.last_json()
+    rows = [_row("baseline (cv2, 1 process)", base_json["images"], baseline)]
+    ratios = {}
+    for workers in args.workers:
+        output = args.workdir / f"arrays-{workers}"
+        shutil.rmtree(output, ignore_errors=True)
+        run = measure(
+            [
+                sys.executable,
+                "-m",
+                "components.preprocess",
+                "--input",
+                str(args.images),
+                "--output",
+                str(output),
+                "--image-size",
+                str(args.image_size),
+                "--channels",
+                str(args.channels),
+                "--workers",
+                str(workers),
+            ]
+        )
+        rows.append(_row(f"project, {workers} workers", _files_decoded(output), run))
+        ratios[f"images/s, project {workers} workers / baseline"] = (
+            rows[-1]["images_per_s"] / rows[0]["images_per_s"]
+        )
+    report("preprocess", rows, ratios)
+
+
+def _files_decoded(output: Path) -> int:
+    """Every image file the project decoded: kept, skipped as broken, or dropped as a copy."""
+    meta = json.loads((output / "meta.json").read_text())
+    return sum(meta["kept"].values()) + len(meta["skipped"]) + meta["duplicates_removed"]
+
+
+def _row(name: str, images: int, run) -> dict:
+    return {
+        "run": name,
+        "images": images,
+        "wall_s": round(run.wall_seconds, 2),
+        "images_per_s": round(images / run.wall_seconds, 1),
+        "peak_rss_mb": round(run.peak_rss_mb, 1),
+    }
+
+
+if __name__ == "__main__":
+    main()
