@@ -19,7 +19,7 @@ from benchmarks.common import base_parser, measure, report
 from components.batches import DeviceSplit
 from components.inference import predict_logits
 from components.models import Classifier, build_model
-from components.train import pick_device
+from components.runtime import pick_device
 
 
 def project_images_per_second(arrays: Path, device: torch.device, repeats: int = 3) -> tuple:

@@ -32,19 +32,27 @@ class DeviceSplit:
         return DeviceSplit(self.images[rank::world_size], self.labels[rank::world_size])
 
     def batches(
-        self, batch_size: int, generator: torch.Generator | None = None
+        self,
+        batch_size: int,
+        generator: torch.Generator | None = None,
+        rank: int = 0,
+        world_size: int = 1,
     ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        """Batches in order, or shuffled by ``generator`` (on the data's device)."""
+        """Batches in order, or shuffled by ``generator`` (on the data's device).
+
+        With ``world_size`` > 1, rank ``rank`` gets every ``world_size``-th sample of the
+        shared order (the tail that does not divide evenly is left out, so every rank has
+        as many batches): rank r's i-th batch is its share of the i-th global batch.
+        """
         count = len(self)
-        order = None
         if generator is not None:
             order = torch.randperm(count, generator=generator, device=self.labels.device)
-        for start in range(0, count, batch_size):
-            index = (
-                slice(start, start + batch_size)
-                if order is None
-                else order[start : start + batch_size]
-            )
+        else:
+            order = torch.arange(count, device=self.labels.device)
+        if world_size > 1:
+            order = order[: count - count % world_size][rank::world_size]
+        for start in range(0, len(order), batch_size):
+            index = order[start : start + batch_size]
             yield self.images[index], self.labels[index]
 
 

@@ -21,7 +21,7 @@ from components.data import read_meta
 from components.inference import predict_logits
 from components.logs import setup_logging
 from components.models import load_classifier
-from components.train import pick_device
+from components.runtime import pick_device
 
 log = logging.getLogger(__name__)
 

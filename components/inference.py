@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import torch
-from torch.nn import functional as F
 
 from components.batches import DeviceSplit
 
@@ -27,11 +26,3 @@ def predict_logits(
         with autocast(device, amp):
             outputs.append(model(pixels).float())
     return torch.cat(outputs) if outputs else torch.empty(0, 2, device=device)
-
-
-def loss_and_accuracy(logits: torch.Tensor, labels: torch.Tensor) -> dict[str, float]:
-    """Mean cross-entropy and accuracy of ``logits`` against ``labels``."""
-    return {
-        "loss": F.cross_entropy(logits, labels).item(),
-        "accuracy": (logits.argmax(1) == labels).float().mean().item(),
-    }

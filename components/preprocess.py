@@ -10,6 +10,7 @@ import functools
 import logging
 import multiprocessing
 import os
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -126,9 +127,11 @@ def _decode_in_order(paths: list[Path], cfg: PreprocessConfig):
         yield from progress(map(work, paths))
         return
     chunksize = max(1, min(256, len(paths) // (cfg.workers * 8)))
-    # forkserver: safe when the caller has threads (fork is not), and quick to start
-    with multiprocessing.get_context("forkserver").Pool(cfg.workers) as pool:
-        yield from progress(pool.imap(work, paths, chunksize=chunksize))
+    # forkserver: safe when the caller has threads (fork is not); a worker that dies
+    # raises BrokenProcessPool here instead of leaving the run waiting for ever
+    context = multiprocessing.get_context("forkserver")
+    with ProcessPoolExecutor(cfg.workers, mp_context=context) as pool:
+        yield from progress(pool.map(work, paths, chunksize=chunksize))
 
 
 def split_indices(

@@ -6,6 +6,7 @@ python -m components.train --data DIR --output DIR [--model tutorial_cnn] [--epo
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import math
@@ -17,11 +18,11 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from components import checkpoints, tracking
+from components import checkpoints, runtime, tracking
 from components.atomic import atomic_file, write_json
 from components.batches import DeviceSplit, augment
 from components.data import read_meta
-from components.inference import autocast, loss_and_accuracy, predict_logits
+from components.inference import autocast, predict_logits
 from components.logs import setup_logging
 from components.models import MODELS, WANTS_CROPS, Classifier, build_model, save_classifier
 
@@ -86,26 +87,28 @@ class TrainResult:
     model_uri: str
 
 
-def pick_device(name: str) -> torch.device:
-    """``auto`` is CUDA when present, else the CPU; ``cuda`` where there is none is an error."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        device = torch.device(name)
-    except RuntimeError as err:
-        raise ValueError(f"expected a device of auto, cpu, cuda or cuda:N, found {name!r}") from err
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(
-            f"--device {name} asked for CUDA, which this machine does not have; "
-            "use --device auto or cpu"
-        )
-    return device
-
-
 def train(cfg: TrainConfig) -> TrainResult:
-    """Train, checkpointing each epoch; resume from the newest checkpoint with ``cfg.resume``."""
-    tracking.check_server(tracking.tracking_uri())  # before any time goes into training
-    device = pick_device(cfg.device)
+    """Train, checkpointing each epoch; resume from the newest checkpoint with ``cfg.resume``.
+
+    Runs unchanged under ``torchrun``: each rank trains on its share of every global
+    batch, and rank 0 alone logs, checkpoints and writes the model (other ranks return
+    no run id or model URI).
+    """
+    workers, device = runtime.start(cfg.device)
+    try:
+        return _train(cfg, workers, device)
+    finally:
+        runtime.stop(workers)
+
+
+def _train(cfg: TrainConfig, workers: runtime.Workers, device: torch.device) -> TrainResult:
+    if workers.is_main:
+        tracking.check_server(tracking.tracking_uri())  # before any time goes into training
+    if cfg.batch_size % workers.world_size:
+        raise ValueError(
+            f"expected a batch size divisible by the {workers.world_size} "
+            f"processes, found {cfg.batch_size}"
+        )
     meta = read_meta(Path(cfg.data))
     train_data = DeviceSplit.load(Path(cfg.data), "train", device)
     val_data = DeviceSplit.load(Path(cfg.data), "val", device)
@@ -113,25 +116,32 @@ def train(cfg: TrainConfig) -> TrainResult:
     net = build_model(cfg.model, meta["channels"], meta["image_size"])
     model = Classifier(net, meta["mean"], meta["std"]).to(device)
     optimizer, scheduler = make_optimizer(model, cfg, math.ceil(len(train_data) / cfg.batch_size))
-    state = find_checkpoint(cfg) if cfg.resume else None
+    state = runtime.share(workers, find_checkpoint(cfg) if cfg.resume and workers.is_main else None)
     if state:
         _restore(state, model, optimizer, scheduler)
+    parallel = runtime.wrap(model, workers, device)
     history = state["history"] if state else []
     run_id = state["mlflow_run_id"] if state else cfg.mlflow_run_id
     run_name = f"{cfg.model}-{cfg.epochs}ep-seed{cfg.seed}"
-    with tracking.start_run(
-        cfg.experiment, run_id=run_id, run_name=run_name, tags=_tags(cfg)
-    ) as run_id:
-        if not state:
+    tracked = (
+        tracking.start_run(cfg.experiment, run_id=run_id, run_name=run_name, tags=_tags(cfg))
+        if workers.is_main
+        else contextlib.nullcontext(None)
+    )
+    with tracked as run_id:
+        if workers.is_main and not state:
             tracking.log_params(run_params(cfg, meta))
         for epoch in range(len(history) + 1, cfg.epochs + 1):
-            metrics = run_epoch(model, optimizer, scheduler, train_data, val_data, cfg, epoch)
+            metrics = run_epoch(
+                parallel, model, optimizer, scheduler, train_data, val_data, cfg, epoch, workers
+            )
             history.append({"epoch": epoch, **metrics})
-            tracking.log_metrics(metrics, step=epoch)
-            _checkpoint(cfg, model, optimizer, scheduler, history, run_id)
+            if workers.is_main:
+                tracking.log_metrics(metrics, step=epoch)
+                _checkpoint(cfg, model, optimizer, scheduler, history, run_id)
             if cfg.dry_run:
                 break
-        model_uri = _write_outputs(cfg, model, meta, history, run_id)
+        model_uri = _write_outputs(cfg, model, meta, history, run_id) if workers.is_main else None
     return TrainResult(run_id, history, model_uri)
 
 
@@ -152,51 +162,80 @@ def epoch_seed(seed: int, epoch: int) -> int:
     return seed * 1_000_003 + epoch
 
 
-def run_epoch(model, optimizer, scheduler, train_data, val_data, cfg, epoch) -> dict[str, float]:
-    """One pass over the train split, then the val split; the per-epoch metrics."""
+def run_epoch(
+    parallel,
+    model,
+    optimizer,
+    scheduler,
+    train_data,
+    val_data,
+    cfg,
+    epoch,
+    workers: runtime.Workers,
+) -> dict[str, float]:
+    """One pass over the train split, then the val split; the epoch's metrics, all ranks summed.
+
+    ``parallel`` is the model as trained (DDP across ranks), ``model`` the bare one.
+    """
     device = train_data.labels.device
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     started = time.perf_counter()
-    loss_sum, correct, seen = train_one_epoch(model, optimizer, scheduler, train_data, cfg, epoch)
-    train_loss, train_correct = loss_sum.item(), correct.item()  # the epoch's one host sync
-    seconds = time.perf_counter() - started
-    val = loss_and_accuracy(predict_logits(model, val_data, amp=cfg.amp), val_data.labels)
+    sums = train_one_epoch(parallel, optimizer, scheduler, train_data, cfg, epoch, workers)
+    loss_sum, correct, seen = (t.item() for t in runtime.sum_across(workers, *sums))
+    seconds = time.perf_counter() - started  # .item() above waited for the device
+    val_loss, val_correct, val_seen = validate(model, val_data, cfg, workers)
     metrics = {
-        "train_loss": train_loss / seen,
-        "train_accuracy": train_correct / seen,
-        "val_loss": val["loss"],
-        "val_accuracy": val["accuracy"],
+        "train_loss": loss_sum / seen,
+        "train_accuracy": correct / seen,
+        "val_loss": val_loss / val_seen,
+        "val_accuracy": val_correct / val_seen,
         "epoch_seconds": seconds,
         "images_per_second": seen / seconds,
     }
     if device.type == "cuda":
         metrics["gpu_memory_peak_mb"] = torch.cuda.max_memory_allocated(device) / 2**20
-    log.info(
-        "epoch %d/%d %s", epoch, cfg.epochs, " ".join(f"{k}={v:.4g}" for k, v in metrics.items())
-    )
+    if workers.is_main:
+        log.info(
+            "epoch %d/%d %s",
+            epoch,
+            cfg.epochs,
+            " ".join(f"{k}={v:.4g}" for k, v in metrics.items()),
+        )
     return metrics
 
 
 def train_one_epoch(
-    model, optimizer, scheduler, data: DeviceSplit, cfg: TrainConfig, epoch: int
-) -> tuple[torch.Tensor, torch.Tensor, int]:
-    """Shuffled, augmented batches; returns the summed loss and correct count, on the device.
+    parallel,
+    optimizer,
+    scheduler,
+    data: DeviceSplit,
+    cfg: TrainConfig,
+    epoch: int,
+    workers: runtime.Workers,
+):
+    """Shuffled, augmented batches; the summed loss, correct count and count, on the device.
 
-    Nothing here waits for the device (no ``.item()``), so the GPU never idles between batches.
+    Every rank draws the same permutation and takes its share of each global batch.
+    Nothing here waits for the device (no ``.item()``), so the GPU never idles between
+    batches.
     """
     device = data.labels.device
-    torch.manual_seed(epoch_seed(cfg.seed, epoch))  # dropout
-    generator = torch.Generator(device).manual_seed(epoch_seed(cfg.seed, epoch))
+    torch.manual_seed(epoch_seed(cfg.seed, epoch) + workers.rank)  # dropout
+    order = torch.Generator(device).manual_seed(epoch_seed(cfg.seed, epoch))
+    noise = torch.Generator(device).manual_seed(epoch_seed(cfg.seed, epoch) + workers.rank)
     crop = max(1, data.images.shape[-1] // 8) if cfg.model in WANTS_CROPS else 0
-    model.train()
+    parallel.train()
     loss_sum = torch.zeros((), device=device)
     correct = torch.zeros((), device=device, dtype=torch.int64)
-    seen = 0
-    for pixels, labels in data.batches(cfg.batch_size, generator):
-        inputs = augment(pixels, generator, crop) if cfg.augment else pixels.float()
+    seen = torch.zeros((), device=device, dtype=torch.int64)
+    batches = data.batches(
+        cfg.batch_size // workers.world_size, order, workers.rank, workers.world_size
+    )
+    for pixels, labels in batches:
+        inputs = augment(pixels, noise, crop) if cfg.augment else pixels.float()
         with autocast(device, cfg.amp):
-            logits = model(inputs)
+            logits = parallel(inputs)
             loss = F.cross_entropy(logits, labels)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -207,7 +246,21 @@ def train_one_epoch(
         seen += len(labels)
         if cfg.dry_run:
             break
-    return loss_sum, correct, seen
+    return loss_sum, correct, seen.float()
+
+
+def validate(
+    model, data: DeviceSplit, cfg: TrainConfig, workers: runtime.Workers
+) -> tuple[float, float, float]:
+    """Summed val loss, correct count and count over all ranks, each scoring its shard."""
+    shard = data.shard(workers.rank, workers.world_size)
+    logits = predict_logits(model, shard, amp=cfg.amp)
+    sums = (
+        F.cross_entropy(logits, shard.labels, reduction="sum"),
+        (logits.argmax(1) == shard.labels).sum().float(),
+        torch.tensor(float(len(shard)), device=logits.device),
+    )
+    return tuple(t.item() for t in runtime.sum_across(workers, *sums))
 
 
 def run_params(cfg: TrainConfig, meta: dict) -> dict[str, object]:

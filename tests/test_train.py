@@ -14,7 +14,7 @@ import pytest
 import torch
 from mlflow.tracking import MlflowClient
 
-from components import train
+from components import runtime, train
 from components.checkpoints import load_checkpoint
 from components.models import load_classifier
 from tests.conftest import REPO
@@ -118,7 +118,7 @@ def test_bad_config_is_a_clear_error(tmp_path, overrides, message):
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error on a machine without CUDA")
 def test_cuda_without_a_gpu_is_a_clear_error():
     with pytest.raises(ValueError, match="use --device auto or cpu"):
-        train.pick_device("cuda")
+        runtime.pick_device("cuda")
 
 
 def train_cli(args: list[str]) -> list[str]:
