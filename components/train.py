@@ -364,6 +364,25 @@ def _write_outputs(cfg, model, meta, history, run_id) -> str:
     return tracking.log_model(model, example)
 
 
+# flags that turn a default-on feature off
+NEGATED_FLAGS = {"augment": "--no-augment", "amp": "--no-amp"}
+
+
+def config_to_argv(cfg: TrainConfig) -> list[str]:
+    """The command line that rebuilds ``cfg``: how torchrun and PyTorchJob pods get it."""
+    argv = []
+    for field in fields(TrainConfig):
+        value = getattr(cfg, field.name)
+        flag = "--" + field.name.replace("_", "-")
+        if field.name in NEGATED_FLAGS:
+            argv += [] if value else [NEGATED_FLAGS[field.name]]
+        elif isinstance(value, bool):
+            argv += [flag] if value else []
+        elif value is not None:
+            argv += [flag, str(value)]
+    return argv
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m components.train", description=__doc__.splitlines()[0]

@@ -34,7 +34,7 @@ def summary(outputs: dict, tracking_uri: str, workdir: Path) -> str:
     lines = [
         f"test accuracy: {outputs['test_accuracy']:.4f}",
         f"quality gate:  {outputs['gate']}",
-        f"model:         {outputs['model'].path}",
+        f"model:         {_newest(workdir.glob('outputs/*/*-op/model'))}",
         f"outputs:       {workdir / 'outputs'}",
         f"MLflow run:    {outputs['mlflow_run_id']} at {tracking_uri}",
     ]
@@ -44,3 +44,7 @@ def summary(outputs: dict, tracking_uri: str, workdir: Path) -> str:
             "(then open http://127.0.0.1:5000)"
         )
     return "\n".join(lines)
+
+
+def _newest(paths) -> Path | str:
+    return max(paths, key=lambda path: path.stat().st_mtime, default="not found")

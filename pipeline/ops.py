@@ -66,6 +66,7 @@ def train_op(
     weight_decay: float,
     schedule: str,
     seed: int,
+    gpus: int,
     tracking_uri: str,
     experiment: str,
     checkpoint_root: str,
@@ -73,32 +74,87 @@ def train_op(
     pipeline_name: str,
     model: Output[Model],
 ) -> str:
-    """Train, resuming from this KFP run's last checkpoint after a retry; the MLflow run id."""
+    """Train on this node (torchrun, one process per GPU, when gpus > 1); the MLflow run id.
+
+    A retried task resumes from this KFP run's last checkpoint.
+    """
+    from components.launch import train_processes
     from components.tracking import use_tracking_uri
-    from components.train import TrainConfig, train
+    from pipeline.steps import pipeline_train_config
 
     use_tracking_uri(tracking_uri)
-    checkpoint_uri = f"{checkpoint_root.rstrip('/')}/{kfp_run_id}" if checkpoint_root else None
-    result = train(
-        TrainConfig(
-            data=arrays.path,
-            output=model.path,
-            model=model_name,
-            epochs=epochs,
-            batch_size=batch_size,
-            lr=lr,
-            weight_decay=weight_decay,
-            schedule=schedule,
-            seed=seed,
-            resume=True,
-            experiment=experiment,
-            checkpoint_uri=checkpoint_uri,
-            kfp_run_id=kfp_run_id,
-            pipeline_name=pipeline_name,
-        )
+    cfg = pipeline_train_config(
+        arrays.path,
+        model.path,
+        model_name,
+        epochs,
+        batch_size,
+        lr,
+        weight_decay,
+        schedule,
+        seed,
+        experiment,
+        checkpoint_root,
+        kfp_run_id,
+        pipeline_name,
     )
-    model.metadata["mlflow_run_id"] = result.run_id
-    return result.run_id
+    run_id = train_processes(cfg, gpus)
+    model.metadata["mlflow_run_id"] = run_id
+    return run_id
+
+
+@component
+def pytorchjob_op(
+    arrays: Input[Dataset],
+    model_name: str,
+    epochs: int,
+    batch_size: int,
+    lr: float,
+    weight_decay: float,
+    schedule: str,
+    seed: int,
+    nodes: int,
+    gpus: int,
+    gpu_image: str,
+    shared_pvc: str,
+    tracking_uri: str,
+    experiment: str,
+    checkpoint_root: str,
+    kfp_run_id: str,
+    pipeline_name: str,
+    model: Output[Model],
+) -> str:
+    """Train across ``nodes`` nodes as a Training Operator PyTorchJob; the MLflow run id."""
+    from components.pytorchjob import ClusterJob, current_namespace, train_on_cluster
+    from pipeline.steps import pipeline_train_config
+
+    cfg = pipeline_train_config(
+        arrays.path,
+        model.path,
+        model_name,
+        epochs,
+        batch_size,
+        lr,
+        weight_decay,
+        schedule,
+        seed,
+        experiment,
+        checkpoint_root,
+        kfp_run_id,
+        pipeline_name,
+    )
+    job = ClusterJob(
+        name=f"dogs-vs-cats-{kfp_run_id}"[:63],
+        namespace=current_namespace(),
+        image=gpu_image,
+        nodes=nodes,
+        gpus_per_node=gpus,
+        tracking_uri=tracking_uri,
+        shared_pvc=shared_pvc,
+    )
+    run_id = train_on_cluster(cfg, job)
+    model.metadata["mlflow_run_id"] = run_id
+    return run_id
 
 
 @component
@@ -112,8 +168,11 @@ def evaluate_op(
     metrics: Output[Metrics],
     classification: Output[ClassificationMetrics],
     report: Output[Markdown],
-) -> float:
-    """Score the test split: KFP metrics, confusion matrix, ROC curve, a report; the accuracy."""
+) -> NamedTuple("EvaluateOutputs", accuracy=float, mlflow_run_id=str):
+    """Score the test split: KFP metrics, confusion matrix, ROC curve, a report.
+
+    Returns the test accuracy and, passed through, the MLflow run id.
+    """
     from components.evaluate import evaluate
     from components.tracking import use_tracking_uri
     from pipeline.reports import publish_evaluation
@@ -123,7 +182,7 @@ def evaluate_op(
         model.path, arrays.path, evaluation.path, mlflow_run_id=mlflow_run_id, experiment=experiment
     )
     publish_evaluation(result, evaluation.path, mlflow_run_id, metrics, classification, report)
-    return result["metrics"]["accuracy"]
+    return (result["metrics"]["accuracy"], mlflow_run_id)
 
 
 @component

@@ -25,7 +25,6 @@ class PipelineOutputs(NamedTuple):
     mlflow_run_id: str
     test_accuracy: float
     gate: str
-    model: dsl.Model
 
 
 def build_pipeline(settings: ClusterSettings = ClusterSettings()):
@@ -49,12 +48,13 @@ def build_pipeline(settings: ClusterSettings = ClusterSettings()):
         weight_decay: float = 0.0,
         schedule: str = "constant",
         gpus: int = 1,
+        nodes: int = 1,
         tracking_uri: str = CLUSTER_TRACKING_URI,
         experiment: str = "dogs-vs-cats",
         checkpoint_root: str = "",
         min_accuracy: float = 0.85,
         registered_model_name: str = "dogs-vs-cats",
-    ) -> NamedTuple("Outputs", mlflow_run_id=str, test_accuracy=float, gate=str, model=dsl.Model):
+    ) -> PipelineOutputs:
         download = ops.download_op(source=source, sha256=sha256)
         _cpu_task(download, settings, cpu="1", memory="2Gi")
         download.set_retry(num_retries=3, backoff_duration="30s", backoff_factor=2)
@@ -70,7 +70,7 @@ def build_pipeline(settings: ClusterSettings = ClusterSettings()):
         )
         _cpu_task(preprocess, settings, cpu="8", memory="16Gi")
 
-        train = ops.train_op(
+        training = dict(
             arrays=preprocess.outputs["arrays"],
             model_name=model,
             epochs=epochs,
@@ -79,18 +79,33 @@ def build_pipeline(settings: ClusterSettings = ClusterSettings()):
             weight_decay=weight_decay,
             schedule=schedule,
             seed=seed,
+            gpus=gpus,
             tracking_uri=tracking_uri,
             experiment=experiment,
             checkpoint_root=checkpoint_root,
             kfp_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
             pipeline_name=PIPELINE_NAME,
         )
-        _gpu_task(train, settings, gpus)
+        with dsl.If(nodes > 1, name="several-nodes"):
+            job = ops.pytorchjob_op(
+                nodes=nodes,
+                gpu_image=settings.gpu_image,
+                shared_pvc=settings.shared_pvc,
+                **training,
+            )
+            _cpu_task(job, settings, cpu="1", memory="4Gi").set_caching_options(False)
+            kubernetes.mount_pvc(job, pvc_name=settings.shared_pvc, mount_path="/shared")
+            _with_mlflow_secret(job, settings)
+        with dsl.Else(name="one-node"):
+            train = ops.train_op(**training)
+            _gpu_task(train, settings, gpus)
+        run_id = dsl.OneOf(job.outputs["Output"], train.outputs["Output"])
+        trained = dsl.OneOf(job.outputs["model"], train.outputs["model"])
 
         evaluate = ops.evaluate_op(
             arrays=preprocess.outputs["arrays"],
-            model=train.outputs["model"],
-            mlflow_run_id=train.outputs["Output"],
+            model=trained,
+            mlflow_run_id=run_id,
             tracking_uri=tracking_uri,
             experiment=experiment,
         )
@@ -98,8 +113,8 @@ def build_pipeline(settings: ClusterSettings = ClusterSettings()):
         _with_mlflow_secret(evaluate, settings)
 
         gate = ops.register_op(
-            mlflow_run_id=train.outputs["Output"],
-            test_accuracy=evaluate.outputs["Output"],
+            mlflow_run_id=run_id,
+            test_accuracy=evaluate.outputs["accuracy"],
             min_accuracy=min_accuracy,
             registered_model_name=registered_model_name,
             tracking_uri=tracking_uri,
@@ -107,10 +122,9 @@ def build_pipeline(settings: ClusterSettings = ClusterSettings()):
         _cpu_task(gate, settings, cpu="500m", memory="1Gi").set_caching_options(False)
         _with_mlflow_secret(gate, settings)
         return PipelineOutputs(
-            mlflow_run_id=train.outputs["Output"],
-            test_accuracy=evaluate.outputs["Output"],
+            mlflow_run_id=evaluate.outputs["mlflow_run_id"],
+            test_accuracy=evaluate.outputs["accuracy"],
             gate=gate.outputs["reason"],
-            model=train.outputs["model"],
         )
 
     return dogs_vs_cats

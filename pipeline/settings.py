@@ -19,3 +19,4 @@ class ClusterSettings:
     s3_secret: str = "dogs-vs-cats-s3"
     mlflow_secret: str = "dogs-vs-cats-mlflow"
     shm_size: str = "8Gi"
+    shared_pvc: str = "dogs-vs-cats-shared"  # ReadWriteMany, for multi-node PyTorchJobs
