@@ -41,6 +41,7 @@ class ClusterJob:
     secrets: tuple[str, ...] = ("dogs-vs-cats-s3", "dogs-vs-cats-mlflow")
     service_account: str = "dogs-vs-cats-pipeline"
     timeout_seconds: int = 24 * 3600
+    poll_seconds: int = 15
 
     def __post_init__(self) -> None:
         if self.nodes < 2 or self.gpus_per_node < 1:
