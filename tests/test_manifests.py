@@ -109,3 +109,20 @@ def test_minio_overlay_points_artifacts_at_kubeflows_minio():
     }
     assert env["ARTIFACTS_DESTINATION"] == "s3://mlpipeline/mlflow-artifacts"
     assert env["MLFLOW_S3_ENDPOINT_URL"] == "http://minio-service.kubeflow.svc.cluster.local:9000"
+
+
+def test_the_pipeline_may_run_pytorchjobs_and_read_their_logs():
+    documents = render("pipeline")
+    (role,) = [d for d in documents if d["kind"] == "Role"]
+    rules = {
+        (g, r): set(rule["verbs"])
+        for rule in role["rules"]
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
+    }
+    assert {"create", "get", "watch", "delete"} <= rules[("kubeflow.org", "pytorchjobs")]
+    assert "get" in rules[("", "pods/log")] and "list" in rules[("", "pods")]
+    (binding,) = [d for d in documents if d["kind"] == "RoleBinding"]
+    assert {s["name"] for s in binding["subjects"]} == {"dogs-vs-cats-pipeline", "pipeline-runner"}
+    (claim,) = [d for d in documents if d["kind"] == "PersistentVolumeClaim"]
+    assert claim["spec"]["accessModes"] == ["ReadWriteMany"]
