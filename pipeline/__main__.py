@@ -57,6 +57,13 @@ def build_parser() -> argparse.ArgumentParser:
             default=ClusterSettings.gpu_image,
             help="CUDA image for train (default: %(default)s)",
         )
+        sub.add_argument(
+            "--nodes",
+            type=int,
+            default=1,
+            help="train across this many GPU nodes as a Training Operator PyTorchJob "
+            "(default: 1: the GPU train task, torchrun when gpus > 1)",
+        )
     commands.choices["compile"].add_argument(
         "--output",
         "-o",
@@ -98,7 +105,7 @@ def main(argv: list[str] | None = None) -> None:
             arguments["source"] = args.source
         print(run_local(pipeline, arguments, args.workdir))
         return
-    settings = ClusterSettings(image=args.image, gpu_image=args.gpu_image)
+    settings = ClusterSettings(image=args.image, gpu_image=args.gpu_image, nodes=args.nodes)
     if args.command == "compile":
         log.info("wrote %s", compile_pipeline(args.output, settings))
         return

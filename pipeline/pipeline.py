@@ -48,7 +48,6 @@ def build_pipeline(settings: ClusterSettings = ClusterSettings()):
         weight_decay: float = 0.0,
         schedule: str = "constant",
         gpus: int = 1,
-        nodes: int = 1,
         tracking_uri: str = CLUSTER_TRACKING_URI,
         experiment: str = "dogs-vs-cats",
         checkpoint_root: str = "",
@@ -86,21 +85,21 @@ def build_pipeline(settings: ClusterSettings = ClusterSettings()):
             kfp_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
             pipeline_name=PIPELINE_NAME,
         )
-        with dsl.If(nodes > 1, name="several-nodes"):
-            job = ops.pytorchjob_op(
-                nodes=nodes,
+        if settings.nodes > 1:  # compiled for several nodes: a PyTorchJob does the training
+            train = ops.pytorchjob_op(
+                nodes=settings.nodes,
                 gpu_image=settings.gpu_image,
                 shared_pvc=settings.shared_pvc,
                 **training,
             )
-            _cpu_task(job, settings, cpu="1", memory="4Gi").set_caching_options(False)
-            kubernetes.mount_pvc(job, pvc_name=settings.shared_pvc, mount_path="/shared")
-            _with_mlflow_secret(job, settings)
-        with dsl.Else(name="one-node"):
+            _cpu_task(train, settings, cpu="1", memory="4Gi").set_caching_options(False)
+            kubernetes.mount_pvc(train, pvc_name=settings.shared_pvc, mount_path="/shared")
+            _with_mlflow_secret(train, settings)
+        else:
             train = ops.train_op(**training)
             _gpu_task(train, settings, gpus)
-        run_id = dsl.OneOf(job.outputs["Output"], train.outputs["Output"])
-        trained = dsl.OneOf(job.outputs["model"], train.outputs["model"])
+        run_id = train.outputs["Output"]
+        trained = train.outputs["model"]
 
         evaluate = ops.evaluate_op(
             arrays=preprocess.outputs["arrays"],

@@ -19,4 +19,5 @@ class ClusterSettings:
     s3_secret: str = "dogs-vs-cats-s3"
     mlflow_secret: str = "dogs-vs-cats-mlflow"
     shm_size: str = "8Gi"
+    nodes: int = 1  # more than one: training is a PyTorchJob across that many nodes
     shared_pvc: str = "dogs-vs-cats-shared"  # ReadWriteMany, for multi-node PyTorchJobs

@@ -41,9 +41,7 @@ def executor(spec, name):
 
 
 def task(spec, name):
-    """A task by name, wherever it sits: the root DAG or a condition branch."""
-    dags = [spec["root"]["dag"]] + [c["dag"] for c in spec["components"].values() if "dag" in c]
-    return next(dag["tasks"][name] for dag in dags if name in dag["tasks"])
+    return spec["root"]["dag"]["tasks"][name]
 
 
 def test_train_task_asks_for_gpus_on_a_gpu_node(compiled):
@@ -67,22 +65,13 @@ def test_train_task_asks_for_gpus_on_a_gpu_node(compiled):
 
 def test_every_step_has_requests_limits_and_its_image(compiled):
     _, _, spec, _ = compiled
-    for name in (
-        "download-op",
-        "preprocess-op",
-        "train-op",
-        "pytorchjob-op",
-        "evaluate-op",
-        "register-op",
-    ):
+    for name in ("download-op", "preprocess-op", "train-op", "evaluate-op", "register-op"):
         container = executor(spec, name)
         resources = container["resources"]
         assert {"cpuRequest", "cpuLimit", "memoryRequest", "memoryLimit"} <= set(resources), name
         assert resources["cpuLimit"] >= resources["cpuRequest"]
         assert container["image"] == (GPU_IMAGE if name == "train-op" else IMAGE)
         assert "pip install" not in " ".join(container["command"])
-    launcher = task(spec, "pytorchjob-op")["inputs"]["parameters"]
-    assert launcher["gpu_image"]["runtimeValue"]["constant"] == GPU_IMAGE
 
 
 def test_retries_and_caching(compiled):
@@ -91,7 +80,7 @@ def test_retries_and_caching(compiled):
     assert task(spec, "train-op")["retryPolicy"]["maxRetryCount"] == 2
     assert task(spec, "download-op")["cachingOptions"]["enableCache"] is True
     assert task(spec, "preprocess-op")["cachingOptions"]["enableCache"] is True
-    for name in ("train-op", "pytorchjob-op", "evaluate-op", "register-op"):
+    for name in ("train-op", "evaluate-op", "register-op"):
         assert not task(spec, name)["cachingOptions"].get("enableCache"), name
     download_inputs = task(spec, "download-op")["inputs"]["parameters"]
     assert {"source", "sha256"} <= set(download_inputs)  # a new digest is a new cache key
@@ -99,18 +88,36 @@ def test_retries_and_caching(compiled):
     assert train_inputs["kfp_run_id"]["runtimeValue"]["constant"] == "{{$.pipeline_job_uuid}}"
 
 
-def test_several_nodes_go_to_a_pytorchjob_and_one_node_to_the_gpu_task(compiled):
-    _, _, spec, platform = compiled
-    branches = {
-        task(spec, name)["triggerPolicy"]["condition"] for name in ("condition-2", "condition-3")
-    }
-    assert branches == {
-        "int(inputs.parameter_values['pipelinechannel--nodes']) > 1",
-        "!(int(inputs.parameter_values['pipelinechannel--nodes']) > 1)",
-    }
-    mounts = platform["exec-pytorchjob-op"]["pvcMount"]
-    assert mounts[0]["mountPath"] == "/shared"
+def test_compiled_for_several_nodes_training_is_a_pytorchjob_launch(tmp_path):
+    path = tmp_path / "pipeline.yaml"
+    pipeline_main(
+        [
+            "compile",
+            "--output",
+            str(path),
+            "--image",
+            IMAGE,
+            "--gpu-image",
+            GPU_IMAGE,
+            "--nodes",
+            "3",
+        ]
+    )
+    spec, platform = yaml.safe_load_all(path.read_text())
+    executors = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    assert "train-op" not in spec["root"]["dag"]["tasks"]
+    launcher = task(spec, "pytorchjob-op")
+    assert launcher["inputs"]["parameters"]["nodes"]["runtimeValue"]["constant"] == 3
+    assert launcher["inputs"]["parameters"]["gpu_image"]["runtimeValue"]["constant"] == GPU_IMAGE
+    assert executor(spec, "pytorchjob-op")["image"] == IMAGE
     assert "accelerator" not in executor(spec, "pytorchjob-op")["resources"]
+    assert executors["exec-pytorchjob-op"]["pvcMount"][0]["mountPath"] == "/shared"
+    assert (
+        task(spec, "evaluate-op")["inputs"]["artifacts"]["model"]["taskOutputArtifact"][
+            "producerTask"
+        ]
+        == "pytorchjob-op"
+    )
 
 
 def test_secrets_come_from_kubernetes_and_no_value_is_compiled_in(compiled):
