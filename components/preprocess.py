@@ -22,6 +22,7 @@ from components.atomic import atomic_directory, write_json
 from components.data import META, SPLITS, save_split
 from components.layout import CLASSES, LabelledFiles, find_labelled_files
 from components.logs import setup_logging
+from components.presets import apply_preset
 
 log = logging.getLogger(__name__)
 
@@ -222,7 +223,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    apply_preset(parser, argv, "preprocess")
+    args = parser.parse_args(argv)
     setup_logging()
     cfg = PreprocessConfig(
         image_size=args.image_size,

@@ -25,6 +25,7 @@ from components.data import read_meta
 from components.inference import autocast, predict_logits
 from components.logs import setup_logging
 from components.models import MODELS, WANTS_CROPS, Classifier, build_model, save_classifier
+from components.presets import apply_preset
 
 log = logging.getLogger(__name__)
 
@@ -451,10 +452,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def parse_config(argv: list[str] | None = None) -> TrainConfig:
+    """The TrainConfig of a command line, ``--preset`` applied under the explicit flags."""
+    parser = build_parser()
+    apply_preset(parser, argv, "train")
+    args = vars(parser.parse_args(argv))
+    args.pop("preset")
+    return TrainConfig(**args)
+
+
 def main(argv: list[str] | None = None) -> None:
-    args = build_parser().parse_args(argv)
+    cfg = parse_config(argv)
     setup_logging()
-    result = train(TrainConfig(**vars(args)))
+    result = train(cfg)
     print(
         json.dumps(
             {"mlflow_run_id": result.run_id, "model_uri": result.model_uri, **result.history[-1]}

@@ -15,6 +15,7 @@ from pathlib import Path
 from kfp import compiler
 
 from components.logs import setup_logging
+from components.presets import PRESETS, pipeline_arguments
 from pipeline.local import run_local
 from pipeline.pipeline import build_pipeline
 from pipeline.settings import ClusterSettings
@@ -22,10 +23,13 @@ from pipeline.settings import ClusterSettings
 log = logging.getLogger(__name__)
 
 
-def parse_arguments(pairs: list[str], pipeline) -> dict:
-    """``name=value`` pairs, each value converted to the type of the pipeline's parameter."""
+def parse_arguments(pairs: list[str], pipeline, preset: str | None = None) -> dict:
+    """``name=value`` pairs, each value converted to the type of the pipeline's parameter.
+
+    A ``preset``'s values come first; explicit pairs override them.
+    """
     parameters = inspect.signature(pipeline.pipeline_func).parameters
-    arguments = {}
+    arguments = pipeline_arguments(preset) if preset else {}
     for pair in pairs:
         name, sep, value = pair.partition("=")
         if not sep or name not in parameters:
@@ -47,6 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     for name in ("compile", "submit"):
         sub = commands.add_parser(name)
+        if name == "submit":
+            _add_preset_flag(sub)
         sub.add_argument(
             "--image",
             default=ClusterSettings.image,
@@ -92,7 +98,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="where outputs and the MLflow SQLite store go (default: %(default)s)",
     )
     run.add_argument("arguments", nargs="*", metavar="name=value")
+    _add_preset_flag(run)
     return parser
+
+
+def _add_preset_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--preset",
+        choices=list(PRESETS),
+        default=None,
+        help="named settings (tutorial: fast, grey 50×50; accurate: RGB "
+        "128×128 ResNet-18); name=value pairs override them",
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -100,7 +117,7 @@ def main(argv: list[str] | None = None) -> None:
     setup_logging()
     if args.command == "run":
         pipeline = build_pipeline()
-        arguments = parse_arguments(args.arguments, pipeline)
+        arguments = parse_arguments(args.arguments, pipeline, args.preset)
         if args.source:
             arguments["source"] = args.source
         print(run_local(pipeline, arguments, args.workdir))
@@ -111,7 +128,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     import kfp
 
-    arguments = parse_arguments(args.arguments, build_pipeline(settings))
+    arguments = parse_arguments(args.arguments, build_pipeline(settings), args.preset)
     with tempfile.TemporaryDirectory() as scratch:
         package = compile_pipeline(Path(scratch) / "pipeline.yaml", settings)
         run = kfp.Client(host=args.host).create_run_from_pipeline_package(

@@ -47,3 +47,15 @@ def mlflow_store(tmp_path, monkeypatch) -> str:
     monkeypatch.delenv("MLFLOW_RUN_ID", raising=False)
     monkeypatch.chdir(tmp_path)
     return uri
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``gpu`` skip, with the reason, where CUDA is not available."""
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs an NVIDIA GPU with CUDA; none is available here")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)

@@ -234,3 +234,12 @@ def test_whole_pipeline_runs_locally_and_registers_a_good_enough_model(sample_zi
     version = client.get_model_version_by_alias("dogs-vs-cats", "candidate")
     assert version.run_id == run_id
     assert run.data.tags["quality_gate"].startswith("registered dogs-vs-cats version 1")
+
+
+def test_preset_expands_into_parameters_that_pairs_override():
+    from pipeline.__main__ import parse_arguments
+    from pipeline.pipeline import build_pipeline
+
+    arguments = parse_arguments(["epochs=2"], build_pipeline(), preset="accurate")
+    assert arguments["model"] == "resnet18" and arguments["image_size"] == 128
+    assert arguments["channels"] == 3 and arguments["epochs"] == 2

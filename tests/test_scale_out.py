@@ -15,7 +15,7 @@ from kubeflow.training.api_client import ApiClient
 from kubernetes.client import Configuration
 from mlflow.tracking import MlflowClient
 
-from components import pytorchjob
+from components import launch, pytorchjob, train
 from components.train import TrainConfig
 from tests.conftest import REPO
 from tests.kube_api import FakeKubeApi
@@ -69,7 +69,9 @@ def test_two_gloo_processes_match_one_for_the_same_global_batch(
         "3",
     ]
     run_training([*common, "--output", str(tmp_path / "one")], 1, env)
-    run_training([*common, "--output", str(tmp_path / "two")], 2, env)
+    # two processes the way the pipeline's train step starts them (gpus=2): torchrun
+    two_processes = train.parse_config([*common, "--output", str(tmp_path / "two")])
+    launch.train_processes(two_processes, processes=2)
     one, two = history(tmp_path / "one")[-1], history(tmp_path / "two")[-1]
     assert abs(one["val_accuracy"] - two["val_accuracy"]) <= 0.02
     assert abs(one["val_loss"] - two["val_loss"]) <= 0.02
@@ -182,7 +184,7 @@ def pods_that_write_a_model(shared):
     return write
 
 
-def launch(api, tmp_path, job_overrides=None):
+def launch_job(api, tmp_path, job_overrides=None):
     arrays = tmp_path / "arrays"
     arrays.mkdir(exist_ok=True)
     (arrays / "meta.json").write_text("{}")
@@ -197,7 +199,7 @@ def launch(api, tmp_path, job_overrides=None):
 def test_launcher_runs_the_job_surfaces_logs_and_cleans_up(tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="components.pytorchjob")
     with fake_kube(tmp_path) as api:
-        run_id = launch(api, tmp_path)
+        run_id = launch_job(api, tmp_path)
     assert run_id == "mlflow-run-7"
     assert (tmp_path / "out/model.pt").read_bytes() == b"weights"
     assert (tmp_path / "shared/dogs-vs-cats-run-42/arrays/meta.json").is_file()
@@ -217,7 +219,7 @@ def test_a_failed_job_fails_the_step_and_is_still_cleaned_up(tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="components.pytorchjob")
     with fake_kube(tmp_path, outcome="Failed") as api:
         with pytest.raises(RuntimeError, match="Failed"):
-            launch(api, tmp_path)
+            launch_job(api, tmp_path)
     assert api.deleted == ["dogs-vs-cats-run-42"]
     assert "master-0" in caplog.text
     assert not (tmp_path / "out").exists()

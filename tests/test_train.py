@@ -174,3 +174,25 @@ def test_killed_and_resumed_run_ends_with_the_same_weights(sample_arrays, tmp_pa
     killed_run = (tmp_path / "killed/mlflow_run_id").read_text()
     steps = {m.step for m in MlflowClient(mlflow_store).get_metric_history(killed_run, "val_loss")}
     assert steps == {1, 2, 3, 4}
+
+
+def test_preset_sets_defaults_that_explicit_flags_override():
+    cfg = train.parse_config(
+        ["--data", "d", "--output", "o", "--preset", "accurate", "--epochs", "3"]
+    )
+    assert (cfg.model, cfg.schedule, cfg.batch_size) == ("resnet18", "onecycle", 256)
+    assert cfg.epochs == 3
+    assert train.parse_config(["--data", "d", "--output", "o"]).model == "tutorial_cnn"
+
+
+def test_config_survives_the_trip_through_a_command_line():
+    cfg = train.TrainConfig(
+        data="d",
+        output="o",
+        model="bn_cnn",
+        augment=False,
+        resume=True,
+        checkpoint_uri="s3://bucket/ckpt",
+        lr=0.01,
+    )
+    assert train.parse_config(train.config_to_argv(cfg)) == cfg

@@ -1,0 +1,58 @@
+"""Named settings for both ends of the trade-off: pick speed or accuracy by name.
+
+Each preset sets the preprocess step's image shape and the train step's recipe; any
+flag or pipeline parameter given explicitly still wins.
+"""
+
+PRESETS: dict[str, dict[str, dict]] = {
+    # the tutorial's budget: grey 50×50, its small CNN, 10 epochs; a better recipe
+    "tutorial": {
+        "preprocess": {"image_size": 50, "channels": 1},
+        "train": {
+            "model": "tutorial_cnn",
+            "epochs": 10,
+            "batch_size": 100,
+            "lr": 0.002,
+            "weight_decay": 0.0005,
+            "schedule": "onecycle",
+        },
+    },
+    # accuracy first, for a GPU: RGB 128×128 and a ResNet-18 with flips and crops
+    "accurate": {
+        "preprocess": {"image_size": 128, "channels": 3},
+        "train": {
+            "model": "resnet18",
+            "epochs": 30,
+            "batch_size": 256,
+            "lr": 0.003,
+            "weight_decay": 0.0005,
+            "schedule": "onecycle",
+        },
+    },
+}
+
+
+def preset_values(name: str, step: str) -> dict:
+    """The ``step`` (``preprocess`` or ``train``) settings of preset ``name``."""
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}; expected one of: {', '.join(PRESETS)}")
+    return PRESETS[name][step]
+
+
+def pipeline_arguments(name: str) -> dict:
+    """Preset ``name`` as pipeline parameters (the train step's ``model`` included)."""
+    return {**preset_values(name, "preprocess"), **preset_values(name, "train")}
+
+
+def apply_preset(parser, argv: list[str] | None, step: str) -> None:
+    """Make ``--preset NAME`` in ``argv`` set ``parser``'s defaults for ``step``."""
+    parser.add_argument(
+        "--preset",
+        choices=list(PRESETS),
+        default=None,
+        help="named settings, overridden by explicit flags: "
+        + "; ".join(f"{n}: {v[step]}" for n, v in PRESETS.items()),
+    )
+    known, _ = parser.parse_known_args(argv)
+    if known.preset:
+        parser.set_defaults(**preset_values(known.preset, step))
