@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import io
 import tarfile
-import threading
 import zipfile
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import numpy as np
 from PIL import Image
+
+from tests.local_http import LocalHTTPServer
 
 
 def write_jpeg(path: Path, seed: int, size=(64, 48), mode="RGB") -> Path:
@@ -56,7 +57,7 @@ def tar_gz_bytes(entries: dict[str, bytes], symlinks: dict[str, str] | None = No
     return buffer.getvalue()
 
 
-class ScriptedServer:
+class ScriptedServer(LocalHTTPServer):
     """An HTTP server on 127.0.0.1 that serves one payload and misbehaves on cue.
 
     ``script`` holds one action per request, then ``ok`` for ever: ``ok``, ``503``,
@@ -69,19 +70,10 @@ class ScriptedServer:
         self.script = list(script or [])
         self.ranges = ranges
         self.requests: list[dict] = []
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._bind()
 
     def url(self, name: str = "archive.zip") -> str:
-        return f"http://127.0.0.1:{self._httpd.server_port}/{name}"
-
-    def __enter__(self) -> ScriptedServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
+        return f"{self.base_url}/{name}"
 
     def _handler(self):
         server = self

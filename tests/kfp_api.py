@@ -7,33 +7,25 @@ It speaks the part of the API that ``kfp run create``/``submit`` and ``kfp.Clien
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, urlparse
+
+from tests.local_http import LocalHTTPServer
 
 PREFIX = "/apis/v2beta1"
 CREATED = "2026-11-22T00:00:00Z"
 
 
-class FakeKfpApi:
+class FakeKfpApi(LocalHTTPServer):
     def __init__(self):
         self.experiments: dict[str, dict] = {}
         self.runs: dict[str, dict] = {}
         self.unknown: list[str] = []
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._bind()
 
     @property
     def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self._httpd.server_port}"
-
-    def __enter__(self) -> FakeKfpApi:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
+        return self.base_url
 
     def get(self, path: str, query: dict) -> tuple[int, dict]:
         if path == "/healthz":

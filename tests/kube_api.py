@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from tests.local_http import LocalHTTPServer
 
 JOBS = re.compile(r"^/apis/kubeflow.org/v1/namespaces/([^/]+)/pytorchjobs(?:/([^/?]+))?")
 PODS = re.compile(r"^/api/v1/namespaces/([^/]+)/pods(?:/([^/?]+)/log)?")
 
 
-class FakeKubeApi:
+class FakeKubeApi(LocalHTTPServer):
     def __init__(self, outcome: str = "Succeeded", on_create: Callable[[dict], None] = None):
         self.outcome = outcome
         self.on_create = on_create or (lambda job: None)
@@ -25,20 +26,11 @@ class FakeKubeApi:
         self.created: list[dict] = []
         self.deleted: list[str] = []
         self.polls = 0
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._bind()
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self._httpd.server_port}"
-
-    def __enter__(self) -> FakeKubeApi:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
+        return self.base_url
 
     def _job_with_status(self, name: str) -> dict:
         self.polls += 1
