@@ -196,3 +196,38 @@ def test_config_survives_the_trip_through_a_command_line():
         lr=0.01,
     )
     assert train.parse_config(train.config_to_argv(cfg)) == cfg
+
+
+def test_an_injected_mlflow_run_is_used_rather_than_a_new_one(
+    sample_arrays, tmp_path, mlflow_store, monkeypatch
+):
+    client = MlflowClient(mlflow_store)
+    experiment = client.create_experiment("dogs-vs-cats")
+    injected = client.create_run(experiment).info.run_id
+    monkeypatch.setenv("MLFLOW_RUN_ID", injected)  # as KFP's MLflow integration does
+    result = train.train(config(sample_arrays, tmp_path / "out", epochs=1, dry_run=True))
+    assert result.run_id == injected
+    assert client.get_run(injected).data.params["model"] == "tutorial_cnn"
+    assert len(client.search_runs([experiment])) == 1
+
+
+def test_checkpoints_survive_the_pod_in_s3(sample_arrays, tmp_path, mlflow_store, monkeypatch):
+    import boto3
+
+    from tests.servers import S3_KEYS, S3Server
+
+    for key, value in S3_KEYS.items():
+        monkeypatch.setenv(key, value)
+    with S3Server() as s3:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", s3.endpoint)
+        boto3.client("s3").create_bucket(Bucket="checkpoints")
+        uri = "s3://checkpoints/kfp-run-9"
+        first = train.train(config(sample_arrays, tmp_path / "pod1", epochs=1, checkpoint_uri=uri))
+        keys = [
+            o["Key"] for o in boto3.client("s3").list_objects_v2(Bucket="checkpoints")["Contents"]
+        ]
+        assert keys == ["kfp-run-9/checkpoint.pt"]
+        resumed = train.train(
+            config(sample_arrays, tmp_path / "pod2", epochs=2, resume=True, checkpoint_uri=uri)
+        )
+    assert resumed.run_id == first.run_id and [e["epoch"] for e in resumed.history] == [1, 2]
