@@ -231,3 +231,36 @@ def test_checkpoints_survive_the_pod_in_s3(sample_arrays, tmp_path, mlflow_store
             config(sample_arrays, tmp_path / "pod2", epochs=2, resume=True, checkpoint_uri=uri)
         )
     assert resumed.run_id == first.run_id and [e["epoch"] for e in resumed.history] == [1, 2]
+
+
+@pytest.mark.slow
+def test_the_accurate_preset_runs_end_to_end(sample_images, tmp_path, mlflow_store):
+    from components import preprocess
+
+    preprocess.main(
+        [
+            "--input",
+            str(sample_images),
+            "--output",
+            str(tmp_path / "rgb"),
+            "--preset",
+            "accurate",
+            "--workers",
+            "2",
+        ]
+    )
+    cfg = train.parse_config(
+        [
+            "--data",
+            str(tmp_path / "rgb"),
+            "--output",
+            str(tmp_path / "m"),
+            "--preset",
+            "accurate",
+            "--dry-run",
+        ]
+    )
+    result = train.train(cfg)
+    run = MlflowClient(mlflow_store).get_run(result.run_id)
+    assert run.data.params["model"] == "resnet18" and run.data.params["image_size"] == "128"
+    assert run.data.params["channels"] == "3" and len(result.history) == 1
