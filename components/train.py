@@ -113,9 +113,7 @@ def _train(cfg: TrainConfig, workers: runtime.Workers, device: torch.device) -> 
     meta = read_meta(Path(cfg.data))
     train_data = DeviceSplit.load(Path(cfg.data), "train", device)
     val_data = DeviceSplit.load(Path(cfg.data), "val", device)
-    torch.manual_seed(cfg.seed)  # the initial weights
-    net = build_model(cfg.model, meta["channels"], meta["image_size"])
-    model = Classifier(net, meta["mean"], meta["std"]).to(device)
+    model = _new_model(cfg, meta, device)
     optimizer, scheduler = make_optimizer(model, cfg, math.ceil(len(train_data) / cfg.batch_size))
     state = runtime.share(workers, find_checkpoint(cfg) if cfg.resume and workers.is_main else None)
     if state:
@@ -144,6 +142,13 @@ def _train(cfg: TrainConfig, workers: runtime.Workers, device: torch.device) -> 
                 break
         model_uri = _write_outputs(cfg, model, meta, history, run_id) if workers.is_main else None
     return TrainResult(run_id, history, model_uri)
+
+
+def _new_model(cfg: TrainConfig, meta: dict, device: torch.device) -> Classifier:
+    """The untrained net for the data's shape, its initial weights fixed by the seed."""
+    torch.manual_seed(cfg.seed)
+    net = build_model(cfg.model, meta["channels"], meta["image_size"])
+    return Classifier(net, meta["mean"], meta["std"]).to(device)
 
 
 def make_optimizer(model: torch.nn.Module, cfg: TrainConfig, steps_per_epoch: int):
