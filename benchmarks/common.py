@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import resource
 import subprocess
@@ -55,8 +56,8 @@ def measure(command: list[str], cwd: Path = REPO) -> Measured:
 
 
 def machine() -> str:
-    cores = len(__import__("os").sched_getaffinity(0))
-    memory = resource.getpagesize() * __import__("os").sysconf("SC_PHYS_PAGES") / 2**30
+    cores = len(os.sched_getaffinity(0))
+    memory = resource.getpagesize() * os.sysconf("SC_PHYS_PAGES") / 2**30
     return (
         f"{platform.machine()} {cores} cores, {memory:.0f} GiB, Python {platform.python_version()}"
     )

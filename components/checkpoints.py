@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import logging
-import os
 import shutil
-import tempfile
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -78,10 +76,3 @@ class CheckpointStore:
 def newest(candidates: list[dict]) -> dict | None:
     """The checkpoint with the most completed epochs, or None."""
     return max(candidates, key=lambda state: state["epoch"], default=None)
-
-
-def scratch_path() -> Path:
-    """A private temporary file name for a fetched checkpoint."""
-    fd, name = tempfile.mkstemp(suffix=f"-{CHECKPOINT}")
-    os.close(fd)
-    return Path(name)

@@ -101,6 +101,8 @@ def _cached_archive(source, sha256, s3_endpoint_url, cache_dir, retry) -> Path:
 
 def _unpack(source, archive: Path, target: Path, sha256, limits) -> DownloadRecord:
     if archive.is_dir():
+        if sha256:
+            raise ValueError(f"a sha256 applies to an archive file; {source} is a directory")
         count = archives.copy_tree(archive, target)
         size = sum(p.stat().st_size for p in target.rglob("*") if p.is_file())
         return DownloadRecord(source=source, bytes=size, sha256=None, file_count=count)

@@ -42,6 +42,9 @@ def evaluate(
     the model; with neither, nothing is logged to MLflow.
     """
     model_dir, data_dir, output_dir = Path(model_dir), Path(data_dir), Path(output_dir)
+    run_id = mlflow_run_id or _recorded_run_id(model_dir)
+    if run_id:
+        tracking.check_server()
     model, spec = load_classifier(model_dir)
     _check_inputs_fit(spec, read_meta(data_dir), data_dir)
     target = pick_device(device)
@@ -49,7 +52,6 @@ def evaluate(
     scores = torch.softmax(predict_logits(model.to(target), data), dim=1)[:, 1].cpu().numpy()
     labels = data.labels.cpu().numpy()
     report = _write_report(output_dir, spec["classes"], data.images.cpu().numpy(), labels, scores)
-    run_id = mlflow_run_id or _recorded_run_id(model_dir)
     if run_id:
         _log_to_mlflow(run_id, experiment, split, report, output_dir)
     else:

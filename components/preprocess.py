@@ -56,7 +56,7 @@ class PreprocessConfig:
 
 
 @dataclass
-class Decoded:
+class DecodedImages:
     """The kept images in file order, and the files left out with reasons."""
 
     pixels: np.ndarray
@@ -91,7 +91,7 @@ def build_arrays(input_dir: Path, output_dir: Path, cfg: PreprocessConfig) -> di
     return meta
 
 
-def decode_unique(found: LabelledFiles, cfg: PreprocessConfig) -> Decoded:
+def decode_unique(found: LabelledFiles, cfg: PreprocessConfig) -> DecodedImages:
     """Decode all files in parallel; drop broken ones and exact duplicates (same bytes)."""
     paths = [path for path, _ in found.files]
     pixels = np.empty((len(paths), cfg.channels, cfg.image_size, cfg.image_size), np.uint8)
@@ -118,7 +118,7 @@ def decode_unique(found: LabelledFiles, cfg: PreprocessConfig) -> Decoded:
         keep.append(copies[0])
         duplicates += len(copies) - 1
     keep.sort()
-    return Decoded(pixels[keep], labels[keep], skipped, duplicates)
+    return DecodedImages(pixels[keep], labels[keep], skipped, duplicates)
 
 
 def _decode_in_order(paths: list[Path], cfg: PreprocessConfig):

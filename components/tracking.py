@@ -38,8 +38,9 @@ def tracking_uri() -> str:
     return os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
 
 
-def check_server(uri: str, timeout: float = 10.0) -> None:
-    """Fail fast, before any training, when an HTTP tracking server does not answer."""
+def check_server(uri: str | None = None, timeout: float = 10.0) -> None:
+    """Fail fast, before any real work, when an HTTP tracking server does not answer."""
+    uri = uri or tracking_uri()
     if not uri.startswith(("http://", "https://")):
         return
     try:
@@ -64,7 +65,6 @@ def start_run(
     On an exception the run ends FAILED, so a resumed attempt can pick it up again.
     """
     uri = tracking_uri()
-    check_server(uri)
     mlflow.set_tracking_uri(uri)
     experiment_id = mlflow.set_experiment(experiment).experiment_id
     if run_id or os.environ.get("MLFLOW_RUN_ID"):

@@ -10,6 +10,7 @@ import contextlib
 import json
 import logging
 import math
+import tempfile
 import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -104,7 +105,7 @@ def train(cfg: TrainConfig) -> TrainResult:
 
 def _train(cfg: TrainConfig, workers: runtime.Workers, device: torch.device) -> TrainResult:
     if workers.is_main:
-        tracking.check_server(tracking.tracking_uri())  # before any time goes into training
+        tracking.check_server()  # before any time goes into training
     if cfg.batch_size % workers.world_size:
         raise ValueError(
             f"expected a batch size divisible by the {workers.world_size} "
@@ -306,27 +307,29 @@ def _checkpoint(cfg, model, optimizer, scheduler, history, run_id) -> None:
 
 def find_checkpoint(cfg: TrainConfig) -> dict | None:
     """The newest checkpoint in the output directory, the store, or this run's MLflow run."""
-    found = []
-    local = Path(cfg.output) / checkpoints.CHECKPOINT
-    if local.is_file():
-        found.append(checkpoints.load_checkpoint(local))
-    scratch = checkpoints.scratch_path()
-    if cfg.checkpoint_uri and checkpoints.CheckpointStore(cfg.checkpoint_uri).fetch(scratch):
-        found.append(checkpoints.load_checkpoint(scratch))
-    run_id = cfg.mlflow_run_id or (
-        cfg.kfp_run_id
-        and tracking.find_run_by_tag(cfg.experiment, tracking.KFP_RUN_ID_TAG, cfg.kfp_run_id)
-    )
-    if run_id and (path := tracking.download_checkpoint(run_id, scratch.parent)):
-        found.append(checkpoints.load_checkpoint(path))
-    scratch.unlink(missing_ok=True)
-    state = checkpoints.newest(found)
+    state = checkpoints.newest(list(_candidate_checkpoints(cfg)))
     if state:
         _check_compatible(state, cfg)
         log.info("resuming after epoch %d (MLflow run %s)", state["epoch"], state["mlflow_run_id"])
     else:
         log.info("no checkpoint found to resume from; starting at epoch 1")
     return state
+
+
+def _candidate_checkpoints(cfg: TrainConfig):
+    local = Path(cfg.output) / checkpoints.CHECKPOINT
+    if local.is_file():
+        yield checkpoints.load_checkpoint(local)
+    run_id = cfg.mlflow_run_id or (
+        cfg.kfp_run_id
+        and tracking.find_run_by_tag(cfg.experiment, tracking.KFP_RUN_ID_TAG, cfg.kfp_run_id)
+    )
+    with tempfile.TemporaryDirectory() as scratch:  # private to this run, removed after
+        fetched = Path(scratch) / checkpoints.CHECKPOINT
+        if cfg.checkpoint_uri and checkpoints.CheckpointStore(cfg.checkpoint_uri).fetch(fetched):
+            yield checkpoints.load_checkpoint(fetched)
+        if run_id and (path := tracking.download_checkpoint(run_id, Path(scratch) / "mlflow")):
+            yield checkpoints.load_checkpoint(path)
 
 
 def _check_compatible(state: dict, cfg: TrainConfig) -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import subprocess
+import sys
 import tarfile
 import zipfile
 from http.server import BaseHTTPRequestHandler
@@ -110,3 +112,18 @@ def _range_start(header: str | None) -> int:
     if not header:
         return 0
     return int(header.removeprefix("bytes=").split("-")[0])
+
+
+def train_cli(args: list[str]) -> list[str]:
+    """The train step's command line, as a user types it."""
+    return [sys.executable, "-m", "components.train", *args]
+
+
+def run_to_end(args: list[str], env: dict) -> None:
+    """Run the train step in its own process from the repository root; it must succeed."""
+    from tests.conftest import REPO
+
+    done = subprocess.run(
+        train_cli(args), cwd=REPO, env=env, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-4000:]

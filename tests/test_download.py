@@ -149,6 +149,13 @@ def test_directory_source_is_copied(tmp_path):
     assert record.file_count == 1
 
 
+def test_a_digest_for_a_directory_source_is_an_error(tmp_path):
+    (tmp_path / "src/PetImages").mkdir(parents=True)
+    with pytest.raises(ValueError, match="sha256 applies to an archive file"):
+        fetch(str(tmp_path / "src"), tmp_path, sha256=DIGEST)
+    assert not (tmp_path / "out").exists()
+
+
 def test_missing_local_source_says_what_was_expected(tmp_path):
     with pytest.raises(FileNotFoundError, match="expected an archive or directory"):
         fetch(str(tmp_path / "nope.zip"), tmp_path)

@@ -6,7 +6,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 import urllib.parse
 
@@ -18,6 +17,7 @@ from mlflow.tracking import MlflowClient
 
 from components import evaluate, tracking, train
 from tests.conftest import REPO
+from tests.helpers import train_cli
 from tests.servers import S3_KEYS, MlflowServer, S3Server, free_port
 
 pytestmark = pytest.mark.integration
@@ -99,21 +99,20 @@ def test_a_brief_outage_during_training_is_survived(sample_arrays, tmp_path, ser
     env = {k: v for k, v in os.environ.items() if k not in S3_KEYS}
     output = tmp_path / "m"
     trainer = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "components.train",
-            "--data",
-            str(sample_arrays),
-            "--output",
-            str(output),
-            "--epochs",
-            "4",
-            "--model",
-            "bn_cnn",
-            "--batch-size",
-            "64",
-        ],
+        train_cli(
+            [
+                "--data",
+                str(sample_arrays),
+                "--output",
+                str(output),
+                "--epochs",
+                "4",
+                "--model",
+                "bn_cnn",
+                "--batch-size",
+                "64",
+            ]
+        ),
         cwd=REPO,
         env=env,
         stdout=subprocess.DEVNULL,

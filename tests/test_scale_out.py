@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import subprocess
-import sys
 
 import kubernetes_validate
 import pytest
@@ -17,33 +15,10 @@ from mlflow.tracking import MlflowClient
 
 from components import launch, pytorchjob, train
 from components.train import TrainConfig
-from tests.conftest import REPO
+from tests.helpers import run_to_end
 from tests.kube_api import FakeKubeApi
 
 GPU_IMAGE = "registry.example/dogs-vs-cats-cuda:1.2.3"
-
-
-def run_training(args: list[str], processes: int, env: dict) -> None:
-    launcher = (
-        [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            f"--nproc-per-node={processes}",
-        ]
-        if processes > 1
-        else [sys.executable]
-    )
-    done = subprocess.run(
-        [*launcher, "-m", "components.train", *args],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
 
 
 def history(output) -> list[dict]:
@@ -68,7 +43,7 @@ def test_two_gloo_processes_match_one_for_the_same_global_batch(
         "--seed",
         "3",
     ]
-    run_training([*common, "--output", str(tmp_path / "one")], 1, env)
+    run_to_end([*common, "--output", str(tmp_path / "one")], env)
     # two processes the way the pipeline's train step starts them (gpus=2): torchrun
     two_processes = train.parse_config([*common, "--output", str(tmp_path / "two")])
     launch.train_processes(two_processes, processes=2)
@@ -85,7 +60,7 @@ def test_two_gloo_processes_match_one_for_the_same_global_batch(
     assert steps == [1, 2, 3]
 
     # resume the two-process run's checkpoint in one process: any world size will do
-    run_training([*common, "--output", str(tmp_path / "two"), "--epochs", "4", "--resume"], 1, env)
+    run_to_end([*common, "--output", str(tmp_path / "two"), "--epochs", "4", "--resume"], env)
     resumed = history(tmp_path / "two")
     assert [e["epoch"] for e in resumed] == [1, 2, 3, 4]
     assert (tmp_path / "two/mlflow_run_id").read_text() == run_id

@@ -6,7 +6,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import mlflow
@@ -18,6 +17,7 @@ from components import runtime, train
 from components.checkpoints import load_checkpoint
 from components.models import load_classifier
 from tests.conftest import REPO
+from tests.helpers import run_to_end, train_cli
 
 METRICS = {
     "train_loss",
@@ -119,17 +119,6 @@ def test_bad_config_is_a_clear_error(tmp_path, overrides, message):
 def test_cuda_without_a_gpu_is_a_clear_error():
     with pytest.raises(ValueError, match="use --device auto or cpu"):
         runtime.pick_device("cuda")
-
-
-def train_cli(args: list[str]) -> list[str]:
-    return [sys.executable, "-m", "components.train", *args]
-
-
-def run_to_end(args: list[str], env: dict) -> None:
-    done = subprocess.run(
-        train_cli(args), cwd=REPO, env=env, capture_output=True, text=True, timeout=600
-    )
-    assert done.returncode == 0, done.stderr
 
 
 @pytest.mark.slow
