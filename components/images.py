@@ -34,9 +34,9 @@ def decode_bytes(data: bytes, size: int, channels: int) -> np.ndarray:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # EXIF and palette chatter, not errors
-            with Image.open(io.BytesIO(data)) as image:
-                image.draft(MODES[channels], (size, size))  # JPEG: decode at 1/2..1/8 scale
-                image = image.convert(MODES[channels])
+            with Image.open(io.BytesIO(data)) as opened:
+                opened.draft(MODES[channels], (size, size))  # JPEG: decode at 1/2..1/8 scale
+                image = opened.convert(MODES[channels])
                 image = image.resize((size, size), Image.Resampling.BILINEAR)
     except UnidentifiedImageError as err:
         raise ValueError("not an image (unrecognised format)") from err

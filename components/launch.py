@@ -12,7 +12,8 @@ from components.train import TrainConfig, config_to_argv, train
 def train_processes(cfg: TrainConfig, processes: int) -> str:
     """Train with ``processes`` DDP processes on this node; return the MLflow run id."""
     if processes <= 1:
-        return train(cfg).run_id
+        train(cfg)
+        return (Path(cfg.output) / "mlflow_run_id").read_text()
     command = [
         sys.executable,
         "-m",

@@ -105,6 +105,9 @@ class Classifier(nn.Module):
     never need to know the training set's mean and std.
     """
 
+    scale: torch.Tensor
+    shift: torch.Tensor
+
     def __init__(self, net: nn.Module, mean: list[float], std: list[float]):
         super().__init__()
         self.net = net

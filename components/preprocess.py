@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 
 
 def available_cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 @dataclass(frozen=True)
@@ -95,7 +95,9 @@ def decode_unique(found: LabelledFiles, cfg: PreprocessConfig) -> DecodedImages:
     """Decode all files in parallel; drop broken ones and exact duplicates (same bytes)."""
     paths = [path for path, _ in found.files]
     pixels = np.empty((len(paths), cfg.channels, cfg.image_size, cfg.image_size), np.uint8)
-    keep, skipped, first_seen = [], [], {}
+    keep: list[int] = []
+    skipped: list[dict] = []
+    first_seen: dict[str | None, list[int]] = {}
     for i, result in enumerate(_decode_in_order(paths, cfg)):
         if result.pixels is None:
             skipped.append({"file": found.name(paths[i]), "reason": result.reason})

@@ -167,7 +167,7 @@ def train_on_cluster(cfg: TrainConfig, job: ClusterJob, training_client=None) ->
             job.namespace,
             job_kind=KIND,
             wait_timeout=job.timeout_seconds,
-            polling_interval=15,
+            polling_interval=job.poll_seconds,
         )
     finally:
         _surface_logs(client, job)

@@ -66,7 +66,7 @@ def start_run(
     """
     uri = tracking_uri()
     mlflow.set_tracking_uri(uri)
-    experiment_id = mlflow.set_experiment(experiment).experiment_id
+    experiment_id: str | None = mlflow.set_experiment(experiment).experiment_id
     if run_id or os.environ.get("MLFLOW_RUN_ID"):
         experiment_id = run_name = None  # re-attaching: the run has its experiment and name
     system_metrics = importlib.util.find_spec("psutil") is not None

@@ -84,9 +84,11 @@ class TrainConfig:
 
 @dataclass(frozen=True)
 class TrainResult:
-    run_id: str
+    """What a training run hands back; ``run_id`` and ``model_uri`` are None on ranks > 0."""
+
+    run_id: str | None
     history: list[dict]
-    model_uri: str
+    model_uri: str | None
 
 
 def train(cfg: TrainConfig) -> TrainResult:
@@ -155,6 +157,7 @@ def _new_model(cfg: TrainConfig, meta: dict, device: torch.device) -> Classifier
 def make_optimizer(model: torch.nn.Module, cfg: TrainConfig, steps_per_epoch: int):
     """AdamW (plain Adam at weight decay 0) and a per-step learning-rate schedule."""
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    scheduler: torch.optim.lr_scheduler.LRScheduler
     if cfg.schedule == "onecycle":
         scheduler = torch.optim.lr_scheduler.OneCycleLR(
             optimizer, max_lr=cfg.lr, total_steps=cfg.epochs * steps_per_epoch
@@ -267,7 +270,8 @@ def validate(
         (logits.argmax(1) == shard.labels).sum().float(),
         torch.tensor(float(len(shard)), device=logits.device),
     )
-    return tuple(t.item() for t in runtime.sum_across(workers, *sums))
+    loss, correct, count = (float(t.item()) for t in runtime.sum_across(workers, *sums))
+    return loss, correct, count
 
 
 def run_params(cfg: TrainConfig, meta: dict) -> dict[str, object]:

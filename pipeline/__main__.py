@@ -8,7 +8,6 @@ python -m pipeline submit --host URL [name=value ...]
 import argparse
 import inspect
 import logging
-import sys
 import tempfile
 from pathlib import Path
 
@@ -138,4 +137,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

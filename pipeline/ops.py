@@ -168,7 +168,7 @@ def evaluate_op(
     metrics: Output[Metrics],
     classification: Output[ClassificationMetrics],
     report: Output[Markdown],
-) -> NamedTuple("EvaluateOutputs", accuracy=float, mlflow_run_id=str):
+) -> NamedTuple("EvaluateOutputs", accuracy=float, mlflow_run_id=str):  # type: ignore[valid-type]
     """Score the test split: KFP metrics, confusion matrix, ROC curve, a report.
 
     Returns the test accuracy and, passed through, the MLflow run id.
@@ -192,7 +192,7 @@ def register_op(
     min_accuracy: float,
     registered_model_name: str,
     tracking_uri: str,
-) -> NamedTuple("GateOutputs", registered=bool, reason=str):
+) -> NamedTuple("GateOutputs", registered=bool, reason=str):  # type: ignore[valid-type]
     """The quality gate: register the model as ``candidate`` only if it is accurate enough."""
     from components.register import register_if_accurate
     from components.tracking import use_tracking_uri

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 from pathlib import Path
 
 import pytest
 
 from components import download, preprocess
+from components.data import load_split, save_split
+from components.layout import CLASSES
+from tests import processes
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_ZIP = Path(
@@ -39,6 +44,22 @@ def sample_arrays(sample_images, tmp_path_factory) -> Path:
     return target
 
 
+@pytest.fixture(scope="session")
+def small_arrays(sample_arrays, tmp_path_factory) -> Path:
+    """400 train images (4 global batches of 100, split evenly over 2 ranks), 100 val."""
+    target = tmp_path_factory.mktemp("sample") / "small"
+    target.mkdir()
+    meta = json.loads((sample_arrays / "meta.json").read_text())
+    for split, count in (("train", 400), ("val", 100), ("test", 100)):
+        images, labels = load_split(sample_arrays, split)
+        save_split(target, split, images[:count], labels[:count])
+        meta["counts"][split] = {
+            name: int((labels[:count] == label).sum()) for label, name in enumerate(CLASSES)
+        }
+    (target / "meta.json").write_text(json.dumps(meta))
+    return target
+
+
 @pytest.fixture
 def mlflow_store(tmp_path, monkeypatch) -> str:
     """A fresh SQLite MLflow store in a temp dir, as ``MLFLOW_TRACKING_URI``; cwd moves there."""
@@ -59,3 +80,30 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def pytest_sessionstart(session):
+    """Adopt orphans, and let SIGTERM tear the session down like Ctrl-C does."""
+    processes.become_subreaper()
+    signal.signal(signal.SIGTERM, _interrupt)
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session, exitstatus):
+    """After every fixture is torn down: no process the tests started may still run."""
+    left = processes.leftovers(os.getpid())
+    if not left:
+        return
+    processes.stop_all(list(left))
+    lines = "\n".join(f"  {pid}: {command[:200]}" for pid, command in left.items())
+    session.config.get_terminal_writer().line(
+        f"\nERROR: {len(left)} process(es) were still running after the tests "
+        f"(now killed):\n{lines}",
+        red=True,
+    )
+    if session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 
@@ -35,7 +36,9 @@ def test_pinned_base_non_root_exec_entrypoint(dockerfile):
     ]
     bases = [b for b in bases if not b.startswith("$")]
     assert bases and all(is_pinned(b) for b in bases), bases
-    assert "\nUSER 1000" in text
+    (user,) = [line.split()[1] for line in text.splitlines() if line.startswith("USER ")]
+    uid, _, gid = user.partition(":")
+    assert int(uid) >= 10000 and (not gid or int(gid) >= 10000), user  # not root, not a host uid
     assert '\nENTRYPOINT ["' in text
 
 
@@ -46,10 +49,27 @@ def is_pinned(image: str) -> bool:
     )
 
 
-def test_cuda_base_is_pinned():
+def locked_versions() -> dict[str, str]:
+    lines = (REPO / "requirements.lock").read_text().splitlines()
+    pins = [line.split()[0] for line in lines if "==" in line and not line.startswith("#")]
+    return {name.lower(): version for name, _, version in (p.partition("==") for p in pins)}
+
+
+def test_one_lock_pins_every_dependency_and_the_images_install_it():
+    import tomllib
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    wanted = [*project["dependencies"], *sum(project["optional-dependencies"].values(), [])]
+    names = {re.split(r"[<>=!\[ ;]", spec, maxsplit=1)[0].lower() for spec in wanted}
+    locked = locked_versions()
+    assert names <= set(locked), names - set(locked)
+    # the images and CI install from the same lock
+    assert "--constraint requirements.lock" in (REPO / "images/Dockerfile").read_text()
+    assert "--constraint requirements.lock" in (REPO / ".ci/run").read_text()
+    # and `make lock` holds torch where the lock has it
     makefile = (REPO / "Makefile").read_text()
-    cuda_base = next(line for line in makefile.splitlines() if line.startswith("CUDA_BASE"))
-    assert is_pinned(cuda_base.split("?=")[1].strip())
+    for package in ("torch", "torchvision"):
+        assert f"{package}=={locked[package]}" in makefile
 
 
 def test_dependency_layer_comes_before_the_source():

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import html
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -25,7 +27,7 @@ BUCKET = "mlflow-artifacts"
 ARTIFACTS = REPO / "test-artifacts"
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def s3():
     with S3Server() as server:
         boto3.client("s3", endpoint_url=server.endpoint, **_boto_keys()).create_bucket(
@@ -42,15 +44,21 @@ def _boto_keys() -> dict:
     }
 
 
+@pytest.fixture(scope="module")
+def running_server(s3, tmp_path_factory):
+    """One tracking server for the module: its start-up is the slow part."""
+    with MlflowServer(tmp_path_factory.mktemp("mlflow"), s3.endpoint, BUCKET) as running:
+        yield running
+
+
 @pytest.fixture
-def server(s3, tmp_path, monkeypatch):
+def server(running_server, tmp_path, monkeypatch):
     """The server, and this process pointed at it with no S3 keys of its own."""
     for key in (*S3_KEYS, "MLFLOW_S3_ENDPOINT_URL", "AWS_ENDPOINT_URL", "MLFLOW_RUN_ID"):
         monkeypatch.delenv(key, raising=False)
-    with MlflowServer(tmp_path, s3.endpoint, BUCKET) as running:
-        monkeypatch.setenv("MLFLOW_TRACKING_URI", running.url)
-        monkeypatch.chdir(tmp_path)
-        yield running
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", running_server.url)
+    monkeypatch.chdir(tmp_path)
+    return running_server
 
 
 def bucket_keys(s3) -> list[str]:
@@ -58,51 +66,61 @@ def bucket_keys(s3) -> list[str]:
     return [o["Key"] for o in client.list_objects_v2(Bucket=BUCKET).get("Contents", [])]
 
 
-def test_train_and_evaluate_over_http_with_artifacts_in_s3(sample_arrays, tmp_path, server, s3):
+def test_train_and_evaluate_over_http_with_artifacts_in_s3(small_arrays, tmp_path, server, s3):
     result = train.train(
-        train.TrainConfig(data=str(sample_arrays), output=str(tmp_path / "m"), epochs=2)
+        train.TrainConfig(data=str(small_arrays), output=str(tmp_path / "m"), epochs=2)
     )
-    evaluate.evaluate(tmp_path / "m", sample_arrays, tmp_path / "eval")
+    evaluate.evaluate(tmp_path / "m", small_arrays, tmp_path / "eval")
     client = MlflowClient(server.url)
     run = client.get_run(result.run_id)
     assert run.data.params["model"] == "tutorial_cnn"
     assert [m.step for m in client.get_metric_history(result.run_id, "val_loss")] == [1, 2]
     assert "test_accuracy" in run.data.metrics
-    keys = bucket_keys(s3)
-    assert any(k.endswith("checkpoints/checkpoint.pt") for k in keys)
-    assert any(k.endswith("MLmodel") for k in keys)
-    assert any(k.endswith("evaluation/test/confusion_matrix.png") for k in keys)
+    keys = bucket_keys(s3)  # this run's artifacts, and its logged model's
+    model_id = result.model_uri.removeprefix("models:/")
+    assert any(result.run_id in k and k.endswith("checkpoints/checkpoint.pt") for k in keys)
+    assert any(model_id in k and k.endswith("MLmodel") for k in keys)
+    assert any(
+        result.run_id in k and k.endswith("evaluation/test/confusion_matrix.png") for k in keys
+    )
     loaded = mlflow.pytorch.load_model(result.model_uri)  # through the server's proxy
     assert loaded(torch.full((3, 1, 40, 40), 100.0)).shape == (3, 2)
 
 
-def test_in_cluster_host_name_is_allowed(server):
+def test_in_cluster_host_name_is_allowed_and_a_foreign_one_refused(server):
     import requests
 
-    reply = requests.get(
-        f"{server.url}/health", headers={"Host": "mlflow.mlflow.svc.cluster.local:5000"}, timeout=10
-    )
-    assert reply.ok
+    def search_as(host: str) -> requests.Response:
+        # an API path: MLflow checks the Host header there (never on /health)
+        return requests.post(
+            f"{server.url}/api/2.0/mlflow/experiments/search",
+            json={"max_results": 1},
+            headers={"Host": host},
+            timeout=10,
+        )
+
+    assert search_as("mlflow.mlflow.svc.cluster.local:5000").status_code == 200
+    assert search_as("attacker.example:5000").status_code == 403
 
 
-def test_unreachable_server_fails_fast_before_training(sample_arrays, tmp_path, monkeypatch):
+def test_unreachable_server_fails_fast_before_training(small_arrays, tmp_path, monkeypatch):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{free_port()}")
     started = time.monotonic()
     with pytest.raises(tracking.TrackingUnavailableError, match="is unreachable"):
-        train.train(train.TrainConfig(data=str(sample_arrays), output=str(tmp_path / "m")))
+        train.train(train.TrainConfig(data=str(small_arrays), output=str(tmp_path / "m")))
     assert time.monotonic() - started < 30
     assert not (tmp_path / "m").exists()
 
 
 @pytest.mark.slow
-def test_a_brief_outage_during_training_is_survived(sample_arrays, tmp_path, server):
+def test_a_brief_outage_during_training_is_survived(small_arrays, tmp_path, server):
     env = {k: v for k, v in os.environ.items() if k not in S3_KEYS}
     output = tmp_path / "m"
     trainer = subprocess.Popen(
         train_cli(
             [
                 "--data",
-                str(sample_arrays),
+                str(small_arrays),
                 "--output",
                 str(output),
                 "--epochs",
@@ -133,7 +151,7 @@ def test_a_brief_outage_during_training_is_survived(sample_arrays, tmp_path, ser
 
 
 @pytest.mark.slow
-def test_compare_view_shows_two_runs_side_by_side(sample_arrays, tmp_path, server):
+def test_compare_view_shows_two_runs_side_by_side(small_arrays, tmp_path, server):
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if not chromium:
         pytest.skip("Chromium is not installed (.ci/run installs Debian's chromium)")
@@ -141,23 +159,52 @@ def test_compare_view_shows_two_runs_side_by_side(sample_arrays, tmp_path, serve
     for model in ("tutorial_cnn", "bn_cnn"):
         result = train.train(
             train.TrainConfig(
-                data=str(sample_arrays), output=str(tmp_path / model), model=model, dry_run=True
+                data=str(small_arrays), output=str(tmp_path / model), model=model, dry_run=True
             )
         )
-        evaluate.evaluate(tmp_path / model, sample_arrays, tmp_path / f"eval-{model}")
+        evaluate.evaluate(tmp_path / model, small_arrays, tmp_path / f"eval-{model}")
         runs.append(result.run_id)
-    experiment = MlflowClient(server.url).get_run(runs[0]).info.experiment_id
+    client = MlflowClient(server.url)
+    experiment = client.get_run(runs[0]).info.experiment_id
     query = urllib.parse.urlencode(
         {"runs": json.dumps(runs), "experiments": json.dumps([experiment])}
     )
     url = f"{server.url}/#/compare-runs?{query}"
-    dom = browse(chromium, tmp_path, "--dump-dom", url)
-    for expected in ("tutorial_cnn", "bn_cnn", "val_accuracy", "test_accuracy", "batch_size"):
-        assert expected in dom, expected
+    page = visible_text(browse(chromium, tmp_path, "--window-size=1600,1400", "--dump-dom", url))
+    # each run's own value, in its own column (the page rounds to 3 decimals)
+    params, metrics = table(page, "Parameters"), table(page, "Metrics")
+    assert params["model"] == ["tutorial_cnn", "bn_cnn"]
+    assert params["batch_size"] == ["100", "100"]
+    for name in ("val_accuracy", "val_loss", "test_accuracy", "test_roc_auc"):
+        logged = [client.get_run(run).data.metrics[name] for run in runs]
+        shown = [float(value) for value in metrics[name]]
+        assert shown == pytest.approx(logged, abs=6e-4), name
     ARTIFACTS.mkdir(exist_ok=True)
     shot = ARTIFACTS / "mlflow-compare-runs.png"
     browse(chromium, tmp_path, f"--screenshot={shot}", "--window-size=1600,1400", url)
     assert shot.stat().st_size > 20_000  # a rendered page, not a blank one
+
+
+def visible_text(dom: str) -> list[str]:
+    """The page's text nodes in document order."""
+    pieces = (html.unescape(piece).strip() for piece in re.split(r"<[^>]+>", dom))
+    return [piece for piece in pieces if piece]
+
+
+def table(page: list[str], heading: str) -> dict[str, list[str]]:
+    """A compare-view section as {row name: one value per run}.
+
+    Parameters are listed row by row (name, then values); metrics list their names
+    first, then the values row by row.
+    """
+    start = page.index(heading) + 2  # the heading, then "Show diff only"
+    end = page.index("Artifacts" if heading == "Metrics" else "Metrics", start)
+    cells = page[start:end]
+    if heading == "Parameters":
+        return {cells[i]: cells[i + 1 : i + 3] for i in range(0, len(cells), 3)}
+    names = cells[: len(cells) // 3]
+    values = cells[len(names) :]
+    return {name: values[2 * i : 2 * i + 2] for i, name in enumerate(names)}
 
 
 def browse(chromium: str, tmp_path, *args: str) -> str:

@@ -5,15 +5,18 @@ from __future__ import annotations
 import json
 import logging
 import os
+from pathlib import Path
 
 import kubernetes_validate
 import pytest
+import torch
 from kubeflow.training import TrainingClient
 from kubeflow.training.api_client import ApiClient
 from kubernetes.client import Configuration
 from mlflow.tracking import MlflowClient
 
 from components import launch, pytorchjob, train
+from components.models import build_model
 from components.train import TrainConfig
 from tests.helpers import run_to_end
 from tests.kube_api import FakeKubeApi
@@ -25,44 +28,51 @@ def history(output) -> list[dict]:
     return json.loads((output / "history.json").read_text())
 
 
+def weights(output: Path) -> dict[str, torch.Tensor]:
+    return torch.load(output / "model.pt", weights_only=True)["state_dict"]
+
+
+def distance(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
+    """The L2 distance between two sets of weights, over the keys of ``b``."""
+    return sum(((a[k] - b[k]) ** 2).sum().item() for k in b) ** 0.5
+
+
 @pytest.mark.slow
-def test_two_gloo_processes_match_one_for_the_same_global_batch(
-    sample_arrays, tmp_path, mlflow_store
-):
+def test_two_gloo_processes_train_the_same_weights_as_one(small_arrays, tmp_path, mlflow_store):
     env = {**os.environ, "MLFLOW_TRACKING_URI": mlflow_store}
     common = [
-        "--data",
-        str(sample_arrays),
-        "--epochs",
-        "3",
-        "--batch-size",
-        "100",
-        "--device",
-        "cpu",
-        "--no-augment",
-        "--seed",
-        "3",
+        *("--data", str(small_arrays), "--epochs", "2", "--batch-size", "100"),
+        *("--device", "cpu", "--no-augment", "--seed", "3"),
     ]
     run_to_end([*common, "--output", str(tmp_path / "one")], env)
     # two processes the way the pipeline's train step starts them (gpus=2): torchrun
     two_processes = train.parse_config([*common, "--output", str(tmp_path / "two")])
     launch.train_processes(two_processes, processes=2)
-    one, two = history(tmp_path / "one")[-1], history(tmp_path / "two")[-1]
-    assert abs(one["val_accuracy"] - two["val_accuracy"]) <= 0.02
-    assert abs(one["val_loss"] - two["val_loss"]) <= 0.02
-    assert abs(one["train_loss"] - two["train_loss"]) <= 0.02
-    # every image once per epoch, split between the ranks (the odd one out is left out)
-    assert round(one["images_per_second"] * one["epoch_seconds"]) == 1603
-    assert round(two["images_per_second"] * two["epoch_seconds"]) == 1602
+
+    # the same global batches in the same order: the same training, up to float rounding
+    # (Adam's first steps move near-zero gradients by ±lr whatever their size, so single
+    # weights may differ; the whole update and the losses must not)
+    for a, b in zip(history(tmp_path / "one"), history(tmp_path / "two"), strict=True):
+        assert a["train_loss"] == pytest.approx(b["train_loss"], abs=1e-5)
+        assert a["val_loss"] == pytest.approx(b["val_loss"], abs=1e-4)
+    one, two = weights(tmp_path / "one"), weights(tmp_path / "two")
+    torch.manual_seed(3)
+    initial = {f"net.{k}": v for k, v in build_model("tutorial_cnn", 1, 40).state_dict().items()}
+    moved = distance(one, initial)
+    assert distance(one, two) < 0.05 * moved, (distance(one, two), moved)
+    # every image once per epoch, split between the ranks
+    for output in ("one", "two"):
+        for epoch in history(tmp_path / output):
+            assert round(epoch["images_per_second"] * epoch["epoch_seconds"]) == 400
     # the two ranks logged one MLflow run between them, with one point per epoch
     run_id = (tmp_path / "two/mlflow_run_id").read_text()
     steps = [m.step for m in MlflowClient(mlflow_store).get_metric_history(run_id, "val_loss")]
-    assert steps == [1, 2, 3]
+    assert steps == [1, 2]
 
     # resume the two-process run's checkpoint in one process: any world size will do
-    run_to_end([*common, "--output", str(tmp_path / "two"), "--epochs", "4", "--resume"], env)
+    run_to_end([*common, "--output", str(tmp_path / "two"), "--epochs", "3", "--resume"], env)
     resumed = history(tmp_path / "two")
-    assert [e["epoch"] for e in resumed] == [1, 2, 3, 4]
+    assert [e["epoch"] for e in resumed] == [1, 2, 3]
     assert (tmp_path / "two/mlflow_run_id").read_text() == run_id
 
 

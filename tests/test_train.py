@@ -122,11 +122,11 @@ def test_cuda_without_a_gpu_is_a_clear_error():
 
 
 @pytest.mark.slow
-def test_killed_and_resumed_run_ends_with_the_same_weights(sample_arrays, tmp_path, mlflow_store):
+def test_killed_and_resumed_run_ends_with_the_same_weights(small_arrays, tmp_path, mlflow_store):
     env = {**os.environ, "MLFLOW_TRACKING_URI": mlflow_store}
     common = [
         "--data",
-        str(sample_arrays),
+        str(small_arrays),
         "--epochs",
         "4",
         "--model",
