@@ -16,10 +16,10 @@ from pathlib import Path
 import torch
 
 from benchmarks.common import base_parser, measure, report
-from components.batches import DeviceSplit
-from components.inference import predict_logits
-from components.models import Classifier, build_model
-from components.runtime import pick_device
+from components.training.batches import DeviceSplit
+from components.training.inference import predict_logits
+from components.training.models import Classifier, build_model
+from components.training.runtime import pick_device
 
 
 def project_images_per_second(arrays: Path, device: torch.device, repeats: int = 3) -> tuple:

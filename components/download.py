@@ -14,9 +14,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
-from components import archives, sources
-from components.atomic import atomic_directory, write_json
-from components.logs import setup_logging
+from components.core import schema
+from components.core.atomic import atomic_directory, write_json
+from components.core.logs import setup_logging
+from components.core.schema import LOCAL, SETTING, setting
+from components.data import archives, sources
 
 log = logging.getLogger(__name__)
 
@@ -113,15 +115,35 @@ def _unpack(source, archive: Path, target: Path, sha256, limits) -> DownloadReco
     )
 
 
+@dataclass(frozen=True)
+class DownloadConfig:
+    """Where the photos come from and how to fetch them: the download step's schema."""
+
+    source: str = setting(
+        PETIMAGES_URL,
+        "https://, http://, s3://BUCKET/KEY, file:// or a path to a .zip, .tar.gz or directory",
+        role=SETTING,
+    )
+    sha256: str = setting(
+        "",
+        "expected sha256 of the archive, a mismatch is an error; empty: only recorded",
+        role=SETTING,
+    )
+    s3_endpoint_url: str | None = setting(
+        None, "S3 endpoint for MinIO and the like ($AWS_ENDPOINT_URL when unset)", role=LOCAL
+    )
+    cache_dir: str | None = setting(
+        None,
+        "where downloaded archives are kept and resumed (unset: $XDG_CACHE_HOME/dogs-vs-cats "
+        "or ~/.cache/dogs-vs-cats)",
+        role=LOCAL,
+    )
+    retries: int = setting(5, "attempts per HTTP download", role=LOCAL)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m components.download", description=__doc__.splitlines()[0]
-    )
-    parser.add_argument(
-        "--source",
-        default=PETIMAGES_URL,
-        help="https://, http://, s3://BUCKET/KEY, file:// or a path to a .zip, "
-        ".tar.gz or directory (default: the public PetImages archive)",
     )
     parser.add_argument(
         "--output",
@@ -129,40 +151,21 @@ def build_parser() -> argparse.ArgumentParser:
         required=True,
         help="directory to extract into; replaced whole on success",
     )
-    parser.add_argument(
-        "--sha256",
-        default=None,
-        help="expected sha256 of the archive; a mismatch is an error "
-        "(default: none, the digest is only recorded)",
-    )
-    parser.add_argument(
-        "--s3-endpoint-url",
-        default=None,
-        help="S3 endpoint for MinIO and the like (default: $AWS_ENDPOINT_URL, else AWS)",
-    )
-    parser.add_argument(
-        "--cache-dir",
-        type=Path,
-        default=None,
-        help="where downloaded archives are kept and resumed "
-        "(default: $XDG_CACHE_HOME/dogs-vs-cats or ~/.cache/dogs-vs-cats)",
-    )
-    parser.add_argument(
-        "--retries", type=int, default=5, help="attempts per HTTP download (default: 5)"
-    )
+    schema.add_arguments(parser, DownloadConfig)
     return parser
 
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
+    cfg = schema.from_namespace(DownloadConfig, args)
     setup_logging()
     record = fetch(
-        args.source,
+        cfg.source,
         args.output,
-        sha256=args.sha256,
-        s3_endpoint_url=args.s3_endpoint_url,
-        cache_dir=args.cache_dir,
-        retry=sources.RetryPolicy(attempts=args.retries),
+        sha256=cfg.sha256 or None,
+        s3_endpoint_url=cfg.s3_endpoint_url,
+        cache_dir=Path(cfg.cache_dir) if cfg.cache_dir else None,
+        retry=sources.RetryPolicy(attempts=cfg.retries),
     )
     log.info("%s", json.dumps(asdict(record)))
 

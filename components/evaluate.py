@@ -8,55 +8,72 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from components import metrics as scoring
-from components import plots, tracking
-from components.atomic import write_json
-from components.batches import DeviceSplit
-from components.data import read_meta
-from components.inference import predict_logits
-from components.logs import setup_logging
-from components.models import load_classifier
-from components.runtime import pick_device
+from components.core import schema, tracking
+from components.core.atomic import write_json
+from components.core.logs import setup_logging
+from components.core.names import DEFAULT_EXPERIMENT
+from components.core.schema import LOCAL, SETTING, setting
+from components.data.arrays import SPLITS, read_meta
+from components.evaluation import metrics as scoring
+from components.evaluation import plots
+from components.training.batches import DeviceSplit
+from components.training.inference import predict_logits
+from components.training.models import load_classifier
+from components.training.runtime import pick_device
 
 log = logging.getLogger(__name__)
 
 
-def evaluate(
-    model_dir: Path,
-    data_dir: Path,
-    output_dir: Path,
-    *,
-    split: str = "test",
-    mlflow_run_id: str | None = None,
-    experiment: str = "dogs-vs-cats",
-    device: str = "auto",
-) -> dict:
-    """Score the model on ``split``; write metrics.json, roc.json and PNGs; log them to MLflow.
+@dataclass(frozen=True)
+class EvaluateConfig:
+    """Which split is scored, where, and into which MLflow run: the evaluate step's schema."""
 
-    The MLflow run is ``mlflow_run_id``, else the one the train step recorded beside
-    the model; with neither, nothing is logged to MLflow.
+    split: str = setting("test", "split to score", choices=SPLITS, role=LOCAL)
+    experiment: str = setting(DEFAULT_EXPERIMENT, "MLflow experiment", role=SETTING)
+    mlflow_run_id: str | None = setting(
+        None, "MLflow run to log into (default: the one in MODEL/mlflow_run_id)", role=LOCAL
+    )
+    device: str = setting("auto", "auto, cpu, cuda or cuda:N", role=LOCAL)
+
+
+def evaluate(
+    model_dir: Path, data_dir: Path, output_dir: Path, cfg: EvaluateConfig | None = None
+) -> dict:
+    """Score the model on a split; write metrics.json, roc.json and PNGs; log them to MLflow.
+
+    Args:
+        model_dir: the train step's output.
+        data_dir: the preprocess step's output.
+        output_dir: where the report files go.
+        cfg: the split, device and MLflow run; the MLflow run defaults to the one the
+            train step recorded beside the model, and with neither nothing is logged.
+
+    Returns:
+        The report: metrics, confusion matrix and ROC points.
     """
+    cfg = cfg or EvaluateConfig()
     model_dir, data_dir, output_dir = Path(model_dir), Path(data_dir), Path(output_dir)
-    run_id = mlflow_run_id or _recorded_run_id(model_dir)
+    run_id = cfg.mlflow_run_id or _recorded_run_id(model_dir)
     if run_id:
         tracking.check_server()
     model, spec = load_classifier(model_dir)
     _check_inputs_fit(spec, read_meta(data_dir), data_dir)
-    target = pick_device(device)
-    data = DeviceSplit.load(data_dir, split, target)
+    target = pick_device(cfg.device)
+    data = DeviceSplit.load(data_dir, cfg.split, target)
     scores = torch.softmax(predict_logits(model.to(target), data), dim=1)[:, 1].cpu().numpy()
     labels = data.labels.cpu().numpy()
     report = _write_report(output_dir, spec["classes"], data.images.cpu().numpy(), labels, scores)
     if run_id:
-        _log_to_mlflow(run_id, experiment, split, report, output_dir)
+        _log_to_mlflow(run_id, cfg.experiment, cfg.split, report, output_dir)
     else:
         log.warning("no MLflow run id given or recorded in %s; metrics not logged", model_dir)
-    log.info("%s: %s", split, json.dumps(report["metrics"]))
+    log.info("%s: %s", cfg.split, json.dumps(report["metrics"]))
     return report
 
 
@@ -115,35 +132,14 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         help="directory for metrics.json, roc.json and the PNGs",
     )
-    parser.add_argument(
-        "--split", default="test", choices=("train", "val", "test"), help="(default: test)"
-    )
-    parser.add_argument(
-        "--mlflow-run-id",
-        default=None,
-        help="MLflow run to log into (default: the one in MODEL/mlflow_run_id)",
-    )
-    parser.add_argument(
-        "--experiment", default="dogs-vs-cats", help="MLflow experiment (default: dogs-vs-cats)"
-    )
-    parser.add_argument(
-        "--device", default="auto", help="auto, cpu, cuda or cuda:N (default: auto)"
-    )
+    schema.add_arguments(parser, EvaluateConfig)
     return parser
 
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     setup_logging()
-    evaluate(
-        args.model,
-        args.data,
-        args.output,
-        split=args.split,
-        mlflow_run_id=args.mlflow_run_id,
-        experiment=args.experiment,
-        device=args.device,
-    )
+    evaluate(args.model, args.data, args.output, schema.from_namespace(EvaluateConfig, args))
 
 
 if __name__ == "__main__":

@@ -12,13 +12,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from components.images import decode_bytes
-from components.logs import setup_logging
-from components.models import load_classifier
+from components.core.logs import setup_logging
+from components.core.names import CLASSES
+from components.data.images import decode_bytes
+from components.training.models import load_classifier
 
 log = logging.getLogger(__name__)
-
-CLASSES = ["cat", "dog"]
 
 
 def load_any(model: str) -> tuple[torch.nn.Module, int, int]:
@@ -29,7 +28,7 @@ def load_any(model: str) -> tuple[torch.nn.Module, int, int]:
     if Path(model).exists():
         classifier, spec = load_classifier(Path(model))
         return classifier, spec["channels"], spec["image_size"]
-    from components import tracking
+    from components.core import tracking
 
     loaded = tracking.load_model(model)
     _, channels, size, _ = tracking.model_input_shape(model)

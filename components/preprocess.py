@@ -11,18 +11,21 @@ import logging
 import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 from tqdm import tqdm
 
-from components import images
-from components.atomic import atomic_directory, write_json
-from components.data import META, SPLITS, save_split
-from components.layout import CLASSES, LabelledFiles, find_labelled_files
-from components.logs import setup_logging
-from components.presets import apply_preset
+from components.core import schema
+from components.core.atomic import atomic_directory, write_json
+from components.core.logs import setup_logging
+from components.core.names import CLASSES
+from components.core.presets import apply_preset
+from components.core.schema import LOCAL, setting
+from components.data import images
+from components.data.arrays import META, SPLITS, save_split
+from components.data.layout import LabelledFiles, find_labelled_files
 
 log = logging.getLogger(__name__)
 
@@ -33,18 +36,20 @@ def available_cores() -> int:
 
 @dataclass(frozen=True)
 class PreprocessConfig:
-    """How images become arrays; every field is a CLI flag and a pipeline parameter."""
+    """How images become arrays: the preprocess step's one schema."""
 
-    image_size: int = 50
-    channels: int = 1
-    val_fraction: float = 0.1
-    test_fraction: float = 0.1
-    seed: int = 0
-    workers: int = field(default_factory=available_cores)
+    image_size: int = setting(50, "square side in pixels")
+    channels: int = setting(1, "1 = grey, 3 = RGB", choices=(1, 3))
+    val_fraction: float = setting(0.1, "share of each class held out for validation")
+    test_fraction: float = setting(0.1, "share of each class held out for the test")
+    seed: int = setting(0, "seed of the split")
+    workers: int = setting(0, "decoding processes; 0: one per available core", role=LOCAL)
 
     def __post_init__(self) -> None:
         if self.channels not in images.MODES:
             raise ValueError(f"expected channels 1 or 3, found {self.channels}")
+        if self.workers < 0:
+            raise ValueError(f"expected 0 or more workers, found {self.workers}")
         if self.image_size < 8:
             raise ValueError(f"expected an image size of at least 8, found {self.image_size}")
         fractions = (self.val_fraction, self.test_fraction)
@@ -126,14 +131,15 @@ def decode_unique(found: LabelledFiles, cfg: PreprocessConfig) -> DecodedImages:
 def _decode_in_order(paths: list[Path], cfg: PreprocessConfig):
     work = functools.partial(images.decode_file, size=cfg.image_size, channels=cfg.channels)
     progress = functools.partial(tqdm, total=len(paths), unit="img", desc="decode", mininterval=1)
-    if cfg.workers <= 1:
+    workers = cfg.workers or available_cores()
+    if workers <= 1:
         yield from progress(map(work, paths))
         return
-    chunksize = max(1, min(256, len(paths) // (cfg.workers * 8)))
+    chunksize = max(1, min(256, len(paths) // (workers * 8)))
     # forkserver: safe when the caller has threads (fork is not); a worker that dies
     # raises BrokenProcessPool here instead of leaving the run waiting for ever
     context = multiprocessing.get_context("forkserver")
-    with ProcessPoolExecutor(cfg.workers, mp_context=context) as pool:
+    with ProcessPoolExecutor(workers, mp_context=context) as pool:
         yield from progress(pool.map(work, paths, chunksize=chunksize))
 
 
@@ -188,7 +194,7 @@ def _meta(found, decoded, splits, cfg, mean, std) -> dict:
         "duplicates_removed": decoded.duplicates_removed,
         "mean": mean,
         "std": std,
-        "config": {k: v for k, v in asdict(cfg).items() if k != "workers"},
+        "config": schema.params(cfg),
     }
 
 
@@ -208,19 +214,7 @@ def build_parser() -> argparse.ArgumentParser:
         required=True,
         help="directory for the arrays and meta.json; replaced whole on success",
     )
-    parser.add_argument("--image-size", type=int, default=50, help="square side (default: 50)")
-    parser.add_argument(
-        "--channels", type=int, choices=(1, 3), default=1, help="1 = grey, 3 = RGB (default: 1)"
-    )
-    parser.add_argument("--val-fraction", type=float, default=0.1, help="(default: 0.1)")
-    parser.add_argument("--test-fraction", type=float, default=0.1, help="(default: 0.1)")
-    parser.add_argument("--seed", type=int, default=0, help="split seed (default: 0)")
-    parser.add_argument(
-        "--workers",
-        type=int,
-        default=available_cores(),
-        help=f"decoding processes (default: this machine's cores, {available_cores()})",
-    )
+    schema.add_arguments(parser, PreprocessConfig)
     return parser
 
 
@@ -229,15 +223,7 @@ def main(argv: list[str] | None = None) -> None:
     apply_preset(parser, argv, "preprocess")
     args = parser.parse_args(argv)
     setup_logging()
-    cfg = PreprocessConfig(
-        image_size=args.image_size,
-        channels=args.channels,
-        val_fraction=args.val_fraction,
-        test_fraction=args.test_fraction,
-        seed=args.seed,
-        workers=args.workers,
-    )
-    build_arrays(args.input, args.output, cfg)
+    build_arrays(args.input, args.output, schema.from_namespace(PreprocessConfig, args))
 
 
 if __name__ == "__main__":

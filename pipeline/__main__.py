@@ -13,8 +13,8 @@ from pathlib import Path
 
 from kfp import compiler
 
-from components.logs import setup_logging
-from components.presets import PRESETS, pipeline_arguments
+from components.core.logs import setup_logging
+from components.core.presets import PRESETS, pipeline_arguments
 from pipeline.local import run_local
 from pipeline.pipeline import build_pipeline
 from pipeline.settings import ClusterSettings

@@ -6,7 +6,8 @@ from pathlib import Path
 
 from kfp import local
 
-from components import tracking
+from components.core import tracking
+from components.core.names import DEFAULT_EXPERIMENT
 
 
 def run_local(pipeline, arguments: dict, workdir: Path) -> str:
@@ -21,7 +22,7 @@ def run_local(pipeline, arguments: dict, workdir: Path) -> str:
     if arguments["tracking_uri"] == store:
         tracking.use_tracking_uri(store)
         tracking.ensure_experiment(
-            arguments.get("experiment", "dogs-vs-cats"), workdir / "mlartifacts"
+            arguments.get("experiment", DEFAULT_EXPERIMENT), workdir / "mlartifacts"
         )
     local.init(
         runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(workdir / "outputs")

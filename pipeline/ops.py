@@ -27,7 +27,13 @@ component = dsl.component(base_image=IMAGE, install_kfp_package=False)
 
 @component
 def download_op(source: str, sha256: str, dataset: Output[Dataset]):
-    """Fetch and extract the PetImages archive (``sha256`` empty: not checked, only recorded)."""
+    """Fetch and extract the PetImages archive.
+
+    Args:
+        source: https://, s3://, file:// or a path.
+        sha256: the archive's expected digest; empty: not checked, only recorded.
+        dataset: where the archive is extracted.
+    """
     from pathlib import Path
 
     from components.download import fetch
@@ -37,21 +43,20 @@ def download_op(source: str, sha256: str, dataset: Output[Dataset]):
 
 
 @component
-def preprocess_op(
-    raw: Input[Dataset],
-    image_size: int,
-    channels: int,
-    val_fraction: float,
-    test_fraction: float,
-    seed: int,
-    arrays: Output[Dataset],
-):
-    """Decode, de-duplicate and split the images into uint8 arrays plus meta.json."""
+def preprocess_op(raw: Input[Dataset], settings: str, arrays: Output[Dataset]):
+    """Decode, de-duplicate and split the images into uint8 arrays plus meta.json.
+
+    Args:
+        raw: the download step's extracted archive.
+        settings: the preprocess recipe as JSON (``pipeline.pipeline.settings_for``).
+        arrays: where the arrays and meta.json are written.
+    """
     from pathlib import Path
 
+    from components.core.schema import decode
     from components.preprocess import PreprocessConfig, build_arrays
 
-    cfg = PreprocessConfig(image_size, channels, val_fraction, test_fraction, seed)
+    cfg = PreprocessConfig(**decode(PreprocessConfig, settings))
     meta = build_arrays(Path(raw.path), Path(arrays.path), cfg)
     arrays.metadata.update(kept=meta["kept"], skipped=len(meta["skipped"]))
 
@@ -59,44 +64,43 @@ def preprocess_op(
 @component
 def train_op(
     arrays: Input[Dataset],
-    model_name: str,
-    epochs: int,
-    batch_size: int,
-    lr: float,
-    weight_decay: float,
-    schedule: str,
-    seed: int,
+    settings: str,
     gpus: int,
     tracking_uri: str,
-    experiment: str,
     checkpoint_root: str,
     kfp_run_id: str,
     pipeline_name: str,
     model: Output[Model],
 ) -> str:
-    """Train on this node (torchrun, one process per GPU, when gpus > 1); the MLflow run id.
+    """Train on this node (torchrun, one process per GPU, when gpus > 1).
 
     A retried task resumes from this KFP run's last checkpoint.
+
+    Args:
+        arrays: the preprocess step's output.
+        settings: the train recipe and settings as JSON.
+        gpus: processes to start, one per GPU.
+        tracking_uri: the MLflow tracking server.
+        checkpoint_root: durable checkpoint prefix; empty: the MLflow run's artifacts.
+        kfp_run_id: this pipeline run, which the MLflow run is tagged with.
+        pipeline_name: tagged on the MLflow run too.
+        model: where model.pt, the checkpoint and the history are written.
+
+    Returns:
+        The MLflow run id.
     """
-    from components.launch import train_processes
-    from components.tracking import use_tracking_uri
+    from components.core.tracking import use_tracking_uri
+    from components.train import train_processes
     from pipeline.steps import pipeline_train_config
 
     use_tracking_uri(tracking_uri)
     cfg = pipeline_train_config(
-        arrays.path,
-        model.path,
-        model_name,
-        epochs,
-        batch_size,
-        lr,
-        weight_decay,
-        schedule,
-        seed,
-        experiment,
-        checkpoint_root,
-        kfp_run_id,
-        pipeline_name,
+        arrays=arrays.path,
+        output=model.path,
+        settings=settings,
+        checkpoint_root=checkpoint_root,
+        kfp_run_id=kfp_run_id,
+        pipeline_name=pipeline_name,
     )
     run_id = train_processes(cfg, gpus)
     model.metadata["mlflow_run_id"] = run_id
@@ -106,42 +110,48 @@ def train_op(
 @component
 def pytorchjob_op(
     arrays: Input[Dataset],
-    model_name: str,
-    epochs: int,
-    batch_size: int,
-    lr: float,
-    weight_decay: float,
-    schedule: str,
-    seed: int,
+    settings: str,
     nodes: int,
     gpus: int,
     gpu_image: str,
     shared_pvc: str,
+    placement: str,
     tracking_uri: str,
-    experiment: str,
     checkpoint_root: str,
     kfp_run_id: str,
     pipeline_name: str,
     model: Output[Model],
 ) -> str:
-    """Train across ``nodes`` nodes as a Training Operator PyTorchJob; the MLflow run id."""
-    from components.pytorchjob import ClusterJob, current_namespace, train_on_cluster
+    """Train across ``nodes`` nodes as a Training Operator PyTorchJob.
+
+    Args:
+        arrays: the preprocess step's output, copied to the shared volume.
+        settings: the train recipe and settings as JSON.
+        nodes: nodes to train on.
+        gpus: GPUs (and processes) per node.
+        gpu_image: the CUDA image the job's pods run.
+        shared_pvc: the ReadWriteMany claim the pods and this task share.
+        placement: where the pods run, as ``Placement.to_json()``.
+        tracking_uri: the MLflow tracking server.
+        checkpoint_root: durable checkpoint prefix; empty: the MLflow run's artifacts.
+        kfp_run_id: this pipeline run.
+        pipeline_name: tagged on the MLflow run.
+        model: where the trained model is copied back to.
+
+    Returns:
+        The MLflow run id.
+    """
+    from components.cluster.placement import Placement
+    from components.cluster.pytorchjob import ClusterJob, current_namespace, train_on_cluster
     from pipeline.steps import pipeline_train_config
 
     cfg = pipeline_train_config(
-        arrays.path,
-        model.path,
-        model_name,
-        epochs,
-        batch_size,
-        lr,
-        weight_decay,
-        schedule,
-        seed,
-        experiment,
-        checkpoint_root,
-        kfp_run_id,
-        pipeline_name,
+        arrays=arrays.path,
+        output=model.path,
+        settings=settings,
+        checkpoint_root=checkpoint_root,
+        kfp_run_id=kfp_run_id,
+        pipeline_name=pipeline_name,
     )
     job = ClusterJob(
         name=f"dogs-vs-cats-{kfp_run_id}"[:63],
@@ -151,6 +161,7 @@ def pytorchjob_op(
         gpus_per_node=gpus,
         tracking_uri=tracking_uri,
         shared_pvc=shared_pvc,
+        placement=Placement.from_json(placement),
     )
     run_id = train_on_cluster(cfg, job)
     model.metadata["mlflow_run_id"] = run_id
@@ -163,7 +174,7 @@ def evaluate_op(
     model: Input[Model],
     mlflow_run_id: str,
     tracking_uri: str,
-    experiment: str,
+    settings: str,
     evaluation: Output[Artifact],
     metrics: Output[Metrics],
     classification: Output[ClassificationMetrics],
@@ -171,34 +182,58 @@ def evaluate_op(
 ) -> NamedTuple("EvaluateOutputs", accuracy=float, mlflow_run_id=str):  # type: ignore[valid-type]
     """Score the test split: KFP metrics, confusion matrix, ROC curve, a report.
 
-    Returns the test accuracy and, passed through, the MLflow run id.
+    Args:
+        arrays: the preprocess step's output.
+        model: the train step's output.
+        mlflow_run_id: the training run the test metrics are logged into.
+        tracking_uri: the MLflow tracking server.
+        settings: the evaluate settings as JSON.
+        evaluation: metrics.json, roc.json and the PNGs.
+        metrics: scalar metrics for the KFP UI.
+        classification: confusion matrix and ROC curve for the KFP UI.
+        report: a Markdown summary for the KFP UI.
+
+    Returns:
+        The test accuracy and, passed through, the MLflow run id.
     """
-    from components.evaluate import evaluate
-    from components.tracking import use_tracking_uri
+    from dataclasses import replace
+
+    from components.core.schema import decode
+    from components.core.tracking import use_tracking_uri
+    from components.evaluate import EvaluateConfig, evaluate
     from pipeline.reports import publish_evaluation
 
     use_tracking_uri(tracking_uri)
-    result = evaluate(
-        model.path, arrays.path, evaluation.path, mlflow_run_id=mlflow_run_id, experiment=experiment
-    )
+    cfg = replace(EvaluateConfig(**decode(EvaluateConfig, settings)), mlflow_run_id=mlflow_run_id)
+    result = evaluate(model.path, arrays.path, evaluation.path, cfg)
     publish_evaluation(result, evaluation.path, mlflow_run_id, metrics, classification, report)
     return (result["metrics"]["accuracy"], mlflow_run_id)
 
 
 @component
 def register_op(
-    mlflow_run_id: str,
-    test_accuracy: float,
-    min_accuracy: float,
-    registered_model_name: str,
-    tracking_uri: str,
+    mlflow_run_id: str, test_accuracy: float, tracking_uri: str, settings: str
 ) -> NamedTuple("GateOutputs", registered=bool, reason=str):  # type: ignore[valid-type]
-    """The quality gate: register the model as ``candidate`` only if it is accurate enough."""
-    from components.register import register_if_accurate
-    from components.tracking import use_tracking_uri
+    """The quality gate: register the model as ``candidate`` only if it is accurate enough.
+
+    Args:
+        mlflow_run_id: the training run whose model is judged.
+        test_accuracy: its test accuracy.
+        tracking_uri: the MLflow tracking server.
+        settings: the gate's settings (minimum accuracy, registry name) as JSON.
+
+    Returns:
+        Whether the model was registered, and why.
+    """
+    from components.core.schema import decode
+    from components.core.tracking import use_tracking_uri
+    from components.register import RegisterConfig, register_if_accurate
 
     use_tracking_uri(tracking_uri)
-    decision = register_if_accurate(
-        mlflow_run_id, test_accuracy, min_accuracy, registered_model_name
+    cfg = RegisterConfig(
+        mlflow_run_id=mlflow_run_id,
+        test_accuracy=test_accuracy,
+        **decode(RegisterConfig, settings),
     )
+    decision = register_if_accurate(cfg)
     return (decision.registered, decision.reason)

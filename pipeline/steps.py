@@ -1,38 +1,35 @@
-"""Glue the components share: a pipeline run's training config."""
+"""Glue the training components share: a pipeline run's training config."""
 
-from components.train import TrainConfig
+from components.core.schema import decode
+from components.training.config import TrainConfig
 
 
 def pipeline_train_config(
+    *,
     arrays: str,
     output: str,
-    model_name: str,
-    epochs: int,
-    batch_size: int,
-    lr: float,
-    weight_decay: float,
-    schedule: str,
-    seed: int,
-    experiment: str,
+    settings: str,
     checkpoint_root: str,
     kfp_run_id: str,
     pipeline_name: str,
 ) -> TrainConfig:
-    """Training as the pipeline runs it: always ready to resume this KFP run's checkpoint."""
+    """Training as the pipeline runs it: always ready to resume this KFP run's checkpoint.
+
+    Args:
+        arrays: the preprocess output.
+        output: the train task's model directory.
+        settings: the recipe and settings as JSON (``pipeline.pipeline.settings_for``).
+        checkpoint_root: durable checkpoint prefix; empty: the MLflow run's artifacts.
+        kfp_run_id: this pipeline run.
+        pipeline_name: the pipeline's name.
+    """
     checkpoint_uri = f"{checkpoint_root.rstrip('/')}/{kfp_run_id}" if checkpoint_root else None
     return TrainConfig(
         data=arrays,
         output=output,
-        model=model_name,
-        epochs=epochs,
-        batch_size=batch_size,
-        lr=lr,
-        weight_decay=weight_decay,
-        schedule=schedule,
-        seed=seed,
         resume=True,
-        experiment=experiment,
         checkpoint_uri=checkpoint_uri,
         kfp_run_id=kfp_run_id,
         pipeline_name=pipeline_name,
+        **decode(TrainConfig, settings),
     )

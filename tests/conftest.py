@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from components import download, preprocess
-from components.data import load_split, save_split
-from components.layout import CLASSES
+from components.core.names import CLASSES
+from components.data.arrays import load_split, save_split
 from tests import processes
 
 REPO = Path(__file__).resolve().parents[1]

@@ -11,8 +11,9 @@ import boto3
 import pytest
 from moto.server import ThreadedMotoServer
 
-from components import download, sources
-from components.archives import ExtractionLimits, UnsafeArchiveError
+from components import download
+from components.data import sources
+from components.data.archives import ExtractionLimits, UnsafeArchiveError
 from tests.helpers import ScriptedServer, tar_gz_bytes, zip_bytes, zip_with_symlink
 
 FAST = sources.RetryPolicy(attempts=4, backoff_seconds=0.01, timeout_seconds=10)

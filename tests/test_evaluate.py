@@ -10,8 +10,9 @@ import pytest
 import torch
 from mlflow.tracking import MlflowClient
 
-from components import evaluate, metrics, predict, train
-from components.models import Classifier, build_model, save_classifier
+from components import evaluate, predict, train
+from components.evaluation import metrics
+from components.training.models import Classifier, build_model, save_classifier
 
 
 def always_dog_model(directory, channels=1, size=40):

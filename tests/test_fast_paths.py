@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from components import runtime, train
-from components.batches import DeviceSplit
-from components.inference import predict_logits
-from components.models import Classifier, build_model
+from components import train
+from components.training import runtime
+from components.training.batches import DeviceSplit
+from components.training.inference import predict_logits
+from components.training.models import Classifier, build_model
 
 
 def tiny_split(device, count=37, size=40) -> DeviceSplit:

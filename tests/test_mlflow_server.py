@@ -17,7 +17,8 @@ import pytest
 import torch
 from mlflow.tracking import MlflowClient
 
-from components import evaluate, tracking, train
+from components import evaluate, train
+from components.core import tracking
 from tests.conftest import REPO
 from tests.helpers import train_cli
 from tests.servers import S3_KEYS, MlflowServer, S3Server, free_port

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from components.batches import DeviceSplit, augment
-from components.models import MODELS, Classifier, build_model
+from components.training.batches import DeviceSplit, augment
+from components.training.models import MODELS, Classifier, build_model
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))

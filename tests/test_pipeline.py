@@ -12,8 +12,8 @@ import yaml
 from mlflow.tracking import MlflowClient
 
 from components import register
+from components.cluster.placement import Placement
 from pipeline.__main__ import main as pipeline_main
-from pipeline.settings import ClusterSettings
 from tests.conftest import REPO
 from tests.kfp_api import FakeKfpApi
 
@@ -57,7 +57,7 @@ def test_train_task_asks_for_gpus_on_a_gpu_node(compiled):
     assert train["tolerations"] == [
         {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
     ]
-    assert train["nodeSelector"]["labels"] == dict([ClusterSettings.gpu_node_selector])
+    assert train["nodeSelector"]["labels"] == dict([Placement().node_selector])
     assert train["emptyDirMounts"] == [
         {"volumeName": "dshm", "mountPath": "/dev/shm", "medium": "Memory", "sizeLimit": "8Gi"}
     ]
@@ -176,7 +176,9 @@ def test_unknown_parameter_lists_the_valid_ones():
         pipeline_main(["submit", "--host", "http://127.0.0.1:9", "epoch=3"])
 
 
-def test_quality_gate_refuses_a_weak_model_and_says_why(sample_arrays, tmp_path, mlflow_store):
+def test_quality_gate_refuses_a_weak_model_and_says_why(
+    sample_arrays, tmp_path, mlflow_store, capsys
+):
     from components import train
 
     result = train.train(
@@ -184,10 +186,16 @@ def test_quality_gate_refuses_a_weak_model_and_says_why(sample_arrays, tmp_path,
             data=str(sample_arrays), output=str(tmp_path / "m"), epochs=1, dry_run=True
         )
     )
-    decision = register.register_if_accurate(result.run_id, 0.61, 0.9, "pets")
-    assert not decision.registered and "0.6100 < minimum 0.9000" in decision.reason
+    register.main(
+        [
+            *("--mlflow-run-id", result.run_id, "--test-accuracy", "0.61"),
+            *("--min-accuracy", "0.9", "--registered-model-name", "pets"),
+        ]
+    )
+    reason = capsys.readouterr().out.strip()
+    assert reason == "not registered: test accuracy 0.6100 < minimum 0.9000"
     client = MlflowClient(mlflow_store)
-    assert client.get_run(result.run_id).data.tags["quality_gate"] == decision.reason
+    assert client.get_run(result.run_id).data.tags["quality_gate"] == reason
     assert client.search_registered_models() == []
 
 

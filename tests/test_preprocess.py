@@ -11,8 +11,8 @@ import pytest
 from PIL import Image
 
 from components import preprocess
-from components.data import SPLITS, load_split, read_meta
-from components.images import decode_bytes
+from components.data.arrays import SPLITS, load_split, read_meta
+from components.data.images import decode_bytes
 from tests.helpers import write_jpeg
 
 BROKEN = {

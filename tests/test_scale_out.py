@@ -15,9 +15,10 @@ from kubeflow.training.api_client import ApiClient
 from kubernetes.client import Configuration
 from mlflow.tracking import MlflowClient
 
-from components import launch, pytorchjob, train
-from components.models import build_model
+from components import train
+from components.cluster import pytorchjob
 from components.train import TrainConfig
+from components.training.models import build_model
 from tests.helpers import run_to_end
 from tests.kube_api import FakeKubeApi
 
@@ -47,7 +48,7 @@ def test_two_gloo_processes_train_the_same_weights_as_one(small_arrays, tmp_path
     run_to_end([*common, "--output", str(tmp_path / "one")], env)
     # two processes the way the pipeline's train step starts them (gpus=2): torchrun
     two_processes = train.parse_config([*common, "--output", str(tmp_path / "two")])
-    launch.train_processes(two_processes, processes=2)
+    train.train_processes(two_processes, processes=2)
 
     # the same global batches in the same order: the same training, up to float rounding
     # (Adam's first steps move near-zero gradients by ±lr whatever their size, so single
@@ -182,7 +183,7 @@ def launch_job(api, tmp_path, job_overrides=None):
 
 
 def test_launcher_runs_the_job_surfaces_logs_and_cleans_up(tmp_path, caplog):
-    caplog.set_level(logging.INFO, logger="components.pytorchjob")
+    caplog.set_level(logging.INFO, logger="components.cluster.pytorchjob")
     with fake_kube(tmp_path) as api:
         run_id = launch_job(api, tmp_path)
     assert run_id == "mlflow-run-7"
@@ -201,7 +202,7 @@ def test_launcher_runs_the_job_surfaces_logs_and_cleans_up(tmp_path, caplog):
 
 
 def test_a_failed_job_fails_the_step_and_is_still_cleaned_up(tmp_path, caplog):
-    caplog.set_level(logging.INFO, logger="components.pytorchjob")
+    caplog.set_level(logging.INFO, logger="components.cluster.pytorchjob")
     with fake_kube(tmp_path, outcome="Failed") as api:
         with pytest.raises(RuntimeError, match="Failed"):
             launch_job(api, tmp_path)

@@ -13,9 +13,11 @@ import pytest
 import torch
 from mlflow.tracking import MlflowClient
 
-from components import runtime, train
-from components.checkpoints import load_checkpoint
-from components.models import load_classifier
+from components import train
+from components.core import schema
+from components.training import runtime
+from components.training.checkpoints import load_checkpoint
+from components.training.models import load_classifier
 from tests.conftest import REPO
 from tests.helpers import run_to_end, train_cli
 
@@ -184,7 +186,7 @@ def test_config_survives_the_trip_through_a_command_line():
         checkpoint_uri="s3://bucket/ckpt",
         lr=0.01,
     )
-    assert train.parse_config(train.config_to_argv(cfg)) == cfg
+    assert train.parse_config(schema.to_argv(cfg)) == cfg
 
 
 def test_an_injected_mlflow_run_is_used_rather_than_a_new_one(

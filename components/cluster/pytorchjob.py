@@ -14,11 +14,12 @@ from pathlib import Path
 
 from kubernetes import client as k8s
 
-from components.train import TrainConfig, config_to_argv
+from components.cluster.placement import GPU, Placement
+from components.core import schema
+from components.training.config import TrainConfig
 
 log = logging.getLogger(__name__)
 
-GPU = "nvidia.com/gpu"
 KIND = "PyTorchJob"
 
 
@@ -33,12 +34,8 @@ class ClusterJob:
     gpus_per_node: int
     tracking_uri: str
     shared_pvc: str
+    placement: Placement = Placement()
     shared_mount: str = "/shared"
-    node_selector: tuple[str, str] | None = ("nvidia.com/gpu.present", "true")
-    shm_size: str = "8Gi"
-    cpu: str = "4"
-    memory: str = "16Gi"
-    secrets: tuple[str, ...] = ("dogs-vs-cats-s3", "dogs-vs-cats-mlflow")
     service_account: str = "dogs-vs-cats-pipeline"
     timeout_seconds: int = 24 * 3600
     poll_seconds: int = 15
@@ -61,7 +58,7 @@ def build_pytorchjob(cfg: TrainConfig, job: ClusterJob):
         "torch.distributed.run",
         "-m",
         "components.train",
-        *config_to_argv(cfg),
+        *schema.to_argv(cfg),
     ]
     replica = {
         "Master": models.KubeflowOrgV1ReplicaSpec(
@@ -92,7 +89,9 @@ def build_pytorchjob(cfg: TrainConfig, job: ClusterJob):
 
 
 def _pod_template(job: ClusterJob, command: list[str]) -> k8s.V1PodTemplateSpec:
-    limits = {"cpu": str(int(job.cpu) * 2), "memory": job.memory, GPU: str(job.gpus_per_node)}
+    place = job.placement
+    gpus = str(job.gpus_per_node)
+    limits = {"cpu": place.cpu_limit, "memory": place.memory, GPU: gpus}
     container = k8s.V1Container(
         name="pytorch",  # the name the Training Operator looks for
         image=job.image,
@@ -100,10 +99,10 @@ def _pod_template(job: ClusterJob, command: list[str]) -> k8s.V1PodTemplateSpec:
         env=[k8s.V1EnvVar(name="MLFLOW_TRACKING_URI", value=job.tracking_uri)],
         env_from=[
             k8s.V1EnvFromSource(secret_ref=k8s.V1SecretEnvSource(name=s, optional=True))
-            for s in job.secrets
+            for s in place.secrets
         ],
         resources=k8s.V1ResourceRequirements(
-            requests={"cpu": job.cpu, "memory": job.memory, GPU: str(job.gpus_per_node)},
+            requests={"cpu": place.cpu, "memory": place.memory, GPU: gpus},
             limits=limits,
         ),
         volume_mounts=[
@@ -120,12 +119,16 @@ def _pod_template(job: ClusterJob, command: list[str]) -> k8s.V1PodTemplateSpec:
     spec = k8s.V1PodSpec(
         containers=[container],
         service_account_name=job.service_account,
-        tolerations=[k8s.V1Toleration(key=GPU, operator="Exists", effect="NoSchedule")],
-        node_selector=dict([job.node_selector]) if job.node_selector else None,
+        tolerations=[
+            k8s.V1Toleration(key=place.toleration_key, operator="Exists", effect="NoSchedule")
+        ]
+        if place.toleration_key
+        else None,
+        node_selector=dict([place.node_selector]) if place.node_selector else None,
         volumes=[
             k8s.V1Volume(
                 name="dshm",
-                empty_dir=k8s.V1EmptyDirVolumeSource(medium="Memory", size_limit=job.shm_size),
+                empty_dir=k8s.V1EmptyDirVolumeSource(medium="Memory", size_limit=place.shm_size),
             ),
             k8s.V1Volume(
                 name="shared",

@@ -6,9 +6,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from components.images import IMAGE_SUFFIXES
+from components.core.names import CLASSES
+from components.data.images import IMAGE_SUFFIXES
 
-CLASSES = ("cat", "dog")
 KAGGLE_NAME = re.compile(r"^(cat|dog)\.\d+\.(jpe?g|png)$", re.IGNORECASE)
 
 

@@ -11,7 +11,7 @@ from torch import nn
 from torch.nn import functional as F
 from torchvision.models import resnet18
 
-from components.atomic import atomic_file
+from components.core.atomic import atomic_file
 
 
 class TutorialCNN(nn.Module):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from components.batches import DeviceSplit
+from components.training.batches import DeviceSplit
 
 
 def autocast(device: torch.device, enabled: bool = True):

@@ -98,10 +98,6 @@ def log_checkpoint(path: Path) -> None:
     mlflow.log_artifact(str(path), CHECKPOINT_ARTIFACT)
 
 
-def set_tags(tags: dict[str, str]) -> None:
-    mlflow.set_tags(tags)
-
-
 def log_model(model: torch.nn.Module, example: np.ndarray) -> str:
     """Log ``model`` with a signature and input example; load it back and check it predicts.
 

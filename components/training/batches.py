@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 from torch.nn import functional as F
 
-from components.data import load_split
+from components.data.arrays import load_split
 
 
 @dataclass

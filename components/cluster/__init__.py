@@ -1,0 +1,1 @@
+"""Running training on a cluster across nodes."""

@@ -1,0 +1,201 @@
+"""One schema per step: a frozen dataclass whose fields say everything about a setting.
+
+Each field is declared once with :func:`setting`, and its name, type, default, help,
+choices and role drive, from this one place:
+
+- the step's command-line flags (``--epochs``; ``--no-augment`` for a default-on bool),
+- the pipeline's parameters and their defaults (fields whose role is not ``LOCAL``),
+- the MLflow params of a run (``RECIPE`` fields: what defines the result),
+- the JSON string that carries a step's settings through a KFP component, by name.
+
+Roles:
+    RECIPE: defines the result (model, epochs, image size …): a flag, a pipeline
+        parameter and an MLflow param.
+    SETTING: chosen per run but does not change the result (the experiment's name, the
+        data's source): a flag and a pipeline parameter.
+    LOCAL: where and how this process runs (paths, device, resume): a flag only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import types
+import typing
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+RECIPE, SETTING, LOCAL = "recipe", "setting", "local"
+_TRUE, _FALSE = {"true", "1", "yes"}, {"false", "0", "no"}
+
+
+def setting(
+    default: Any = dataclasses.MISSING,
+    help: str = "",  # noqa: A002 - argparse's own word for it
+    *,
+    role: str = RECIPE,
+    choices: Iterable[Any] | None = None,
+    metavar: str | None = None,
+) -> Any:
+    """A dataclass field with what the flag, the pipeline parameter and MLflow need."""
+    metadata = {
+        "help": help,
+        "role": role,
+        "choices": tuple(choices) if choices is not None else None,
+        "metavar": metavar,
+    }
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def fields_of(schema: type, *roles: str) -> list[dataclasses.Field]:
+    """The schema's fields, in declaration order, of the given roles (all when none given)."""
+    return [
+        field
+        for field in dataclasses.fields(schema)
+        if not roles or field.metadata.get("role", LOCAL) in roles
+    ]
+
+
+def field_type(schema: type, field: dataclasses.Field) -> type:
+    """The field's plain type: ``int`` for ``int``, ``str`` for ``str | None``."""
+    hint = typing.get_type_hints(schema)[field.name]
+    if isinstance(hint, types.UnionType):
+        (hint,) = [arg for arg in typing.get_args(hint) if arg is not type(None)]
+    return hint
+
+
+def defaults(schema: type, *roles: str) -> dict[str, Any]:
+    """``{name: default}`` of the schema's fields of ``roles`` that have a default."""
+    return {
+        field.name: field.default
+        for field in fields_of(schema, *roles)
+        if field.default is not dataclasses.MISSING
+    }
+
+
+def flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def add_arguments(parser: argparse.ArgumentParser, schema: type) -> None:
+    """One flag per field: help with the default, choices, ``--no-X`` for a default-on bool."""
+    for field in fields_of(schema):
+        kind = field_type(schema, field)
+        meta = field.metadata
+        required = field.default is dataclasses.MISSING
+        if kind is bool:
+            on = field.default is True
+            parser.add_argument(
+                flag(f"no_{field.name}" if on else field.name),
+                dest=field.name,
+                action="store_false" if on else "store_true",
+                help=f"{meta['help']} (default: {'on' if on else 'off'})",
+            )
+            continue
+        shown = "" if required else f" (default: {field.default})"
+        parser.add_argument(
+            flag(field.name),
+            dest=field.name,
+            type=kind,
+            required=required,
+            default=None if required else field.default,
+            choices=meta.get("choices"),
+            metavar=meta.get("metavar"),
+            help=f"{meta['help']}{shown}",
+        )
+
+
+def from_namespace(schema: type, namespace: argparse.Namespace) -> Any:
+    """The schema instance that a parsed command line describes."""
+    return schema(**{field.name: getattr(namespace, field.name) for field in fields_of(schema)})
+
+
+def to_argv(config: Any) -> list[str]:
+    """The command line that rebuilds ``config``: how torchrun and cluster pods get it."""
+    argv: list[str] = []
+    for field in fields_of(type(config)):
+        value = getattr(config, field.name)
+        if isinstance(value, bool):
+            if value != field.default:
+                argv.append(flag(f"no_{field.name}" if field.default is True else field.name))
+        elif value is not None:
+            argv += [flag(field.name), str(value)]
+    return argv
+
+
+def params(config: Any) -> dict[str, Any]:
+    """The ``RECIPE`` fields of ``config``, by name: what its MLflow run logs as params."""
+    return {field.name: getattr(config, field.name) for field in fields_of(type(config), RECIPE)}
+
+
+def encode(values: dict[str, Any]) -> str:
+    """Settings as one JSON object of strings (what a KFP component receives); None left out."""
+    return json.dumps({name: str(value) for name, value in values.items() if value is not None})
+
+
+def decode(schema: type, text: str) -> dict[str, Any]:
+    """Settings from :func:`encode` (or a KFP placeholder string), each as its field's type.
+
+    Raises:
+        ValueError: ``text`` is not a JSON object, names a field ``schema`` does not
+            have, or holds a value that does not convert to its field's type.
+    """
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"expected a JSON object of {schema.__name__} settings: {err}") from err
+    known = {field.name: field for field in fields_of(schema)}
+    unknown = sorted(set(raw) - set(known))
+    if unknown:
+        raise ValueError(
+            f"unknown {schema.__name__} settings {unknown}; expected some of: {', '.join(known)}"
+        )
+    return {
+        name: convert(field_type(schema, known[name]), value, name) for name, value in raw.items()
+    }
+
+
+def convert(kind: type, value: Any, name: str = "value") -> Any:
+    """``value`` (often a string) as ``kind``: ``"5.0"`` -> 5, ``"false"`` -> False."""
+    if value is None or isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
+        return value
+    text = str(value).strip()
+    if kind is bool:
+        if text.lower() in _TRUE | _FALSE:
+            return text.lower() in _TRUE
+    elif kind is int:
+        number = float(text) if _is_number(text) else None
+        if number is not None and number.is_integer():
+            return int(number)
+    elif kind is float and _is_number(text):
+        return float(text)
+    elif kind is str:
+        return text
+    raise ValueError(f"expected {name} to be {kind.__name__}, found {value!r}")
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def signature_parameters(schemas: Sequence[type], *roles: str) -> dict[str, tuple[type, Any]]:
+    """``{name: (type, default)}`` over several schemas; a name they share must agree.
+
+    Raises:
+        ValueError: two schemas declare one name with different types or defaults.
+    """
+    merged: dict[str, tuple[type, Any]] = {}
+    for schema in schemas:
+        for field in fields_of(schema, *roles):
+            entry = (field_type(schema, field), field.default)
+            if merged.setdefault(field.name, entry) != entry:
+                raise ValueError(
+                    f"{field.name} is {merged[field.name]} in one schema and {entry} in "
+                    f"{schema.__name__}; a shared setting needs one type and one default"
+                )
+    return merged

@@ -1,0 +1,1 @@
+"""Getting photos in: sources, safe extraction, the folder layouts, decoding, the arrays."""

@@ -1,0 +1,1 @@
+"""Scoring a model: metrics and plots."""

@@ -1,0 +1,156 @@
+"""Checkpoints: written atomically beside the model, copied to a durable store, found again."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+from collections.abc import Iterator
+from dataclasses import asdict
+from pathlib import Path
+from urllib.parse import urlparse
+
+import torch
+
+from components.core import tracking
+from components.core.atomic import atomic_file
+from components.training.config import TrainConfig
+from components.training.loop import Learner
+
+log = logging.getLogger(__name__)
+
+CHECKPOINT = "checkpoint.pt"
+
+
+def save_checkpoint(state: dict, path: Path) -> None:
+    """Write ``state`` with ``torch.save`` to ``path``, atomically."""
+    with atomic_file(path) as handle:
+        torch.save(state, handle)
+
+
+def load_checkpoint(path: Path) -> dict:
+    """Read a checkpoint onto the CPU; only tensors and plain data, never code."""
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+class CheckpointStore:
+    """A durable copy of the newest checkpoint, under an ``s3://`` prefix or a directory.
+
+    The pod's own disk is gone when a retried pipeline task starts again; this is not.
+    """
+
+    def __init__(self, uri: str):
+        self.uri = uri.rstrip("/")
+        parsed = urlparse(self.uri)
+        self._bucket, self._key = (parsed.netloc, f"{parsed.path.strip('/')}/{CHECKPOINT}")
+        self._is_s3 = parsed.scheme == "s3"
+
+    def put(self, local: Path) -> None:
+        if self._is_s3:
+            self._client().upload_file(str(local), self._bucket, self._key)
+            return
+        target = Path(self.uri) / CHECKPOINT
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_file(target) as handle, open(local, "rb") as source:
+            shutil.copyfileobj(source, handle)
+
+    def fetch(self, destination: Path) -> bool:
+        """Copy the stored checkpoint to ``destination``; False when there is none yet."""
+        if self._is_s3:
+            from botocore.exceptions import ClientError
+
+            try:
+                self._client().download_file(self._bucket, self._key, str(destination))
+            except ClientError as err:
+                if err.response["Error"]["Code"] in ("404", "NoSuchKey"):
+                    return False
+                raise
+            return True
+        source = Path(self.uri) / CHECKPOINT
+        if not source.is_file():
+            return False
+        shutil.copyfile(source, destination)
+        return True
+
+    def _client(self):
+        import boto3
+
+        return boto3.client("s3")  # the endpoint from $AWS_ENDPOINT_URL, for MinIO
+
+
+def newest(candidates: list[dict]) -> dict | None:
+    """The checkpoint with the most completed epochs, or None."""
+    return max(candidates, key=lambda state: state["epoch"], default=None)
+
+
+def save_everywhere(
+    cfg: TrainConfig, learner: Learner, history: list[dict], run_id: str | None
+) -> None:
+    """The rolling checkpoint in the output, then in the store and the MLflow run."""
+    path = Path(cfg.output) / CHECKPOINT
+    state = {
+        "model": learner.model.state_dict(),
+        "optimizer": learner.optimizer.state_dict(),
+        "scheduler": learner.scheduler.state_dict(),
+        "epoch": len(history),
+        "rng": {"seed": cfg.seed, "next_epoch": len(history) + 1},
+        "history": history,
+        "config": asdict(cfg),
+        "mlflow_run_id": run_id,
+    }
+    save_checkpoint(state, path)
+    if cfg.checkpoint_uri:
+        CheckpointStore(cfg.checkpoint_uri).put(path)
+    tracking.log_checkpoint(path)
+
+
+def find_checkpoint(cfg: TrainConfig) -> dict | None:
+    """The newest checkpoint in the output directory, the store, or this run's MLflow run.
+
+    Raises:
+        ValueError: the newest checkpoint was trained with settings this run cannot
+            continue (another model, batch size, seed or schedule).
+    """
+    state = newest(list(_candidates(cfg)))
+    if state:
+        _check_compatible(state, cfg)
+        log.info("resuming after epoch %d (MLflow run %s)", state["epoch"], state["mlflow_run_id"])
+    else:
+        log.info("no checkpoint found to resume from; starting at epoch 1")
+    return state
+
+
+def restore(state: dict, learner: Learner) -> None:
+    """Load a checkpoint's weights, optimiser and schedule into ``learner``."""
+    learner.model.load_state_dict(state["model"])
+    learner.optimizer.load_state_dict(state["optimizer"])
+    learner.scheduler.load_state_dict(state["scheduler"])
+
+
+def _candidates(cfg: TrainConfig) -> Iterator[dict]:
+    local = Path(cfg.output) / CHECKPOINT
+    if local.is_file():
+        yield load_checkpoint(local)
+    run_id = cfg.mlflow_run_id or (
+        cfg.kfp_run_id
+        and tracking.find_run_by_tag(cfg.experiment, tracking.KFP_RUN_ID_TAG, cfg.kfp_run_id)
+    )
+    with tempfile.TemporaryDirectory() as scratch:  # private to this run, removed after
+        fetched = Path(scratch) / CHECKPOINT
+        if cfg.checkpoint_uri and CheckpointStore(cfg.checkpoint_uri).fetch(fetched):
+            yield load_checkpoint(fetched)
+        if run_id and (path := tracking.download_checkpoint(run_id, Path(scratch) / "mlflow")):
+            yield load_checkpoint(path)
+
+
+def _check_compatible(state: dict, cfg: TrainConfig) -> None:
+    saved = state["config"]
+    keys = ["model", "batch_size", "seed", "schedule"]
+    if cfg.schedule == "onecycle":
+        keys.append("epochs")  # the schedule's length is fixed when it starts
+    for key in keys:
+        if saved[key] != getattr(cfg, key):
+            raise ValueError(
+                f"cannot resume: the checkpoint has {key}={saved[key]!r}, "
+                f"this run asks for {key}={getattr(cfg, key)!r}"
+            )

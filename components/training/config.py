@@ -1,0 +1,66 @@
+"""The train step's one schema: its flags, pipeline parameters and MLflow params."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from components.core.names import DEFAULT_EXPERIMENT
+from components.core.schema import LOCAL, SETTING, setting
+
+MODEL_NAMES = ("tutorial_cnn", "bn_cnn", "resnet18")
+SCHEDULES = ("constant", "onecycle")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything a training run depends on.
+
+    The recipe fields define the result and are logged as MLflow params; settings and
+    local fields say where and how this attempt runs.
+    """
+
+    data: str = setting(help="directory written by the preprocess step", role=LOCAL)
+    output: str = setting(help="directory for model.pt, checkpoint.pt, history.json", role=LOCAL)
+    # the recipe
+    model: str = setting("tutorial_cnn", "network", choices=MODEL_NAMES)
+    epochs: int = setting(10, "passes over the train split")
+    batch_size: int = setting(100, "images per optimiser step, over all processes")
+    lr: float = setting(0.001, "peak learning rate")
+    weight_decay: float = setting(0.0, "AdamW weight decay")
+    schedule: str = setting("constant", "learning-rate schedule", choices=SCHEDULES)
+    augment: bool = setting(True, "random flips (and crops for bn_cnn, resnet18)")
+    amp: bool = setting(True, "bf16 autocast on CUDA")
+    seed: int = setting(0, "seed of the initial weights, the order and the augmentation")
+    # per run
+    experiment: str = setting(DEFAULT_EXPERIMENT, "MLflow experiment", role=SETTING)
+    device: str = setting("auto", "auto, cpu, cuda or cuda:N", role=LOCAL)
+    resume: bool = setting(
+        False, "continue from the newest checkpoint and its MLflow run", role=LOCAL
+    )
+    dry_run: bool = setting(False, "one batch of one epoch: a quick smoke test", role=LOCAL)
+    checkpoint_uri: str | None = setting(
+        None,
+        "durable copy of each checkpoint: s3://BUCKET/PREFIX or a directory (the MLflow "
+        "run's artifacts always hold one)",
+        role=LOCAL,
+    )
+    mlflow_run_id: str | None = setting(None, "log into this existing MLflow run", role=LOCAL)
+    kfp_run_id: str | None = setting(
+        None, "tag the run with this Kubeflow Pipelines run id", role=LOCAL
+    )
+    pipeline_name: str | None = setting(None, "tag the run with this pipeline name", role=LOCAL)
+
+    def __post_init__(self) -> None:
+        if self.model not in MODEL_NAMES:
+            raise ValueError(
+                f"unknown model {self.model!r}; expected one of: {', '.join(MODEL_NAMES)}"
+            )
+        if self.schedule not in SCHEDULES:
+            raise ValueError(
+                f"unknown schedule {self.schedule!r}; expected one of: {', '.join(SCHEDULES)}"
+            )
+        if self.epochs < 1 or self.batch_size < 1 or not 0 < self.lr < float("inf"):
+            raise ValueError(
+                f"expected epochs >= 1, batch size >= 1 and a finite lr > 0, found "
+                f"{self.epochs}, {self.batch_size} and {self.lr}"
+            )

@@ -1,0 +1,151 @@
+"""One epoch of training then validation: the same code in one process or many (DDP)."""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass
+
+import torch
+from torch.nn import functional as F
+from torch.optim.lr_scheduler import LRScheduler
+
+from components.training import runtime
+from components.training.batches import DeviceSplit, augment
+from components.training.config import TrainConfig
+from components.training.inference import autocast, predict_logits
+from components.training.models import WANTS_CROPS, Classifier
+
+log = logging.getLogger(__name__)
+
+
+class NonFiniteLossError(FloatingPointError):
+    """The loss became NaN or infinite; nothing of this epoch was saved."""
+
+
+@dataclass
+class Learner:
+    """What training changes: the net (bare, and as trained), its optimiser and schedule."""
+
+    model: Classifier
+    parallel: torch.nn.Module  # ``model`` wrapped for DDP, or ``model`` itself
+    optimizer: torch.optim.Optimizer
+    scheduler: LRScheduler
+
+
+def make_optimizer(
+    model: torch.nn.Module, cfg: TrainConfig, steps_per_epoch: int
+) -> tuple[torch.optim.Optimizer, LRScheduler]:
+    """AdamW (plain Adam at weight decay 0) and a per-step learning-rate schedule."""
+    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    scheduler: LRScheduler
+    if cfg.schedule == "onecycle":
+        scheduler = torch.optim.lr_scheduler.OneCycleLR(
+            optimizer, max_lr=cfg.lr, total_steps=cfg.epochs * steps_per_epoch
+        )
+    else:
+        scheduler = torch.optim.lr_scheduler.ConstantLR(optimizer, factor=1.0)
+    return optimizer, scheduler
+
+
+def epoch_seed(seed: int, epoch: int) -> int:
+    """Every epoch's randomness derives from (seed, epoch): a resumed run replays it exactly."""
+    return seed * 1_000_003 + epoch
+
+
+def run_epoch(
+    learner: Learner,
+    train_data: DeviceSplit,
+    val_data: DeviceSplit,
+    cfg: TrainConfig,
+    epoch: int,
+    workers: runtime.Workers,
+) -> dict[str, float]:
+    """Train one epoch, then score the val split.
+
+    Returns:
+        The epoch's metrics, summed over all ranks, under the names MLflow logs.
+
+    Raises:
+        NonFiniteLossError: the train or val loss is NaN or infinite.
+    """
+    device = train_data.labels.device
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    started = time.perf_counter()
+    sums = train_one_epoch(learner, train_data, cfg, epoch, workers)
+    loss_sum, correct, seen = (t.item() for t in runtime.sum_across(workers, *sums))
+    seconds = time.perf_counter() - started  # .item() above waited for the device
+    val_loss, val_correct, val_seen = validate(learner.model, val_data, cfg, workers)
+    metrics = {
+        "train_loss": loss_sum / seen,
+        "train_accuracy": correct / seen,
+        "val_loss": val_loss / val_seen,
+        "val_accuracy": val_correct / val_seen,
+        "epoch_seconds": seconds,
+        "images_per_second": seen / seconds,
+    }
+    if not (math.isfinite(metrics["train_loss"]) and math.isfinite(metrics["val_loss"])):
+        raise NonFiniteLossError(
+            f"epoch {epoch}: expected finite losses, found train_loss={metrics['train_loss']} "
+            f"and val_loss={metrics['val_loss']}; lower --lr (now {cfg.lr}). The last good "
+            "checkpoint and model were kept"
+        )
+    if device.type == "cuda":
+        metrics["gpu_memory_peak_mb"] = torch.cuda.max_memory_allocated(device) / 2**20
+    if workers.is_main:
+        summary = " ".join(f"{k}={v:.4g}" for k, v in metrics.items())
+        log.info("epoch %d/%d %s", epoch, cfg.epochs, summary)
+    return metrics
+
+
+def train_one_epoch(
+    learner: Learner, data: DeviceSplit, cfg: TrainConfig, epoch: int, workers: runtime.Workers
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Shuffled, augmented batches; the summed loss, correct count and count, on the device.
+
+    Every rank draws the same permutation and takes its share of each global batch.
+    Nothing here waits for the device (no ``.item()``), so the GPU never idles between
+    batches.
+    """
+    device = data.labels.device
+    torch.manual_seed(epoch_seed(cfg.seed, epoch) + workers.rank)  # dropout
+    order = torch.Generator(device).manual_seed(epoch_seed(cfg.seed, epoch))
+    noise = torch.Generator(device).manual_seed(epoch_seed(cfg.seed, epoch) + workers.rank)
+    crop = max(1, data.images.shape[-1] // 8) if cfg.model in WANTS_CROPS else 0
+    learner.parallel.train()
+    loss_sum = torch.zeros((), device=device)
+    correct = torch.zeros((), device=device, dtype=torch.int64)
+    seen = torch.zeros((), device=device, dtype=torch.int64)
+    share = cfg.batch_size // workers.world_size
+    for pixels, labels in data.batches(share, order, workers.rank, workers.world_size):
+        inputs = augment(pixels, noise, crop) if cfg.augment else pixels.float()
+        with autocast(device, cfg.amp):
+            logits = learner.parallel(inputs)
+            loss = F.cross_entropy(logits, labels)
+        learner.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        learner.optimizer.step()
+        learner.scheduler.step()
+        loss_sum += loss.detach().float() * len(labels)
+        correct += (logits.argmax(1) == labels).sum()
+        seen += len(labels)
+        if cfg.dry_run:
+            break
+    return loss_sum, correct, seen.float()
+
+
+def validate(
+    model: torch.nn.Module, data: DeviceSplit, cfg: TrainConfig, workers: runtime.Workers
+) -> tuple[float, float, float]:
+    """Summed val loss, correct count and count over all ranks, each scoring its shard."""
+    shard = data.shard(workers.rank, workers.world_size)
+    logits = predict_logits(model, shard, amp=cfg.amp)
+    sums = (
+        F.cross_entropy(logits, shard.labels, reduction="sum"),
+        (logits.argmax(1) == shard.labels).sum().float(),
+        torch.tensor(float(len(shard)), device=logits.device),
+    )
+    loss, correct, count = (float(t.item()) for t in runtime.sum_across(workers, *sums))
+    return loss, correct, count

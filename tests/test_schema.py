@@ -1,0 +1,138 @@
+"""One schema per step: flags, pipeline parameters and MLflow params agree by construction."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import inspect
+from dataclasses import dataclass, fields
+
+import pytest
+
+from components import download, evaluate, preprocess, register, train
+from components.core import schema
+from components.core.presets import PRESETS
+from components.core.schema import LOCAL, RECIPE, SETTING, setting
+from components.training.config import MODEL_NAMES, TrainConfig
+from components.training.models import MODELS
+from pipeline.pipeline import STEP_SCHEMAS, build_pipeline
+from pipeline.settings import PipelineOnly
+
+STEPS = {
+    download.DownloadConfig: download.build_parser,
+    preprocess.PreprocessConfig: preprocess.build_parser,
+    TrainConfig: train.build_parser,
+    evaluate.EvaluateConfig: evaluate.build_parser,
+    register.RegisterConfig: register.build_parser,
+}
+
+
+def test_every_step_with_flags_is_in_the_pipeline():
+    assert set(STEPS) == set(STEP_SCHEMAS)
+
+
+@pytest.mark.parametrize("step", STEPS, ids=lambda s: s.__name__)
+def test_each_flag_defaults_to_its_schema_default(step):
+    parser = STEPS[step]()
+    for field in fields(step):
+        default = None if field.default is dataclasses.MISSING else field.default
+        assert parser.get_default(field.name) == default, field.name
+
+
+@pytest.mark.parametrize("step", STEPS, ids=lambda s: s.__name__)
+def test_a_flag_and_the_pipeline_parameter_of_one_setting_share_its_default(step):
+    parameters = inspect.signature(build_pipeline().pipeline_func).parameters
+    shared = schema.fields_of(step, RECIPE, SETTING)
+    assert shared, f"{step.__name__} has no pipeline parameter"
+    parser = STEPS[step]()
+    for field in shared:
+        parameter = parameters[field.name]
+        assert parameter.default == field.default == parser.get_default(field.name), field.name
+        assert parameter.annotation is schema.field_type(step, field), field.name
+    local = {field.name for field in schema.fields_of(step, LOCAL)}
+    pipeline_only = {field.name for field in fields(PipelineOnly)}
+    assert not local & (set(parameters) - pipeline_only), "a local flag leaked into the pipeline"
+
+
+def test_the_pipeline_has_no_parameter_the_schemas_do_not_declare():
+    parameters = set(inspect.signature(build_pipeline().pipeline_func).parameters)
+    declared = {
+        field.name
+        for step in (*STEP_SCHEMAS, PipelineOnly)
+        for field in schema.fields_of(step, RECIPE, SETTING)
+    }
+    assert parameters == declared
+
+
+def test_mlflow_params_are_the_recipe_and_nothing_local():
+    cfg = TrainConfig(data="d", output="o", epochs=3, checkpoint_uri="s3://b/c")
+    params = schema.params(cfg)
+    assert params["epochs"] == 3 and params["model"] == "tutorial_cnn"
+    assert not {"data", "output", "checkpoint_uri", "resume", "experiment"} & set(params)
+
+
+def test_the_model_choices_are_the_models_that_exist():
+    assert set(MODEL_NAMES) == set(MODELS)
+
+
+def test_preset_values_are_fields_of_their_step():
+    schemas = {"preprocess": preprocess.PreprocessConfig, "train": TrainConfig}
+    for preset in PRESETS.values():
+        for step, values in preset.items():
+            if step in schemas:
+                assert set(values) <= {f.name for f in fields(schemas[step])}, (step, values)
+
+
+def test_settings_survive_the_trip_through_a_kfp_string():
+    cfg = TrainConfig(data="d", output="o", epochs=7, lr=0.02, augment=False, model="bn_cnn")
+    text = schema.encode(
+        {f.name: getattr(cfg, f.name) for f in schema.fields_of(TrainConfig, RECIPE)}
+    )
+    assert TrainConfig(data="d", output="o", **schema.decode(TrainConfig, text)) == cfg
+
+
+def test_values_as_kfp_local_writes_them_are_converted_to_the_field_types():
+    # kfp.local writes an int parameter into a string as "5.0", a bool as "false"
+    text = '{"epochs": "5.0", "lr": "0.1", "augment": "false", "model": "bn_cnn"}'
+    assert schema.decode(TrainConfig, text) == {
+        "epochs": 5,
+        "lr": 0.1,
+        "augment": False,
+        "model": "bn_cnn",
+    }
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('{"epoch": "5"}', r"unknown TrainConfig settings \['epoch'\]; expected some of: data"),
+        ('{"epochs": "5.5"}', "expected epochs to be int, found '5.5'"),
+        ('{"augment": "maybe"}', "expected augment to be bool, found 'maybe'"),
+        ('{"model": "a"b"}', "expected a JSON object of TrainConfig settings"),
+    ],
+)
+def test_bad_settings_are_clear_errors(text, message):
+    with pytest.raises(ValueError, match=message):
+        schema.decode(TrainConfig, text)
+
+
+def test_two_schemas_that_disagree_on_a_shared_setting_are_refused():
+    @dataclass(frozen=True)
+    class Other:
+        seed: int = setting(1, "another seed")
+
+    with pytest.raises(
+        ValueError, match="seed is .* a shared setting needs one type and one default"
+    ):
+        schema.signature_parameters([TrainConfig, Other], RECIPE)
+
+
+def test_a_default_on_bool_is_turned_off_by_its_no_flag():
+    parser = argparse.ArgumentParser()
+    schema.add_arguments(parser, TrainConfig)
+    args = parser.parse_args(["--data", "d", "--output", "o", "--no-augment", "--resume"])
+    cfg = schema.from_namespace(TrainConfig, args)
+    assert cfg.augment is False and cfg.resume is True and cfg.amp is True
+    argv = schema.to_argv(cfg)
+    assert "--no-augment" in argv and "--resume" in argv
+    assert not {"--no-amp", "--amp", "--augment", "--no-resume", "--dry-run"} & set(argv)
