@@ -58,6 +58,18 @@ def fetch(
 
     ``output`` is replaced whole, or left untouched on any error. A previous
     output of the same source with the same verified digest is reused as it is.
+
+    Args:
+        source: https://, http://, s3://BUCKET/KEY, file:// or a path.
+        output: the directory to extract into.
+        sha256: the archive's expected digest; None: only recorded.
+        s3_endpoint_url: an S3 endpoint such as MinIO's; None: ``$AWS_ENDPOINT_URL``.
+        cache_dir: where downloads are kept and resumed.
+        retry: attempts and back-off for HTTP.
+        limits: the most files and bytes an archive may expand to.
+
+    Returns:
+        What was fetched: source, bytes, sha256 and file count (``download.json``).
     """
     output = Path(output)
     previous = _reusable_record(output, source, sha256)

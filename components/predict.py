@@ -36,7 +36,15 @@ def load_any(model: str) -> tuple[torch.nn.Module, int, int]:
 
 
 def predict_files(model: str, files: list[Path]) -> list[tuple[Path, str, float]]:
-    """(file, class, probability of that class) for each image, decoded as preprocess does."""
+    """Classify image files, each decoded as the preprocess step decodes it.
+
+    Args:
+        model: a train output directory or an MLflow model URI.
+        files: the images.
+
+    Returns:
+        (file, class name, probability of that class) for each file, in order.
+    """
     net, channels, size = load_any(model)
     pixels = np.stack([decode_bytes(Path(f).read_bytes(), size, channels) for f in files])
     with torch.no_grad():

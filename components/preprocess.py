@@ -73,8 +73,15 @@ class DecodedImages:
 def build_arrays(input_dir: Path, output_dir: Path, cfg: PreprocessConfig) -> dict:
     """Decode every image under ``input_dir`` and write the split arrays to ``output_dir``.
 
-    Returns the ``meta.json`` contents. ``output_dir`` is replaced whole, or
-    left untouched if anything fails.
+    ``output_dir`` is replaced whole, or left untouched if anything fails.
+
+    Args:
+        input_dir: the download step's output (PetImages or Kaggle layout).
+        output_dir: where the arrays and meta.json go.
+        cfg: image shape, split fractions, seed and worker count.
+
+    Returns:
+        The ``meta.json`` contents.
     """
     found = find_labelled_files(Path(input_dir))
     log.info("found %d image files (%s layout) under %s", len(found.files), found.layout, input_dir)

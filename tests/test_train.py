@@ -17,6 +17,7 @@ from components import train
 from components.core import schema
 from components.training import runtime
 from components.training.checkpoints import load_checkpoint
+from components.training.loop import NonFiniteLossError
 from components.training.models import load_classifier
 from tests.conftest import REPO
 from tests.helpers import run_to_end, train_cli
@@ -104,12 +105,29 @@ def test_resume_refuses_a_checkpoint_of_another_model(sample_arrays, tmp_path, m
         train.train(config(sample_arrays, tmp_path / "out", model="bn_cnn", resume=True))
 
 
+def test_a_non_finite_loss_stops_training_and_keeps_the_last_good_outputs(
+    small_arrays, tmp_path, mlflow_store
+):
+    out = tmp_path / "out"
+    train.train(config(small_arrays, out, epochs=1))
+    good_model, good_checkpoint = (
+        (out / "model.pt").read_bytes(),
+        (out / "checkpoint.pt").read_bytes(),
+    )
+    # (a resumed run would take the checkpoint's learning rate: start again instead)
+    with pytest.raises(NonFiniteLossError, match="epoch 1: expected finite losses"):
+        train.train(config(small_arrays, out, epochs=1, lr=1e30))
+    assert (out / "model.pt").read_bytes() == good_model
+    assert (out / "checkpoint.pt").read_bytes() == good_checkpoint
+
+
 @pytest.mark.parametrize(
     "overrides, message",
     [
         ({"model": "vgg"}, "expected one of: tutorial_cnn, bn_cnn, resnet18"),
         ({"schedule": "cosine"}, "expected one of: constant, onecycle"),
         ({"epochs": 0}, "expected epochs >= 1"),
+        ({"lr": float("inf")}, "a finite lr > 0"),
     ],
 )
 def test_bad_config_is_a_clear_error(tmp_path, overrides, message):
