@@ -82,7 +82,7 @@ def fetch(
         archive = sources.local_path(source)
         if not archive.exists():
             raise FileNotFoundError(f"expected an archive or directory at {archive}, found nothing")
-    with atomic_directory(output) as staging:
+    with atomic_directory(output, "download") as staging:
         record = _unpack(source, archive, staging, sha256, limits)
         write_json(staging / RECORD, asdict(record))
     log.info("extracted %d files from %s into %s", record.file_count, source, output)
@@ -122,6 +122,8 @@ def _unpack(source, archive: Path, target: Path, sha256, limits) -> DownloadReco
         return DownloadRecord(source=source, bytes=size, sha256=None, file_count=count)
     digest = sources.verify_digest(archive, sha256, source)
     count = archives.extract(archive, target, limits)
+    if count == 0:
+        raise ValueError(f"expected photos in the archive from {source}, found no files in it")
     return DownloadRecord(
         source=source, bytes=archive.stat().st_size, sha256=digest, file_count=count
     )
@@ -151,6 +153,17 @@ class DownloadConfig:
         role=LOCAL,
     )
     retries: int = setting(5, "attempts per HTTP download", role=LOCAL)
+    max_files: int = setting(
+        archives.ExtractionLimits.max_files, "most files an archive may hold", role=LOCAL
+    )
+    max_bytes: int = setting(
+        archives.ExtractionLimits.max_bytes, "most bytes an archive may expand to", role=LOCAL
+    )
+    max_ratio: float = setting(
+        archives.ExtractionLimits.max_ratio,
+        "most uncompressed bytes per archive byte (archive bombs)",
+        role=LOCAL,
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -178,6 +191,7 @@ def main(argv: list[str] | None = None) -> None:
         s3_endpoint_url=cfg.s3_endpoint_url,
         cache_dir=Path(cfg.cache_dir) if cfg.cache_dir else None,
         retry=sources.RetryPolicy(attempts=cfg.retries),
+        limits=archives.ExtractionLimits(cfg.max_files, cfg.max_bytes, cfg.max_ratio),
     )
     log.info("%s", json.dumps(asdict(record)))
 

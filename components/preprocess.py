@@ -30,6 +30,9 @@ from components.data.layout import LabelledFiles, find_labelled_files
 log = logging.getLogger(__name__)
 
 
+MAX_IMAGE_SIZE = 512  # PetImages photos are about 500×375; larger only wastes memory
+
+
 def available_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
@@ -50,8 +53,10 @@ class PreprocessConfig:
             raise ValueError(f"expected channels 1 or 3, found {self.channels}")
         if self.workers < 0:
             raise ValueError(f"expected 0 or more workers, found {self.workers}")
-        if self.image_size < 8:
-            raise ValueError(f"expected an image size of at least 8, found {self.image_size}")
+        if not 8 <= self.image_size <= MAX_IMAGE_SIZE:
+            raise ValueError(
+                f"expected an image size from 8 to {MAX_IMAGE_SIZE}, found {self.image_size}"
+            )
         fractions = (self.val_fraction, self.test_fraction)
         if min(fractions) < 0 or sum(fractions) >= 1:
             raise ValueError(
@@ -86,10 +91,11 @@ def build_arrays(input_dir: Path, output_dir: Path, cfg: PreprocessConfig) -> di
     found = find_labelled_files(Path(input_dir))
     log.info("found %d image files (%s layout) under %s", len(found.files), found.layout, input_dir)
     decoded = decode_unique(found, cfg)
+    _check_both_classes(decoded, input_dir)
     splits = split_indices(decoded.labels, cfg.val_fraction, cfg.test_fraction, cfg.seed)
     mean, std = channel_stats(decoded.pixels[np.sort(splits["train"])])
     meta = _meta(found, decoded, splits, cfg, mean, std)
-    with atomic_directory(Path(output_dir)) as staging:
+    with atomic_directory(Path(output_dir), "preprocess") as staging:
         for split, index in splits.items():
             save_split(staging, split, decoded.pixels[index], decoded.labels[index])
         write_json(staging / META, meta)
@@ -106,6 +112,7 @@ def build_arrays(input_dir: Path, output_dir: Path, cfg: PreprocessConfig) -> di
 def decode_unique(found: LabelledFiles, cfg: PreprocessConfig) -> DecodedImages:
     """Decode all files in parallel; drop broken ones and exact duplicates (same bytes)."""
     paths = [path for path, _ in found.files]
+    _check_memory(len(paths), cfg)
     pixels = np.empty((len(paths), cfg.channels, cfg.image_size, cfg.image_size), np.uint8)
     keep: list[int] = []
     skipped: list[dict] = []
@@ -133,6 +140,39 @@ def decode_unique(found: LabelledFiles, cfg: PreprocessConfig) -> DecodedImages:
         duplicates += len(copies) - 1
     keep.sort()
     return DecodedImages(pixels[keep], labels[keep], skipped, duplicates)
+
+
+def _check_memory(count: int, cfg: PreprocessConfig) -> None:
+    """Refuse, before decoding, arrays that would not fit in the memory available."""
+    needed = 2 * count * cfg.channels * cfg.image_size**2  # the decoded array, then the splits
+    available = available_memory()
+    if available is not None and needed > 0.8 * available:
+        raise MemoryError(
+            f"expected arrays that fit in memory: {count} images at {cfg.channels}×"
+            f"{cfg.image_size}×{cfg.image_size} need about {needed / 2**30:.1f} GiB, "
+            f"{available / 2**30:.1f} GiB is available; lower --image-size or use --channels 1"
+        )
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available to this process (MemAvailable), or None where unknown."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def _check_both_classes(decoded: DecodedImages, input_dir: Path) -> None:
+    counts = np.bincount(decoded.labels, minlength=len(CLASSES))
+    if counts.min() == 0:
+        found = ", ".join(f"{n} {name}" for name, n in zip(CLASSES, counts, strict=True))
+        raise ValueError(
+            f"expected photos of both classes under {input_dir} that decode, found {found} "
+            f"({len(decoded.skipped)} files skipped as broken)"
+        )
 
 
 def _decode_in_order(paths: list[Path], cfg: PreprocessConfig):

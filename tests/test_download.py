@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import shutil
+import tarfile
+import zipfile
 from pathlib import Path
 
 import boto3
@@ -172,6 +175,43 @@ def test_refuses_to_replace_a_foreign_directory(tmp_path):
     assert (tmp_path / "out/precious.txt").read_text() == "keep me"
 
 
+def special_tar(kind: bytes, linkname: str = "") -> bytes:
+    """A tar with one photo and one entry of ``kind`` (a hard link, a FIFO, a device)."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tf:
+        photo = tarfile.TarInfo("PetImages/Cat/0.jpg")
+        photo.size = 3
+        tf.addfile(photo, io.BytesIO(b"jpg"))
+        entry = tarfile.TarInfo("PetImages/Cat/odd")
+        entry.type, entry.linkname = kind, linkname
+        tf.addfile(entry)
+    return buffer.getvalue()
+
+
+def realpath_overflow_tar() -> bytes:
+    """The shape of CVE-2025-4517: paths longer than PATH_MAX through a symlink chain.
+
+    On an unpatched interpreter the ``data`` filter's realpath check is fooled and the
+    last entry is written beside the output; this project refuses the first link.
+    """
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tf:
+        steps = "abcdefghijklmnop"
+        path = ""
+        for step in steps:
+            folder = tarfile.TarInfo(path + "d" * 247)
+            folder.type = tarfile.DIRTYPE
+            tf.addfile(folder)
+            link = tarfile.TarInfo(path + step)
+            link.type, link.linkname = tarfile.SYMTYPE, "d" * 247
+            tf.addfile(link)
+            path += "d" * 247 + "/"
+        escape = tarfile.TarInfo("/".join(steps) + "/" + "../" * len(steps) + "../escaped")
+        escape.type, escape.linkname = tarfile.SYMTYPE, ".."
+        tf.addfile(escape)
+    return buffer.getvalue()
+
+
 MALICIOUS = {
     "zip-slip": zip_bytes({"PetImages/ok.jpg": b"1", "../../evil.txt": b"pwned"}),
     "zip-absolute": zip_bytes({"/tmp/evil-absolute.txt": b"pwned"}),
@@ -180,6 +220,15 @@ MALICIOUS = {
     "tar-absolute": tar_gz_bytes({"/tmp/evil-absolute.txt": b"pwned"}),
     "tar-link-out": tar_gz_bytes({}, symlinks={"PetImages/link": "/etc/passwd"}),
     "tar-link-climb": tar_gz_bytes({}, symlinks={"PetImages/link": "../../outside"}),
+    # each link lexically inside the tree, the chain outside it
+    "tar-link-chain": tar_gz_bytes(
+        {}, symlinks={"PetImages/a": "b/../..", "PetImages/b": ".", "PetImages/c": "a/.."}
+    ),
+    "zip-link-inside": zip_with_symlink("PetImages/Cat/1.jpg", "2.jpg"),
+    "tar-hardlink": special_tar(tarfile.LNKTYPE, linkname="PetImages/Cat/0.jpg"),
+    "tar-fifo": special_tar(tarfile.FIFOTYPE),
+    "tar-device": special_tar(tarfile.CHRTYPE),
+    "tar-cve-2025-4517": realpath_overflow_tar(),
 }
 
 
@@ -206,8 +255,36 @@ def test_archive_bomb_limits(tmp_path):
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
 
 
+def test_a_compression_bomb_is_refused_by_its_ratio(tmp_path):
+    bomb = io.BytesIO()
+    with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("PetImages/Cat/0.jpg", b"\0" * 20_000_000)  # 20 MB from about 20 KB
+    archive = tmp_path / "bomb.zip"
+    archive.write_bytes(bomb.getvalue())
+    with pytest.raises(UnsafeArchiveError, match="max_ratio 50.0"):
+        fetch(str(archive), tmp_path)
+    assert not (tmp_path / "out").exists()
+    # the limit is the user's to raise
+    fetch(str(archive), tmp_path, limits=ExtractionLimits(max_ratio=2000))
+    assert (tmp_path / "out/PetImages/Cat/0.jpg").stat().st_size == 20_000_000
+
+
 def test_not_an_archive_is_a_clear_error(tmp_path):
     bogus = tmp_path / "page.zip"
     bogus.write_text("<html>503 Service Unavailable</html>")
     with pytest.raises(ValueError, match="expected a .zip or .tar"):
         fetch(str(bogus), tmp_path)
+
+
+@pytest.mark.parametrize("empty", [zip_bytes({}), tar_gz_bytes({})], ids=["zip", "tar.gz"])
+def test_an_empty_archive_is_an_error_and_the_good_output_survives(tmp_path, empty):
+    good = tmp_path / "good.zip"
+    good.write_bytes(PAYLOAD)
+    fetch(str(good), tmp_path)
+    before = sorted(p.relative_to(tmp_path / "out") for p in (tmp_path / "out").rglob("*"))
+    archive = tmp_path / "empty.archive"
+    archive.write_bytes(empty)
+    with pytest.raises(ValueError, match="found no files in it"):
+        fetch(str(archive), tmp_path)
+    after = sorted(p.relative_to(tmp_path / "out") for p in (tmp_path / "out").rglob("*"))
+    assert after == before and len(before) > 8

@@ -121,3 +121,24 @@ def test_predict_cli_prints_one_line_per_image(sample_images, tmp_path, capsys):
     image = sample_images / "PetImages/Cat/5002.jpg"  # a CMYK JPEG
     predict.main(["--model", str(model), str(image)])
     assert capsys.readouterr().out == f"{image}\tdog\t0.8808\n"
+
+
+@pytest.mark.parametrize(
+    ("labels", "message"),
+    [
+        (lambda y: np.where(np.arange(len(y)) == 3, -1, y), "found -1 at index 3"),
+        (lambda y: y + 1, r"found 2 at index \d+"),
+        (lambda y: y[:0], "expected .* int64 labels|found none"),
+    ],
+)
+def test_labels_other_than_cat_and_dog_are_refused_before_anything_is_logged(
+    sample_arrays, tmp_path, mlflow_store, labels, message
+):
+    data = tmp_path / "data"
+    shutil.copytree(sample_arrays, data)
+    original = np.load(data / "test_labels.npy")
+    np.save(data / "test_labels.npy", labels(original).astype(np.int64), allow_pickle=False)
+    model = always_dog_model(tmp_path / "model")
+    with pytest.raises(ValueError, match=message):
+        evaluate.evaluate(model, data, tmp_path / "eval")
+    assert not (tmp_path / "eval").exists()

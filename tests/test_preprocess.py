@@ -165,7 +165,9 @@ def test_failure_leaves_previous_output_untouched(tmp_path, monkeypatch):
     [
         ({"channels": 2}, "expected channels 1 or 3"),
         ({"val_fraction": 0.5, "test_fraction": 0.5}, "sum to less than 1"),
-        ({"image_size": 4}, "at least 8"),
+        ({"image_size": 4}, "expected an image size from 8 to 512, found 4"),
+        ({"image_size": 10000}, "expected an image size from 8 to 512, found 10000"),
+        ({"workers": -1}, "expected 0 or more workers"),
     ],
 )
 def test_bad_config_is_a_clear_error(kwargs, message):
@@ -192,3 +194,94 @@ def test_cli_writes_meta(tmp_path):
     meta = json.loads((tmp_path / "out/meta.json").read_text())
     assert meta["channels"] == 3 and meta["image_size"] == 12
     assert len(meta["mean"]) == 3
+
+
+@pytest.mark.parametrize(
+    ("cats", "broken_dogs", "found"),
+    [
+        (4, 0, "found 4 cat, 0 dog"),  # one class only
+        (0, 0, "found 0 cat, 0 dog"),  # empty class folders
+        (4, 3, r"found 4 cat, 0 dog \(3 files skipped as broken\)"),  # dogs that don't decode
+    ],
+)
+def test_photos_of_one_class_or_none_are_a_clear_error(tmp_path, cats, broken_dogs, found):
+    root = tmp_path / "in"
+    for folder in ("Cat", "Dog"):
+        (root / "PetImages" / folder).mkdir(parents=True)
+    for i in range(cats):
+        write_jpeg(root / "PetImages/Cat" / f"{i}.jpg", seed=i)
+    for i in range(broken_dogs):
+        (root / "PetImages/Dog" / f"{i}.jpg").write_bytes(b"\xff\xd8 not a jpeg")
+    with pytest.raises(ValueError, match=f"expected photos of both classes under .*, {found}"):
+        preprocess.build_arrays(root, tmp_path / "out", small_cfg())
+    assert not (tmp_path / "out").exists()
+
+
+def test_arrays_too_big_for_memory_are_refused_before_decoding(tmp_path, monkeypatch):
+    root = make_kaggle_folder(tmp_path / "in")
+    monkeypatch.setattr(preprocess, "available_memory", lambda: 100_000)  # 100 KB left
+    decoded = []
+    monkeypatch.setattr(preprocess.images, "decode_file", lambda *a, **k: decoded.append(a))
+    cfg = preprocess.PreprocessConfig(image_size=64, channels=3, workers=1)
+    with pytest.raises(MemoryError, match=r"12 images at 3×64×64 need about 0.0 GiB"):
+        preprocess.build_arrays(root, tmp_path / "out", cfg)
+    assert decoded == [] and not (tmp_path / "out").exists()
+
+
+def small_cfg() -> preprocess.PreprocessConfig:
+    return preprocess.PreprocessConfig(image_size=16, workers=1)
+
+
+@pytest.mark.parametrize(
+    "planted",
+    [
+        {"meta.json": "{}", "thesis.docx": "years of work"},  # a stray marker name
+        {"model.pt": "weights", "notes.txt": "mine"},
+        {"download.json": "{}", "photos/1.jpg": "x"},
+    ],
+    ids=["meta.json", "model.pt", "download.json"],
+)
+def test_a_folder_this_step_did_not_write_is_never_replaced(tmp_path, planted):
+    root = make_kaggle_folder(tmp_path / "in")
+    out = tmp_path / "users-folder"
+    for name, text in planted.items():
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        (out / name).write_text(text)
+    with pytest.raises(FileExistsError, match="not written by the preprocess step"):
+        preprocess.build_arrays(root, out, small_cfg())
+    assert {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()} == set(planted)
+
+
+def test_an_output_with_a_file_added_by_hand_is_not_replaced(tmp_path):
+    root = make_kaggle_folder(tmp_path / "in")
+    out = tmp_path / "arrays"
+    preprocess.build_arrays(root, out, small_cfg())
+    (out / "my-notes.txt").write_text("keep me")
+    with pytest.raises(FileExistsError, match="did not write: my-notes.txt"):
+        preprocess.build_arrays(root, out, small_cfg())
+    assert (out / "my-notes.txt").read_text() == "keep me" and (out / "meta.json").is_file()
+    (out / "my-notes.txt").unlink()
+    preprocess.build_arrays(root, out, small_cfg())  # its own output: replaced
+
+
+def test_another_steps_output_is_not_replaced(tmp_path, sample_zip):
+    from components import download
+
+    raw = tmp_path / "raw"
+    download.fetch(str(sample_zip), raw)
+    with pytest.raises(FileExistsError, match="not written by the preprocess step"):
+        preprocess.build_arrays(raw, raw, small_cfg())
+    assert (raw / "download.json").is_file()
+
+
+def test_staging_left_by_a_killed_run_is_cleaned_and_a_live_ones_is_not(tmp_path):
+    root = make_kaggle_folder(tmp_path / "in")
+    dead = 2**22 + 12345  # above Linux's default pid_max: no such process
+    abandoned = [tmp_path / f".arrays.{dead}.x1.tmp", tmp_path / f".arrays.old-{dead}"]
+    live = tmp_path / ".arrays.1.x2.tmp"  # pid 1 is alive
+    for folder in (*abandoned, live):
+        folder.mkdir()
+        (folder / "train_images.npy").write_bytes(b"half")
+    preprocess.build_arrays(root, tmp_path / "arrays", small_cfg())
+    assert not any(folder.exists() for folder in abandoned)
+    assert live.is_dir()

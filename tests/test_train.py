@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
 
 import mlflow
+import numpy as np
 import pytest
 import torch
 from mlflow.tracking import MlflowClient
@@ -273,3 +275,14 @@ def test_the_accurate_preset_runs_end_to_end(sample_images, tmp_path, mlflow_sto
     run = MlflowClient(mlflow_store).get_run(result.run_id)
     assert run.data.params["model"] == "resnet18" and run.data.params["image_size"] == "128"
     assert run.data.params["channels"] == "3" and len(result.history) == 1
+
+
+def test_a_bad_label_fails_before_any_mlflow_run_is_created(small_arrays, tmp_path, mlflow_store):
+    data = tmp_path / "data"
+    shutil.copytree(small_arrays, data)
+    labels = np.load(data / "val_labels.npy")
+    labels[7] = -1
+    np.save(data / "val_labels.npy", labels, allow_pickle=False)
+    with pytest.raises(ValueError, match="expected labels 0 \\(cat\\) or 1 \\(dog\\) in val"):
+        train.train(config(data, tmp_path / "out", epochs=1))
+    assert MlflowClient(mlflow_store).search_runs(experiment_ids=["0", "1"]) == []

@@ -10,7 +10,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-OUTPUT_MARKERS = ("download.json", "meta.json", "model.pt")
+MARKER = ".dogs-vs-cats-output.json"  # which step wrote a directory, and which files
 
 
 @contextlib.contextmanager
@@ -37,37 +37,81 @@ def write_json(path: Path, payload: object) -> None:
         handle.write("\n")
 
 
-def check_replaceable(path: Path) -> None:
-    """Refuse to overwrite a directory that is neither empty nor one of our outputs."""
+def check_replaceable(path: Path, step: str) -> None:
+    """Refuse to replace a directory unless it is empty or ``step``'s own untouched output.
+
+    Raises:
+        FileExistsError: ``path`` is a file, was not written by ``step``, or holds
+            files that ``step`` did not write.
+    """
     if not path.exists():
         return
     if not path.is_dir():
         raise FileExistsError(f"expected an output directory at {path}, found a file")
-    if any(path.iterdir()) and not any((path / m).exists() for m in OUTPUT_MARKERS):
+    present = _files_under(path)
+    if not present:
+        return
+    marker = path / MARKER
+    written = json.loads(marker.read_text()) if marker.is_file() else {}
+    if written.get("step") != step:
         raise FileExistsError(
-            f"refusing to replace {path}: it is not empty and holds none of "
-            f"{', '.join(OUTPUT_MARKERS)}; choose an empty or new output directory"
+            f"refusing to replace {path}: it was not written by the {step} step (no "
+            f"{MARKER} of that step in it); choose an empty or new output directory"
+        )
+    foreign = sorted(present - set(written.get("files", [])) - {MARKER})
+    if foreign:
+        raise FileExistsError(
+            f"refusing to replace {path}: it holds files the {step} step did not write: "
+            f"{', '.join(foreign[:5])}{' …' if len(foreign) > 5 else ''}; move them first"
         )
 
 
 @contextlib.contextmanager
-def atomic_directory(path: Path) -> Iterator[Path]:
+def atomic_directory(path: Path, step: str) -> Iterator[Path]:
     """Yield a temporary sibling of ``path``, then swap it into place on success.
 
-    An existing ``path`` (empty, or a previous output of ours) is replaced whole;
-    on failure it is left as it was and the temporary directory is removed.
+    An existing ``path`` (empty, or ``step``'s own earlier output) is replaced whole;
+    on failure it is left as it was and the temporary directory is removed. Staging
+    folders that a killed run of this step left beside ``path`` are removed first.
     """
     path = Path(path)
-    check_replaceable(path)
+    check_replaceable(path, step)
     path.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    _remove_abandoned_staging(path)
+    staging = Path(
+        tempfile.mkdtemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
+    )
     staging.chmod(0o755)
     try:
         yield staging
+        write_json(staging / MARKER, {"step": step, "files": sorted(_files_under(staging))})
         _swap_into_place(staging, path)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+
+
+def _files_under(path: Path) -> set[str]:
+    return {str(p.relative_to(path)) for p in path.rglob("*") if not p.is_dir()}
+
+
+def _remove_abandoned_staging(path: Path) -> None:
+    """Remove ``.NAME.PID.*.tmp`` and ``.NAME.old-PID`` siblings whose process is gone."""
+    for sibling in path.parent.glob(f".{path.name}.*"):
+        name = sibling.name.removeprefix(f".{path.name}.")
+        pid = name.split(".")[0] if name.endswith(".tmp") else name.removeprefix("old-")
+        if sibling.is_dir() and pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(sibling, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _swap_into_place(staging: Path, path: Path) -> None:

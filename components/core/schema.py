@@ -32,18 +32,16 @@ _TRUE, _FALSE = {"true", "1", "yes"}, {"false", "0", "no"}
 
 def setting(
     default: Any = dataclasses.MISSING,
-    help: str = "",  # noqa: A002 - argparse's own word for it
+    help: str = "",
     *,
     role: str = RECIPE,
     choices: Iterable[Any] | None = None,
-    metavar: str | None = None,
 ) -> Any:
     """A dataclass field with what the flag, the pipeline parameter and MLflow need."""
     metadata = {
         "help": help,
         "role": role,
         "choices": tuple(choices) if choices is not None else None,
-        "metavar": metavar,
     }
     return dataclasses.field(default=default, metadata=metadata)
 
@@ -65,15 +63,6 @@ def field_type(schema: type, field: dataclasses.Field) -> type:
     return hint
 
 
-def defaults(schema: type, *roles: str) -> dict[str, Any]:
-    """``{name: default}`` of the schema's fields of ``roles`` that have a default."""
-    return {
-        field.name: field.default
-        for field in fields_of(schema, *roles)
-        if field.default is not dataclasses.MISSING
-    }
-
-
 def flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
@@ -93,7 +82,7 @@ def add_arguments(parser: argparse.ArgumentParser, schema: type) -> None:
                 help=f"{meta['help']} (default: {'on' if on else 'off'})",
             )
             continue
-        shown = "" if required else f" (default: {field.default})"
+        shown = "" if required or field.default is None else f" (default: {field.default})"
         parser.add_argument(
             flag(field.name),
             dest=field.name,
@@ -101,7 +90,6 @@ def add_arguments(parser: argparse.ArgumentParser, schema: type) -> None:
             required=required,
             default=None if required else field.default,
             choices=meta.get("choices"),
-            metavar=meta.get("metavar"),
             help=f"{meta['help']}{shown}",
         )
 

@@ -31,7 +31,12 @@ def read_meta(directory: Path) -> dict:
 
 
 def load_split(directory: Path, split: str) -> tuple[np.ndarray, np.ndarray]:
-    """Load one split's images and labels, checking they fit the data contract."""
+    """Load one split's images and labels, checking they fit the data contract.
+
+    Raises:
+        ValueError: an array of the wrong type or shape, an empty split, or a label
+            other than 0 (cat) and 1 (dog).
+    """
     directory = Path(directory)
     images = _load_array(directory / f"{split}_images.npy")
     labels = _load_array(directory / f"{split}_labels.npy")
@@ -44,6 +49,14 @@ def load_split(directory: Path, split: str) -> tuple[np.ndarray, np.ndarray]:
         raise ValueError(
             f"expected {len(images)} int64 labels in {split}_labels.npy, found "
             f"{labels.dtype} with shape {labels.shape}"
+        )
+    if len(labels) == 0:
+        raise ValueError(f"expected images in the {split} split of {directory}, found none")
+    wrong = np.flatnonzero((labels != 0) & (labels != 1))
+    if len(wrong):
+        raise ValueError(
+            f"expected labels 0 (cat) or 1 (dog) in {split}_labels.npy, found "
+            f"{labels[wrong[0]]} at index {wrong[0]} ({len(wrong)} such labels)"
         )
     return images, labels
 

@@ -24,10 +24,18 @@ class Decoded:
     reason: str | None = None
 
 
+MAX_FILE_BYTES = 64 * 1024**2  # far above any photo; a larger file is skipped unread
+WIDE_MODES = {"I", "I;16", "I;16B", "I;16L", "I;16N", "F"}  # 16-bit, 32-bit int and float
+
+
 def decode_bytes(data: bytes, size: int, channels: int) -> np.ndarray:
     """Decode image bytes of any format PIL reads; return uint8 ``channels×size×size``.
 
-    Raises ``ValueError`` for bytes that are not a complete image.
+    16-bit, 32-bit and floating-point images are scaled to 8 bits, not clipped.
+
+    Raises:
+        ValueError: the bytes are not a complete image that PIL can decode, whatever
+            the decoder's own error was.
     """
     if channels not in MODES:
         raise ValueError(f"expected channels 1 or 3, found {channels}")
@@ -36,21 +44,41 @@ def decode_bytes(data: bytes, size: int, channels: int) -> np.ndarray:
             warnings.simplefilter("ignore")  # EXIF and palette chatter, not errors
             with Image.open(io.BytesIO(data)) as opened:
                 opened.draft(MODES[channels], (size, size))  # JPEG: decode at 1/2..1/8 scale
-                image = opened.convert(MODES[channels])
+                image = _to_8_bits(opened) if opened.mode in WIDE_MODES else opened
+                image = image.convert(MODES[channels])
                 image = image.resize((size, size), Image.Resampling.BILINEAR)
     except UnidentifiedImageError as err:
         raise ValueError("not an image (unrecognised format)") from err
-    except (OSError, SyntaxError, Image.DecompressionBombError) as err:
-        raise ValueError(f"truncated or corrupt image data: {err}") from err
+    except Exception as err:  # noqa: BLE001 - a crafted file can make any decoder raise anything
+        raise ValueError(f"truncated or corrupt image data ({type(err).__name__}: {err})") from err
     pixels = np.asarray(image, dtype=np.uint8)
     return pixels[None] if channels == 1 else pixels.transpose(2, 0, 1)
 
 
+def _to_8_bits(image: Image.Image) -> Image.Image:
+    """A wide grey image as 8-bit grey: 16-bit ranges scaled by 1/257, floats by their range."""
+    values = np.asarray(image, dtype=np.float64)
+    if image.mode == "F":
+        low, high = (
+            (0.0, 1.0) if values.min() >= 0 and values.max() <= 1 else (values.min(), values.max())
+        )
+    else:
+        low, high = 0.0, 65535.0
+    scaled = (values - low) / max(high - low, 1e-12) * 255.0
+    return Image.fromarray(np.clip(np.round(scaled), 0, 255).astype(np.uint8), "L")
+
+
 def decode_file(path: Path, size: int, channels: int) -> Decoded:
     """Read and decode ``path``; a broken file becomes a ``Decoded`` with a reason."""
-    data = Path(path).read_bytes()
-    if not data:
+    path = Path(path)
+    length = path.stat().st_size
+    if length == 0:
         return Decoded(None, None, "empty file (0 bytes)")
+    if length > MAX_FILE_BYTES:
+        return Decoded(
+            None, None, f"{length} bytes, over the {MAX_FILE_BYTES}-byte limit for a photo"
+        )
+    data = path.read_bytes()
     digest = hashlib.sha256(data).hexdigest()
     try:
         return Decoded(decode_bytes(data, size, channels), digest)

@@ -1,0 +1,69 @@
+"""Decoding hostile and unusual image files: skipped with a reason, or scaled, never fatal."""
+
+from __future__ import annotations
+
+import io
+import random
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from components.data import images
+
+
+def encoded(array: np.ndarray, fmt: str, mode: str | None = None) -> bytes:
+    buffer = io.BytesIO()
+    Image.fromarray(array, mode).save(buffer, fmt)
+    return buffer.getvalue()
+
+
+def test_a_16_bit_image_is_scaled_to_8_bits_not_clipped():
+    grey = np.full((40, 40), 32896, np.uint16)  # mid-grey in 16 bits: 128 × 257
+    pixels = images.decode_bytes(encoded(grey, "PNG"), 20, 1)
+    assert pixels.shape == (1, 20, 20) and int(pixels.mean()) == 128
+
+
+def test_a_float_image_is_scaled_by_its_range():
+    ramp = np.tile(np.linspace(0.0, 1.0, 64, dtype=np.float32), (64, 1))
+    pixels = images.decode_bytes(encoded(ramp, "TIFF", "F"), 64, 1)
+    assert pixels[0, 0, 0] == 0 and pixels[0, 0, -1] == 255
+
+
+def test_a_file_too_large_for_a_photo_is_skipped_unread(tmp_path, monkeypatch):
+    monkeypatch.setattr(images, "MAX_FILE_BYTES", 1000)
+    path = tmp_path / "huge.jpg"
+    path.write_bytes(encoded(np.zeros((64, 64, 3), np.uint8), "BMP"))  # 12 KB
+    result = images.decode_file(path, 16, 1)
+    assert result.pixels is None and "over the 1000-byte limit" in result.reason
+
+
+def test_corrupted_files_of_every_format_are_skipped_with_a_reason(tmp_path):
+    """Seeded byte mutations of small real files: whatever a decoder raises, only skip."""
+    array = (np.arange(32 * 32 * 3) % 251).astype(np.uint8).reshape(32, 32, 3)
+    seeds = [encoded(array, fmt) for fmt in ("PNG", "GIF", "BMP", "TIFF", "WEBP", "JPEG", "ICO")]
+    rng = random.Random(0)
+    reasons = set()
+    for i in range(1500):
+        data = bytearray(rng.choice(seeds))
+        for _ in range(rng.randint(1, 8)):
+            data[rng.randrange(len(data))] = rng.randrange(256)
+        path = tmp_path / f"{i}.jpg"
+        path.write_bytes(bytes(data))
+        result = images.decode_file(path, 16, 3)  # must not raise
+        if result.pixels is None:
+            reasons.add(result.reason.split(" (")[0])
+        else:
+            assert result.pixels.shape == (3, 16, 16) and result.pixels.dtype == np.uint8
+    assert "not an image" in " ".join(reasons) and "truncated or corrupt" in " ".join(reasons)
+
+
+@pytest.mark.parametrize("channels", [1, 3])
+def test_palette_and_alpha_images_decode(channels):
+    rgba = np.zeros((20, 20, 4), np.uint8)
+    rgba[..., 0], rgba[..., 3] = 200, 255
+    assert images.decode_bytes(encoded(rgba, "PNG"), 10, channels).shape == (channels, 10, 10)
+    palette = Image.fromarray(rgba[..., :3]).convert("P")
+    buffer = io.BytesIO()
+    palette.save(buffer, "GIF")
+    assert images.decode_bytes(buffer.getvalue(), 10, channels).shape == (channels, 10, 10)
