@@ -142,3 +142,30 @@ def test_labels_other_than_cat_and_dog_are_refused_before_anything_is_logged(
     with pytest.raises(ValueError, match=message):
         evaluate.evaluate(model, data, tmp_path / "eval")
     assert not (tmp_path / "eval").exists()
+
+
+class Trap(torch.nn.Module):
+    """A net whose unpickling writes a file: what a hostile model in a registry could do."""
+
+    witness = ""
+
+    def forward(self, x):
+        return x
+
+    def __reduce__(self):
+        return (open, (self.witness, "w"))
+
+
+def test_a_pickled_mlflow_model_is_refused_and_its_code_never_runs(tmp_path, mlflow_store):
+    import mlflow
+
+    trap = Trap()
+    trap.witness = str(tmp_path / "pwned")
+    model_dir = tmp_path / "hostile-model"
+    mlflow.pytorch.save_model(
+        trap, str(model_dir), serialization_format="pickle", pip_requirements=["torch"]
+    )
+    assert not (tmp_path / "pwned").exists()
+    with pytest.raises(Exception, match="Deserializing model using pickle is disallowed"):
+        predict.load_any(model_dir.as_uri())
+    assert not (tmp_path / "pwned").exists()

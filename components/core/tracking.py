@@ -109,11 +109,12 @@ def log_model(model: torch.nn.Module, example: np.ndarray) -> str:
     info = mlflow.pytorch.log_model(
         model,
         name=MODEL_NAME,
+        serialization_format="pt2",  # torch.export: loading it runs no pickle
         signature=infer_signature(example, expected),
         input_example=example,
         pip_requirements=[f"torch=={torch.__version__.split('+')[0]}", "numpy"],
     )
-    loaded = mlflow.pytorch.load_model(info.model_uri, map_location="cpu")
+    loaded = load_model(info.model_uri)
     with torch.no_grad():
         again = loaded(torch.from_numpy(example)).numpy()
     if not np.allclose(again, expected, atol=1e-5):
@@ -144,9 +145,30 @@ def download_checkpoint(run_id: str, destination: Path) -> Path | None:
 
 
 def load_model(uri: str) -> torch.nn.Module:
-    """Load a logged model by URI onto the CPU."""
+    """Load a logged model by URI onto the CPU; a pickled model is refused, never run.
+
+    Raises:
+        mlflow.exceptions.MlflowException: the model is saved with pickle; a model
+            from a registry or a bucket is untrusted, and unpickling it runs its code.
+    """
     mlflow.set_tracking_uri(tracking_uri())
-    return mlflow.pytorch.load_model(uri, map_location="cpu")
+    with _pickle_refused():
+        return mlflow.pytorch.load_model(uri, map_location="cpu")
+
+
+@contextlib.contextmanager
+def _pickle_refused() -> Iterator[None]:
+    """MLflow's own switch against unpickling models, off (its default is on) for a block."""
+    key = "MLFLOW_ALLOW_PICKLE_DESERIALIZATION"
+    before = os.environ.get(key)
+    os.environ[key] = "false"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = before
 
 
 def model_input_shape(uri: str) -> tuple[int, ...]:
