@@ -65,7 +65,7 @@ def fetch(
         sha256: the archive's expected digest; None: only recorded.
         s3_endpoint_url: an S3 endpoint such as MinIO's; None: ``$AWS_ENDPOINT_URL``.
         cache_dir: where downloads are kept and resumed.
-        retry: attempts and back-off for HTTP.
+        retry: attempts, back-off, stall timeout and deadline of a download.
         limits: the most files and bytes an archive may expand to.
 
     Returns:
@@ -82,9 +82,15 @@ def fetch(
         archive = sources.local_path(source)
         if not archive.exists():
             raise FileNotFoundError(f"expected an archive or directory at {archive}, found nothing")
-    with atomic_directory(output, "download") as staging:
-        record = _unpack(source, archive, staging, sha256, limits)
-        write_json(staging / RECORD, asdict(record))
+    try:
+        with atomic_directory(output, "download") as staging:
+            record = _unpack(source, archive, staging, sha256, limits)
+            write_json(staging / RECORD, asdict(record))
+    except ValueError:
+        if sources.is_remote(source) and not sha256:
+            # no digest vouches for it: whatever the server sent is not kept for next time
+            archive.unlink(missing_ok=True)
+        raise
     log.info("extracted %d files from %s into %s", record.file_count, source, output)
     return record
 
@@ -152,7 +158,17 @@ class DownloadConfig:
         "or ~/.cache/dogs-vs-cats)",
         role=LOCAL,
     )
-    retries: int = setting(5, "attempts per HTTP download", role=LOCAL)
+    retries: int = setting(5, "attempts per download", role=LOCAL)
+    stall_seconds: float = setting(
+        sources.RetryPolicy.stall_seconds,
+        "an attempt that receives less than 64 KiB in this time has stalled and is retried",
+        role=LOCAL,
+    )
+    deadline_seconds: float = setting(
+        sources.RetryPolicy.deadline_seconds,
+        "the whole download, all attempts and back-offs, ends with an error after this",
+        role=LOCAL,
+    )
     max_files: int = setting(
         archives.ExtractionLimits.max_files, "most files an archive may hold", role=LOCAL
     )
@@ -190,7 +206,11 @@ def main(argv: list[str] | None = None) -> None:
         sha256=cfg.sha256 or None,
         s3_endpoint_url=cfg.s3_endpoint_url,
         cache_dir=Path(cfg.cache_dir) if cfg.cache_dir else None,
-        retry=sources.RetryPolicy(attempts=cfg.retries),
+        retry=sources.RetryPolicy(
+            attempts=cfg.retries,
+            stall_seconds=cfg.stall_seconds,
+            deadline_seconds=cfg.deadline_seconds,
+        ),
         limits=archives.ExtractionLimits(cfg.max_files, cfg.max_bytes, cfg.max_ratio),
     )
     log.info("%s", json.dumps(asdict(record)))

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from components.core import schema, tracking
-from components.core.atomic import atomic_file, write_json
+from components.core.atomic import atomic_file, claim_directory, write_json
 from components.core.logs import setup_logging
 from components.core.presets import apply_preset
 from components.data.arrays import read_meta
@@ -31,6 +31,8 @@ from components.training.models import Classifier, build_model, save_classifier
 from components.training.runtime import Workers
 
 log = logging.getLogger(__name__)
+
+OUTPUT_FILES = ["model.pt", checkpoints.CHECKPOINT, "history.json", "mlflow_run_id"]
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,7 @@ def train(cfg: TrainConfig) -> TrainResult:
 
 def _train(cfg: TrainConfig, workers: Workers, device: torch.device) -> TrainResult:
     if workers.is_main:
+        claim_directory(Path(cfg.output), "train", OUTPUT_FILES)
         tracking.check_server()  # before any time goes into training
     if cfg.batch_size % workers.world_size:
         raise ValueError(

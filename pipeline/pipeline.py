@@ -73,7 +73,8 @@ def _wire(p: dict, settings: ClusterSettings) -> PipelineOutputs:
     placement = settings.training
     download = ops.download_op(source=p["source"], sha256=p["sha256"])
     _cpu_task(download, settings, cpu="1", memory="2Gi")
-    download.set_retry(num_retries=3, backoff_duration="30s", backoff_factor=2)
+    # no KFP retry: the step retries transient errors itself, within its deadline, and a
+    # refused archive or a digest mismatch would only fail again
     kubernetes.use_secret_as_env(download, placement.s3_secret, S3_ENV, optional=True)
 
     preprocess = ops.preprocess_op(

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import io
 import subprocess
 import sys
 import tarfile
+import time
 import zipfile
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
@@ -63,19 +66,34 @@ class ScriptedServer(LocalHTTPServer):
     """An HTTP server on 127.0.0.1 that serves one payload and misbehaves on cue.
 
     ``script`` holds one action per request, then ``ok`` for ever: ``ok``, ``503``,
-    ``404``, or ``drop:N`` (send the headers and N bytes, then close the socket).
-    Range requests are honoured when ``ranges`` is true.
+    ``404``, ``drop:N`` (send the headers and N bytes, then close the socket),
+    ``trickle`` (one byte every 0.1 s, for up to 20 s) or ``hang`` (say nothing for 5 s).
+    Range requests are honoured when ``ranges`` is true, and ``If-Range`` is checked
+    against the payload's ETag (sent when ``etag`` is true) as RFC 9110 says. After
+    the first ``drop``, the payload becomes ``then`` when given: a file that changed.
     """
 
-    def __init__(self, payload: bytes, script: list[str] | None = None, ranges: bool = True):
+    def __init__(
+        self,
+        payload: bytes,
+        script: list[str] | None = None,
+        ranges: bool = True,
+        etag: bool = True,
+        then: bytes | None = None,
+    ):
         self.payload = payload
         self.script = list(script or [])
         self.ranges = ranges
+        self.etag = etag
+        self.then = then
         self.requests: list[dict] = []
         self._bind()
 
     def url(self, name: str = "archive.zip") -> str:
         return f"{self.base_url}/{name}"
+
+    def current_etag(self) -> str:
+        return '"' + hashlib.sha256(self.payload).hexdigest()[:16] + '"'
 
     def _handler(self):
         server = self
@@ -85,33 +103,54 @@ class ScriptedServer(LocalHTTPServer):
                 pass
 
             def do_GET(self) -> None:
-                server.requests.append({"path": self.path, "range": self.headers.get("Range")})
+                headers = {k: self.headers.get(k) for k in ("Range", "If-Range")}
+                server.requests.append(
+                    {"path": self.path, **{k.lower(): v for k, v in headers.items()}}
+                )
                 action = server.script.pop(0) if server.script else "ok"
                 if action in ("503", "404"):
                     self.send_error(int(action))
                     return
-                start = _range_start(self.headers.get("Range")) if server.ranges else 0
+                if action == "hang":
+                    time.sleep(5)
+                    return
+                start = self._start(headers)
                 body = server.payload[start:]
                 self.send_response(206 if start else 200)
                 if start:
                     total = len(server.payload)
                     self.send_header("Content-Range", f"bytes {start}-{total - 1}/{total}")
+                if server.etag:
+                    self.send_header("ETag", server.current_etag())
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 if action.startswith("drop:"):
                     self.wfile.write(body[: int(action.split(":")[1])])
                     self.wfile.flush()
                     self.close_connection = True
+                    server.payload = server.then or server.payload
+                    return
+                if action == "trickle":
+                    self._trickle(body)
                     return
                 self.wfile.write(body)
 
+            def _start(self, headers: dict) -> int:
+                if not server.ranges or not headers["Range"]:
+                    return 0
+                if headers["If-Range"] and headers["If-Range"] != server.current_etag():
+                    return 0  # changed since: the whole new file
+                return int(headers["Range"].removeprefix("bytes=").split("-")[0])
+
+            def _trickle(self, body: bytes) -> None:
+                with contextlib.suppress(OSError):
+                    for byte in body[:200]:
+                        self.wfile.write(bytes([byte]))
+                        self.wfile.flush()
+                        time.sleep(0.1)
+                self.close_connection = True
+
         return Handler
-
-
-def _range_start(header: str | None) -> int:
-    if not header:
-        return 0
-    return int(header.removeprefix("bytes=").split("-")[0])
 
 
 def train_cli(args: list[str]) -> list[str]:

@@ -6,7 +6,9 @@ import hashlib
 import io
 import json
 import shutil
+import socket
 import tarfile
+import time
 import zipfile
 from pathlib import Path
 
@@ -19,7 +21,7 @@ from components.data import sources
 from components.data.archives import ExtractionLimits, UnsafeArchiveError
 from tests.helpers import ScriptedServer, tar_gz_bytes, zip_bytes, zip_with_symlink
 
-FAST = sources.RetryPolicy(attempts=4, backoff_seconds=0.01, timeout_seconds=10)
+FAST = sources.RetryPolicy(attempts=4, backoff_seconds=0.01, stall_seconds=10)
 PAYLOAD = zip_bytes({f"PetImages/Cat/{i}.jpg": bytes([i]) * 50_000 for i in range(8)})
 DIGEST = hashlib.sha256(PAYLOAD).hexdigest()
 
@@ -58,6 +60,79 @@ def test_dropped_connection_resumes_with_range(tmp_path):
     resumed_at = int(second.removeprefix("bytes=").rstrip("-"))
     assert first is None and 0 < resumed_at <= 200_000
     assert record.sha256 == DIGEST
+
+
+def test_a_file_changed_between_attempts_is_fetched_again_not_spliced(tmp_path):
+    changed = zip_bytes({f"PetImages/Dog/{i}.jpg": bytes([i + 1]) * 50_000 for i in range(8)})
+    with ScriptedServer(PAYLOAD, script=["drop:200000"], then=changed) as server:
+        first_etag = server.current_etag()
+        record = fetch(server.url(), tmp_path)
+    second = server.requests[1]
+    assert second["range"] and second["if-range"] == first_etag  # asked for the same version
+    assert record.sha256 == hashlib.sha256(changed).hexdigest()
+    assert sorted(p.name for p in (tmp_path / "out/PetImages").iterdir()) == ["Dog"]
+
+
+def test_without_a_validator_a_partial_download_is_not_resumed(tmp_path):
+    with ScriptedServer(PAYLOAD, script=["drop:200000"], etag=False) as server:
+        record = fetch(server.url(), tmp_path, sha256=DIGEST)
+    assert [r["range"] for r in server.requests] == [None, None]
+    assert record.sha256 == DIGEST
+
+
+def test_a_body_shorter_than_announced_is_an_error_and_nothing_is_kept(tmp_path):
+    with ScriptedServer(PAYLOAD, script=["drop:1000"] * 4, ranges=False) as server:
+        with pytest.raises(sources.DownloadError, match="after 4 attempts"):
+            fetch(server.url(), tmp_path)
+    assert not (tmp_path / "out").exists()
+    assert not [
+        p
+        for p in (tmp_path / "cache").iterdir()
+        if not p.name.startswith(".") and not p.name.endswith((".part", ".version.json"))
+    ]
+
+
+def test_a_server_that_trickles_is_a_stall_not_a_hang(tmp_path):
+    policy = sources.RetryPolicy(attempts=2, backoff_seconds=0.01, stall_seconds=1)
+    started = time.monotonic()
+    with ScriptedServer(PAYLOAD, script=["trickle", "trickle"]) as server:
+        with pytest.raises(sources.DownloadError, match="stalled"):
+            download.fetch(server.url(), tmp_path / "out", cache_dir=tmp_path, retry=policy)
+    assert time.monotonic() - started < 15
+    assert len(server.requests) == 2
+
+
+def test_a_server_that_never_answers_costs_the_stall_timeout_per_attempt(tmp_path):
+    policy = sources.RetryPolicy(attempts=2, backoff_seconds=0.01, stall_seconds=1)
+    started = time.monotonic()
+    with ScriptedServer(PAYLOAD, script=["hang", "hang"]) as server:
+        with pytest.raises(sources.DownloadError, match="timed out"):
+            download.fetch(server.url(), tmp_path / "out", cache_dir=tmp_path, retry=policy)
+    assert time.monotonic() - started < 10
+
+
+def test_the_deadline_ends_a_slow_download_and_its_retries(tmp_path):
+    slow = sources.RetryPolicy(attempts=3, stall_seconds=30, deadline_seconds=1)
+    with ScriptedServer(PAYLOAD, script=["trickle"]) as server:
+        with pytest.raises(sources.DownloadError, match="deadline passed"):
+            download.fetch(server.url(), tmp_path / "a", cache_dir=tmp_path, retry=slow)
+    backoff = sources.RetryPolicy(attempts=3, backoff_seconds=5, deadline_seconds=2)
+    started = time.monotonic()
+    with ScriptedServer(PAYLOAD, script=["503"] * 3) as server:
+        with pytest.raises(sources.DownloadError, match="deadline of 2s"):
+            download.fetch(server.url(), tmp_path / "b", cache_dir=tmp_path, retry=backoff)
+    assert time.monotonic() - started < 4 and len(server.requests) == 1
+
+
+def test_what_is_not_an_archive_is_not_kept_in_the_cache(tmp_path):
+    page = b"<html>Please sign in</html>"
+    with ScriptedServer(page) as server:
+        with pytest.raises(ValueError, match="expected a .zip or .tar"):
+            fetch(server.url(), tmp_path)
+        with pytest.raises(ValueError, match="expected a .zip or .tar"):
+            fetch(server.url(), tmp_path)
+    assert len(server.requests) == 2  # fetched again, not served from the cache
+    assert list((tmp_path / "cache").iterdir()) == []
 
 
 def test_server_without_ranges_restarts_from_zero(tmp_path):
@@ -288,3 +363,23 @@ def test_an_empty_archive_is_an_error_and_the_good_output_survives(tmp_path, emp
         fetch(str(archive), tmp_path)
     after = sorted(p.relative_to(tmp_path / "out") for p in (tmp_path / "out").rglob("*"))
     assert after == before and len(before) > 8
+
+
+def test_an_s3_endpoint_that_never_answers_is_a_clear_error_in_bounded_time(tmp_path, monkeypatch):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    policy = sources.RetryPolicy(attempts=1, stall_seconds=1)
+    started = time.monotonic()
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # connects, never answers
+        endpoint = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        with pytest.raises(sources.DownloadError, match="cannot read s3://photos/a.zip"):
+            download.fetch(
+                "s3://photos/a.zip",
+                tmp_path / "out",
+                cache_dir=tmp_path / "cache",
+                s3_endpoint_url=endpoint,
+                retry=policy,
+            )
+    assert time.monotonic() - started < 15
+    assert not (tmp_path / "out").exists()

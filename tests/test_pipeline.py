@@ -76,7 +76,8 @@ def test_every_step_has_requests_limits_and_its_image(compiled):
 
 def test_retries_and_caching(compiled):
     _, _, spec, _ = compiled
-    assert task(spec, "download-op")["retryPolicy"]["maxRetryCount"] == 3
+    for name in ("download-op", "preprocess-op", "evaluate-op", "register-op"):
+        assert "retryPolicy" not in task(spec, name), name  # their failures are not transient
     assert task(spec, "train-op")["retryPolicy"]["maxRetryCount"] == 2
     assert task(spec, "download-op")["cachingOptions"]["enableCache"] is True
     assert task(spec, "preprocess-op")["cachingOptions"]["enableCache"] is True

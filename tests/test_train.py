@@ -7,11 +7,14 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
+from http.server import BaseHTTPRequestHandler
 
 import numpy as np
 import pytest
 import torch
+from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from components import train
@@ -22,6 +25,7 @@ from components.training.loop import NonFiniteLossError
 from components.training.models import load_classifier
 from tests.conftest import REPO
 from tests.helpers import run_to_end, train_cli
+from tests.local_http import LocalHTTPServer
 
 METRICS = {
     "train_loss",
@@ -285,3 +289,89 @@ def test_a_bad_label_fails_before_any_mlflow_run_is_created(small_arrays, tmp_pa
     with pytest.raises(ValueError, match="expected labels 0 \\(cat\\) or 1 \\(dog\\) in val"):
         train.train(config(data, tmp_path / "out", epochs=1))
     assert MlflowClient(mlflow_store).search_runs(experiment_ids=["0", "1"]) == []
+
+
+class HangingTrackingApi(LocalHTTPServer):
+    """An MLflow server stand-in whose /health answers and whose API never does in time."""
+
+    def __init__(self):
+        self._bind()
+
+    def _handler(self):
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                if self.path == "/health":
+                    self.send_response(200)
+                    self.send_header("Content-Length", "2")
+                    self.end_headers()
+                    self.wfile.write(b"OK")
+                    return
+                time.sleep(3)
+
+            do_POST = do_GET
+
+        return Handler
+
+
+def test_a_tracking_api_that_hangs_fails_training_in_bounded_time(
+    small_arrays, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "1")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    started = time.monotonic()
+    with HangingTrackingApi() as server:
+        monkeypatch.setenv("MLFLOW_TRACKING_URI", server.base_url)
+        with pytest.raises(MlflowException, match="timed out"):
+            train.train(config(small_arrays, tmp_path / "out", epochs=1))
+    assert time.monotonic() - started < 20
+    assert not (tmp_path / "out/model.pt").exists()
+
+
+def test_mlflow_http_calls_are_bounded_unless_the_user_says_otherwise():
+    def limits(**env):
+        base = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_HTTP_")}
+        code = (
+            "import os, components.core.tracking; "
+            "print(os.environ['MLFLOW_HTTP_REQUEST_TIMEOUT'], "
+            "os.environ['MLFLOW_HTTP_REQUEST_MAX_RETRIES'])"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", code],
+            cwd=REPO,
+            env={**base, **env},
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=120,
+        )
+        return done.stdout.split()
+
+    assert limits() == ["30", "5"]
+    assert limits(MLFLOW_HTTP_REQUEST_TIMEOUT="300") == ["300", "5"]
+
+
+def test_a_folder_the_train_step_did_not_write_is_refused_and_kept(small_arrays, tmp_path):
+    users = tmp_path / "my-models"
+    users.mkdir()
+    (users / "model.pt").write_bytes(b"someone's model")
+    (users / "notes.txt").write_text("keep me")
+    with pytest.raises(FileExistsError, match="not written by the train step"):
+        train.train(config(small_arrays, users, epochs=1))
+    assert (users / "model.pt").read_bytes() == b"someone's model"
+    assert sorted(p.name for p in users.iterdir()) == ["model.pt", "notes.txt"]
+
+
+def test_a_killed_runs_temporary_files_do_not_block_the_next_run(
+    small_arrays, tmp_path, mlflow_store
+):
+    out = tmp_path / "out"
+    train.train(config(small_arrays, out, epochs=1, dry_run=True))
+    (out / ".checkpoint.pt.x1y2z3.tmp").write_bytes(b"half a checkpoint")
+    train.train(config(small_arrays, out, epochs=1, dry_run=True))
+    assert not list(out.glob(".checkpoint.pt.*.tmp"))
+    (out / "stray.txt").write_text("not the step's")
+    with pytest.raises(FileExistsError, match="stray.txt"):
+        train.train(config(small_arrays, out, epochs=1, dry_run=True))

@@ -51,8 +51,7 @@ def check_replaceable(path: Path, step: str) -> None:
     present = _files_under(path)
     if not present:
         return
-    marker = path / MARKER
-    written = json.loads(marker.read_text()) if marker.is_file() else {}
+    written = _marker(path)
     if written.get("step") != step:
         raise FileExistsError(
             f"refusing to replace {path}: it was not written by the {step} step (no "
@@ -64,6 +63,26 @@ def check_replaceable(path: Path, step: str) -> None:
             f"refusing to replace {path}: it holds files the {step} step did not write: "
             f"{', '.join(foreign[:5])}{' …' if len(foreign) > 5 else ''}; move them first"
         )
+
+
+def claim_directory(path: Path, step: str, files: list[str]) -> None:
+    """Make ``path`` the output of ``step``, which then writes ``files`` into it one by one.
+
+    A missing or empty directory, or one that ``step`` claimed before and that holds
+    only those files, is claimed: its marker records them. Temporary files that a
+    killed run left while writing them are removed.
+
+    Raises:
+        FileExistsError: as ``check_replaceable``: ``path`` holds what ``step`` did not write.
+    """
+    path = Path(path)
+    if _marker(path).get("step") == step:
+        for name in files:
+            for abandoned in path.glob(f".{name}.*.tmp"):
+                abandoned.unlink(missing_ok=True)
+    check_replaceable(path, step)
+    path.mkdir(parents=True, exist_ok=True)
+    write_json(path / MARKER, {"step": step, "files": sorted(files)})
 
 
 @contextlib.contextmanager
@@ -89,6 +108,16 @@ def atomic_directory(path: Path, step: str) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+
+
+def _marker(path: Path) -> dict:
+    """What the marker in ``path`` records: the step and its files; {} without one."""
+    marker = path / MARKER
+    try:
+        recorded = json.loads(marker.read_text()) if marker.is_file() else {}
+    except ValueError:
+        return {}
+    return recorded if isinstance(recorded, dict) else {}
 
 
 def _files_under(path: Path) -> set[str]:

@@ -29,6 +29,14 @@ CHECKPOINT_ARTIFACT = "checkpoints"
 MODEL_NAME = "model"
 
 
+# MLflow waits 120 s per request and retries 7 times (about 20 minutes) by default: a
+# tracking server whose API hangs would stall training that long. These bound it to
+# about 4 minutes; set the variables to choose otherwise.
+HTTP_LIMITS = {"MLFLOW_HTTP_REQUEST_TIMEOUT": "30", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "5"}
+for _name, _value in HTTP_LIMITS.items():
+    os.environ.setdefault(_name, _value)
+
+
 class TrackingUnavailableError(RuntimeError):
     """The MLflow tracking server cannot be reached; nothing was trained."""
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import time
@@ -11,10 +12,15 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 import requests
+import urllib3
 from tqdm import tqdm
+
+from components.core import s3
+from components.core.atomic import write_json
 
 log = logging.getLogger(__name__)
 
+STALL_BYTES = 1 << 16
 RETRYABLE_STATUS = {408, 425, 429, 500, 502, 503, 504}
 REMOTE_SCHEMES = ("http", "https", "s3")
 
@@ -33,11 +39,17 @@ class _TransientError(Exception):
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """How hard to try a flaky server: attempts, exponential backoff, per-request timeout."""
+    """How hard to try a flaky server.
+
+    ``attempts`` with exponential back-off from ``backoff_seconds``; an attempt that
+    receives less than 64 KiB in ``stall_seconds`` has stalled, and the whole download,
+    back-offs included, ends at ``deadline_seconds``.
+    """
 
     attempts: int = 5
     backoff_seconds: float = 2.0
-    timeout_seconds: float = 60.0
+    stall_seconds: float = 30.0
+    deadline_seconds: float = 3 * 3600.0
 
 
 def is_remote(source: str) -> bool:
@@ -84,34 +96,54 @@ def fetch_remote(
 ) -> str:
     """Download ``source`` to ``destination`` through ``destination.part``; return its sha256.
 
-    The ``.part`` file is kept between attempts (and runs) so HTTP downloads resume;
-    it becomes ``destination`` only once complete and verified, and is deleted when
-    the digest does not match.
+    The ``.part`` file is kept between attempts (and runs) so HTTP downloads resume,
+    but only from the same version of the file: the resume asks with ``If-Range`` for
+    the ETag or Last-Modified date the first response carried. The ``.part`` becomes
+    ``destination`` only once complete and verified, and is deleted when the digest
+    does not match.
     """
     part = destination.with_name(destination.name + ".part")
     destination.parent.mkdir(parents=True, exist_ok=True)
     if urlparse(source).scheme == "s3":
-        _fetch_s3(source, part, s3_endpoint_url)
+        _fetch_s3(source, part, s3_endpoint_url, retry)
     else:
         _fetch_http(source, part, retry)
     try:
         digest = verify_digest(part, sha256, source)
     except DigestMismatchError:
-        part.unlink(missing_ok=True)
+        discard_partial(part)
         raise
     os.replace(part, destination)
+    _version_file(part).unlink(missing_ok=True)
     return digest
 
 
+def discard_partial(part: Path) -> None:
+    """Delete a partial download and the version it was resumed against."""
+    part.unlink(missing_ok=True)
+    _version_file(part).unlink(missing_ok=True)
+
+
+def _version_file(part: Path) -> Path:
+    return part.with_name(part.name + ".version.json")
+
+
 def _fetch_http(url: str, part: Path, retry: RetryPolicy) -> None:
+    deadline = time.monotonic() + retry.deadline_seconds
     for attempt in range(1, retry.attempts + 1):
         try:
-            _http_attempt(url, part, retry.timeout_seconds)
+            _http_attempt(url, part, retry.stall_seconds, deadline)
             return
         except (_TransientError, requests.ConnectionError, requests.Timeout) as err:
+            delay = retry.backoff_seconds * 2 ** (attempt - 1)
             if attempt == retry.attempts:
                 raise DownloadError(f"gave up on {url} after {attempt} attempts: {err}") from err
-            delay = retry.backoff_seconds * 2 ** (attempt - 1)
+            if time.monotonic() + delay >= deadline:
+                raise DownloadError(
+                    f"gave up on {url} after {attempt} attempts: its deadline of "
+                    f"{retry.deadline_seconds:g}s (--deadline-seconds) comes before the "
+                    f"next attempt; the last one failed with: {err}"
+                ) from err
             log.warning(
                 "attempt %d/%d at %s failed (%s); retrying in %.1fs",
                 attempt,
@@ -123,27 +155,74 @@ def _fetch_http(url: str, part: Path, retry: RetryPolicy) -> None:
             time.sleep(delay)
 
 
-def _http_attempt(url: str, part: Path, timeout: float) -> None:
-    offset = part.stat().st_size if part.exists() else 0
-    headers = {"Range": f"bytes={offset}-"} if offset else {}
+def _http_attempt(url: str, part: Path, stall_seconds: float, deadline: float) -> None:
+    version = _resumable_version(url, part)
+    offset = part.stat().st_size if version else 0
+    headers = {}
+    if version and offset:
+        headers = {"Range": f"bytes={offset}-", "If-Range": version["validator"]}
+    timeout = min(stall_seconds, max(deadline - time.monotonic(), 0.1))
     with requests.get(url, headers=headers, stream=True, timeout=timeout) as response:
         if response.status_code == 416:
-            part.unlink()
+            discard_partial(part)
             raise _TransientError("server refused the resume range; starting over")
         if response.status_code in RETRYABLE_STATUS:
             raise _TransientError(f"HTTP {response.status_code} {response.reason}")
         if response.status_code >= 400:
             raise DownloadError(f"HTTP {response.status_code} {response.reason} from {url}")
-        resumed = response.status_code == 206 and _range_start(response) == offset
+        total = _content_total(response)
+        resumed = (
+            version is not None
+            and offset > 0
+            and response.status_code == 206
+            and _range_start(response) == offset
+            and total == version["total"]
+        )
         if offset and not resumed:
-            log.info("server ignored the Range request; downloading %s from the start", url)
+            log.info("%s changed or ignores ranges; downloading it from the start", url)
             offset = 0
-        length = response.headers.get("Content-Length")
-        total = offset + int(length) if length is not None else None
-        _stream_to(response, part, "ab" if resumed else "wb", offset, total)
+        if not resumed:
+            write_json(
+                _version_file(part), {"url": url, "validator": _validator(response), "total": total}
+            )
+        _stream_to(
+            response, part, "ab" if resumed else "wb", offset, total, stall_seconds, deadline
+        )
     size = part.stat().st_size
-    if total is not None and size < total:
-        raise _TransientError(f"connection closed after {size} of {total} bytes")
+    if total is not None and size != total:
+        raise _TransientError(f"the body ended after {size} of the {total} bytes announced")
+
+
+def _resumable_version(url: str, part: Path) -> dict | None:
+    """The recorded version of a partial download of ``url`` that a resume can ask for."""
+    path = _version_file(part)
+    if not part.is_file() or not path.is_file():
+        return None
+    try:
+        version = json.loads(path.read_text())
+    except ValueError:
+        return None
+    if version.get("url") != url or not version.get("validator"):
+        return None
+    return version
+
+
+def _validator(response: requests.Response) -> str | None:
+    """A strong ETag, else Last-Modified: what ``If-Range`` may carry (RFC 9110, 13.1.5)."""
+    etag = response.headers.get("ETag")
+    if etag and not etag.startswith("W/"):
+        return etag
+    return response.headers.get("Last-Modified")
+
+
+def _content_total(response: requests.Response) -> int | None:
+    """The full file's size: from ``Content-Range`` on a 206, else ``Content-Length``."""
+    if response.status_code == 206:
+        value = response.headers.get("Content-Range", "")
+        total = value.rpartition("/")[2]
+        return int(total) if total.isdigit() else None
+    length = response.headers.get("Content-Length")
+    return int(length) if length and length.isdigit() else None
 
 
 def _range_start(response: requests.Response) -> int:
@@ -156,8 +235,20 @@ def _range_start(response: requests.Response) -> int:
 
 
 def _stream_to(
-    response: requests.Response, part: Path, mode: str, offset: int, total: int | None
+    response: requests.Response,
+    part: Path,
+    mode: str,
+    offset: int,
+    total: int | None,
+    stall_seconds: float,
+    deadline: float,
 ) -> None:
+    """Append the body to ``part``, failing on a stall, a deadline or a body too long.
+
+    ``read1`` returns what one socket read brings, so a server that trickles bytes is
+    seen trickling rather than hiding inside a read that waits for a full chunk.
+    """
+    progress = _Progress(stall_seconds)
     with (
         open(part, mode) as handle,
         tqdm(
@@ -165,22 +256,54 @@ def _stream_to(
         ) as bar,
     ):
         try:
-            for chunk in response.iter_content(chunk_size=1 << 16):
+            while chunk := response.raw.read1(1 << 16):
                 handle.write(chunk)
                 bar.update(len(chunk))
-        except (requests.exceptions.ChunkedEncodingError, requests.ConnectionError) as err:
+                offset += len(chunk)
+                if total is not None and offset > total:
+                    raise _TransientError(f"the body is longer than the {total} bytes announced")
+                if time.monotonic() > deadline:
+                    raise DownloadError(
+                        f"gave up on {response.url}: its deadline passed after {offset} bytes "
+                        "(--deadline-seconds)"
+                    )
+                progress.add(len(chunk))
+        except (
+            requests.exceptions.ChunkedEncodingError,
+            requests.ConnectionError,
+            urllib3.exceptions.HTTPError,
+        ) as err:
             raise _TransientError(f"connection dropped: {err}") from err
 
 
-def _fetch_s3(uri: str, part: Path, endpoint_url: str | None) -> None:
-    import boto3
+class _Progress:
+    """Raises when less than STALL_BYTES arrived in the last ``stall_seconds``."""
+
+    def __init__(self, stall_seconds: float):
+        self.stall_seconds = stall_seconds
+        self.window_start = time.monotonic()
+        self.window_bytes = 0
+
+    def add(self, count: int) -> None:
+        self.window_bytes += count
+        now = time.monotonic()
+        if self.window_bytes >= STALL_BYTES:
+            self.window_start, self.window_bytes = now, 0
+        elif now - self.window_start > self.stall_seconds:
+            raise _TransientError(
+                f"stalled: {self.window_bytes} bytes in {now - self.window_start:.0f}s "
+                f"(--stall-seconds {self.stall_seconds:g})"
+            )
+
+
+def _fetch_s3(uri: str, part: Path, endpoint_url: str | None, retry: RetryPolicy) -> None:
     from botocore.exceptions import BotoCoreError, ClientError
 
     parsed = urlparse(uri)
     bucket, key = parsed.netloc, parsed.path.lstrip("/")
     if not bucket or not key:
         raise ValueError(f"expected s3://BUCKET/KEY, found {uri!r}")
-    client = boto3.client("s3", endpoint_url=endpoint_url)
+    client = s3.client(endpoint_url, timeout=retry.stall_seconds, attempts=retry.attempts)
     try:
         size = client.head_object(Bucket=bucket, Key=key)["ContentLength"]
         with tqdm(total=size, unit="B", unit_scale=True, desc=key, mininterval=1) as bar:

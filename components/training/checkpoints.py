@@ -12,7 +12,7 @@ from urllib.parse import urlparse
 
 import torch
 
-from components.core import tracking
+from components.core import s3, tracking
 from components.core.atomic import atomic_file
 from components.training.config import TrainConfig
 from components.training.loop import Learner
@@ -73,9 +73,7 @@ class CheckpointStore:
         return True
 
     def _client(self):
-        import boto3
-
-        return boto3.client("s3")  # the endpoint from $AWS_ENDPOINT_URL, for MinIO
+        return s3.client()
 
 
 def newest(candidates: list[dict]) -> dict | None:
