@@ -65,8 +65,8 @@ def train(cfg: TrainConfig) -> TrainResult:
 
 def _train(cfg: TrainConfig, workers: Workers, device: torch.device) -> TrainResult:
     if workers.is_main:
-        claim_directory(Path(cfg.output), "train", OUTPUT_FILES)
         tracking.check_server()  # before any time goes into training
+        claim_directory(Path(cfg.output), "train", OUTPUT_FILES)
     if cfg.batch_size % workers.world_size:
         raise ValueError(
             f"expected a batch size divisible by the {workers.world_size} "

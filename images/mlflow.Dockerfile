@@ -1,10 +1,11 @@
-# The MLflow tracking server: the official image plus the PostgreSQL driver and boto3,
-# which it needs for a PostgreSQL backend store and S3 artifacts.
+# The MLflow tracking server: the official image plus the PostgreSQL driver (psycopg 3, as
+# the manifests' postgresql+psycopg:// URI names it) and boto3 for S3 artifacts; the
+# versions are requirements.lock's.
 FROM ghcr.io/mlflow/mlflow:v3.17.2
 
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 HOME=/home/mlflow
 
-RUN pip install --no-cache-dir psycopg2-binary==2.9.13 boto3==1.43.11 \
+RUN pip install --no-cache-dir "psycopg[binary]==3.3.9" boto3==1.44.5 \
     && useradd --create-home --home-dir /home/mlflow --uid 10002 mlflow
 
 USER 10002:10002

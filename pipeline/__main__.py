@@ -1,6 +1,6 @@
 """Compile, run locally, or submit the pipeline.
 
-python -m pipeline compile --output pipeline.yaml [--image IMG] [--gpu-image IMG]
+python -m pipeline compile --output pipeline.yaml [--image IMG] [--gpu-image IMG] [--cpu 8 ...]
 python -m pipeline run --local [--source URI] [name=value ...]
 python -m pipeline submit --host URL [name=value ...]
 """
@@ -13,6 +13,8 @@ from pathlib import Path
 
 from kfp import compiler
 
+from components.cluster.placement import Placement
+from components.core import schema
 from components.core.logs import setup_logging
 from components.core.presets import PRESETS, pipeline_arguments
 from pipeline.local import run_local
@@ -69,6 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
             help="train across this many GPU nodes as a Training Operator PyTorchJob "
             "(default: 1: the GPU train task, torchrun when gpus > 1)",
         )
+        schema.add_arguments(sub.add_argument_group("where the train task runs"), Placement)
     commands.choices["compile"].add_argument(
         "--output",
         "-o",
@@ -121,7 +124,12 @@ def main(argv: list[str] | None = None) -> None:
             arguments["source"] = args.source
         print(run_local(pipeline, arguments, args.workdir))
         return
-    settings = ClusterSettings(image=args.image, gpu_image=args.gpu_image, nodes=args.nodes)
+    settings = ClusterSettings(
+        image=args.image,
+        gpu_image=args.gpu_image,
+        nodes=args.nodes,
+        training=schema.from_namespace(Placement, args),
+    )
     if args.command == "compile":
         log.info("wrote %s", compile_pipeline(args.output, settings))
         return

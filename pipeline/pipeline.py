@@ -158,8 +158,8 @@ def _gpu_task(task, settings: ClusterSettings, gpus) -> None:
         kubernetes.add_toleration(
             task, key=placement.toleration_key, operator="Exists", effect="NoSchedule"
         )
-    if placement.node_selector:
-        kubernetes.add_node_selector(task, *placement.node_selector)
+    if placement.node_label:
+        kubernetes.add_node_selector(task, *placement.node_label)
     kubernetes.empty_dir_mount(
         task,
         volume_name="dshm",

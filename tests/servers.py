@@ -8,15 +8,22 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
+import psycopg
 import requests
+import yaml
 from moto.server import ThreadedMotoServer
+
+from tests.conftest import REPO
 
 S3_KEYS = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -63,10 +70,10 @@ class S3Server:
 
 
 class MlflowServer:
-    """``mlflow server`` as its own process group, artifacts proxied to S3.
+    """``mlflow server`` on 127.0.0.1 as its own process group, artifacts proxied to S3.
 
-    ``backend_store_uri`` defaults to a SQLite file in ``workdir``; ``extra_args`` and
-    ``extra_env`` carry a deployment's own flags and settings.
+    ``flags`` are the server's flags after ``--host`` and ``--port``: by default a SQLite
+    store in ``workdir``; ``deployment_flags`` gives the cluster's own.
     """
 
     def __init__(
@@ -75,37 +82,29 @@ class MlflowServer:
         s3_endpoint: str,
         bucket: str,
         *,
-        backend_store_uri: str | None = None,
-        extra_args: tuple[str, ...] = ("--workers", "1"),
-        extra_env: dict[str, str] | None = None,
+        flags: list[str] | None = None,
+        env: dict[str, str] | None = None,
     ):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.workdir = workdir
+        default_flags = [
+            *("--backend-store-uri", f"sqlite:///{workdir / 'mlflow.db'}"),
+            *("--serve-artifacts", "--artifacts-destination", f"s3://{bucket}"),
+            *("--allowed-hosts", "127.0.0.1:*,localhost:*,mlflow.mlflow.svc.cluster.local:*"),
+            *("--workers", "1"),
+        ]
         self.command = [
-            sys.executable,
-            "-m",
-            "mlflow",
-            "server",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(self.port),
-            "--backend-store-uri",
-            backend_store_uri or f"sqlite:///{workdir / 'mlflow.db'}",
-            "--serve-artifacts",
-            "--artifacts-destination",
-            f"s3://{bucket}",
-            "--allowed-hosts",
-            "127.0.0.1:*,localhost:*,mlflow.mlflow.svc.cluster.local:*",
-            *extra_args,
+            *(sys.executable, "-m", "mlflow", "server"),
+            *("--host", "127.0.0.1", "--port", str(self.port)),
+            *(flags or default_flags),
         ]
         self.env = {
             **os.environ,
             **S3_KEYS,
             **QUIET_SERVER_ENV,
             "MLFLOW_S3_ENDPOINT_URL": s3_endpoint,
-            **(extra_env or {}),
+            **(env or {}),
         }
         self.process: subprocess.Popen | None = None
 
@@ -173,3 +172,135 @@ def process_group_members(pgid: int) -> list[int]:
             if group == pgid and state != "Z":
                 members.append(int(entry.name))
     return members
+
+
+MLFLOW_DEPLOYMENT = REPO / "manifests/base/mlflow/deployment.yaml"
+
+
+def deployment_container() -> dict:
+    """The tracking server's container as manifests/base/mlflow/deployment.yaml has it."""
+    deployment = yaml.safe_load(MLFLOW_DEPLOYMENT.read_text())
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    return container
+
+
+def deployment_flags(values: dict[str, str], database_host: str) -> tuple[list[str], dict]:
+    """The deployment's server flags and plain environment, ready to run on this machine.
+
+    ``$(NAME)`` references take ``values`` (what the secrets hold in the cluster), the
+    database service ``mlflow-postgres:5432`` becomes ``database_host``; ``--host`` and
+    ``--port`` are left to MlflowServer. Everything else is the manifest's, unchanged.
+    """
+    container = deployment_container()
+    env = {e["name"]: e["value"] for e in container["env"] if "value" in e}
+    values = {**env, **values}
+    flags = []
+    for flag in container["args"]:
+        if flag.startswith(("--host=", "--port=")):
+            continue
+        flag = re.sub(r"\$\((\w+)\)", lambda m: values[m.group(1)], flag)
+        flags.append(flag.replace("mlflow-postgres:5432", database_host))
+    return flags, {k: v for k, v in env.items() if k != "ARTIFACTS_DESTINATION"}
+
+
+class PostgresServer:
+    """A real PostgreSQL 15 on 127.0.0.1, in a fresh data directory, stopped with its group.
+
+    Started as the ``postgres`` user when the tests run as root (PostgreSQL refuses root);
+    one database and one password-authenticated user, as the cluster's StatefulSet has.
+    """
+
+    BIN = Path("/usr/lib/postgresql/15/bin")
+    USER, PASSWORD, DATABASE = "mlflow", "mlflow-test-password", "mlflow"
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.process: subprocess.Popen | None = None
+
+    @classmethod
+    def missing(cls) -> str | None:
+        """Why PostgreSQL cannot run here, or None."""
+        if not (cls.BIN / "postgres").exists():
+            return f"PostgreSQL 15 is not installed ({cls.BIN})"
+        if os.geteuid() == 0 and not shutil.which("runuser"):
+            return "running as root without runuser to start PostgreSQL as postgres"
+        return None
+
+    def _as_owner(self, command: list[str]) -> list[str]:
+        return ["runuser", "-u", "postgres", "--", *command] if os.geteuid() == 0 else command
+
+    def __enter__(self) -> PostgresServer:
+        # not under pytest's tmp_path: its 0700 parents keep the postgres user out
+        self.root = Path(tempfile.mkdtemp(prefix="dogs-vs-cats-pg-"))
+        try:
+            self._start()
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def _start(self) -> None:
+        password_file = self.root / "password"
+        password_file.write_text(self.PASSWORD)
+        if os.geteuid() == 0:
+            shutil.chown(self.root, "postgres")
+            shutil.chown(password_file, "postgres")
+        data = self.root / "data"
+        subprocess.run(
+            self._as_owner(
+                [
+                    str(self.BIN / "initdb"),
+                    *("-D", str(data), "-U", self.USER, f"--pwfile={password_file}"),
+                    *("--auth-host=scram-sha-256", "--auth-local=peer", "--no-sync"),
+                ]
+            ),
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+        with open(self.root / "postgres.log", "ab") as log:
+            self.process = subprocess.Popen(
+                self._as_owner(
+                    [
+                        str(self.BIN / "postgres"),
+                        *("-D", str(data), "-p", str(self.port), "-k", str(self.root)),
+                        *("-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"),
+                    ]
+                ),
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+            )
+        self._wait_until_ready(deadline=time.monotonic() + 60)
+        with psycopg.connect(self.conninfo("postgres"), autocommit=True) as db:
+            db.execute(f"CREATE DATABASE {self.DATABASE}")
+
+    def _wait_until_ready(self, deadline: float) -> None:
+        last_error: Exception | None = None
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"postgres exited: {self.log_tail()}")
+            try:
+                psycopg.connect(self.conninfo("postgres"), connect_timeout=2).close()
+                return
+            except psycopg.OperationalError as err:
+                last_error = err
+                time.sleep(0.2)
+        raise TimeoutError(f"postgres not ready in time ({last_error}): {self.log_tail()}")
+
+    def conninfo(self, database: str) -> str:
+        """A libpq URI of ``database``, for psycopg itself."""
+        return f"postgresql://{self.USER}:{self.PASSWORD}@127.0.0.1:{self.port}/{database}"
+
+    def uri(self) -> str:
+        """The SQLAlchemy URI of the MLflow database, the psycopg (3) driver named as the
+        manifests name it."""
+        return self.conninfo(self.DATABASE).replace("postgresql://", "postgresql+psycopg://")
+
+    def log_tail(self) -> str:
+        return (self.root / "postgres.log").read_text(errors="replace")[-3000:]
+
+    def __exit__(self, *exc) -> None:
+        if self.process:
+            stop_process_group(self.process, grace=10)
+        shutil.rmtree(self.root, ignore_errors=True)

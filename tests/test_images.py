@@ -75,3 +75,14 @@ def test_one_lock_pins_every_dependency_and_the_images_install_it():
 def test_dependency_layer_comes_before_the_source():
     text = (REPO / "images/Dockerfile").read_text()
     assert text.index("COPY pyproject.toml") < text.index("COPY components")
+
+
+def test_the_tracking_server_image_has_the_locked_mlflow_and_the_manifests_driver():
+    text = (REPO / "images/mlflow.Dockerfile").read_text()
+    locked = locked_versions()
+    assert f"ghcr.io/mlflow/mlflow:v{locked['mlflow']}" in text
+    pins = dict(re.findall(r'"?([a-z0-9-]+)(?:\[\w+\])?==([\w.]+)"?', text))
+    assert pins == {"psycopg": locked["psycopg"], "boto3": locked["boto3"]}
+    # the manifests' URI names that driver, not whatever SQLAlchemy's default is today
+    deployment = (REPO / "manifests/base/mlflow/deployment.yaml").read_text()
+    assert "--backend-store-uri=postgresql+psycopg://" in deployment

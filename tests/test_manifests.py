@@ -96,7 +96,7 @@ def test_mlflow_serves_artifacts_from_s3_and_allows_in_cluster_names():
     (deployment,) = [d for d in render("base") if d["kind"] == "Deployment"]
     args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--serve-artifacts" in args
-    assert any(a.startswith("--backend-store-uri=postgresql://") for a in args)
+    assert any(a.startswith("--backend-store-uri=postgresql+psycopg://") for a in args)
     allowed = next(a for a in args if a.startswith("--allowed-hosts=")).split("=", 1)[1]
     assert "mlflow.mlflow.svc.cluster.local:*" in allowed.split(",")
 

@@ -10,10 +10,13 @@ import shutil
 import subprocess
 import time
 import urllib.parse
+from pathlib import Path
 
 import boto3
 import mlflow
+import psycopg
 import pytest
+import requests
 import torch
 from mlflow.tracking import MlflowClient
 
@@ -21,7 +24,15 @@ from components import evaluate, train
 from components.core import tracking
 from tests.conftest import REPO
 from tests.helpers import train_cli
-from tests.servers import S3_KEYS, MlflowServer, S3Server, free_port
+from tests.servers import (
+    S3_KEYS,
+    MlflowServer,
+    PostgresServer,
+    S3Server,
+    deployment_container,
+    deployment_flags,
+    free_port,
+)
 
 pytestmark = pytest.mark.integration
 BUCKET = "mlflow-artifacts"
@@ -46,9 +57,30 @@ def _boto_keys() -> dict:
 
 
 @pytest.fixture(scope="module")
-def running_server(s3, tmp_path_factory):
-    """One tracking server for the module: its start-up is the slow part."""
-    with MlflowServer(tmp_path_factory.mktemp("mlflow"), s3.endpoint, BUCKET) as running:
+def postgres():
+    """A real PostgreSQL, as the cluster's tracking server uses; None where none runs."""
+    if PostgresServer.missing():
+        yield None
+        return
+    with PostgresServer() as database:
+        yield database
+
+
+@pytest.fixture(scope="module")
+def running_server(s3, postgres, tmp_path_factory):
+    """One tracking server for the module (its start-up is the slow part), started with
+    the deployment's own flags and environment on PostgreSQL; on SQLite where no
+    PostgreSQL runs."""
+    flags, env = None, None
+    if postgres:
+        secrets = {
+            "DB_USER": postgres.USER,
+            "DB_PASSWORD": postgres.PASSWORD,
+            "ARTIFACTS_DESTINATION": f"s3://{BUCKET}",
+        }
+        flags, env = deployment_flags(secrets, database_host=f"127.0.0.1:{postgres.port}")
+    workdir = tmp_path_factory.mktemp("mlflow")
+    with MlflowServer(workdir, s3.endpoint, BUCKET, flags=flags, env=env) as running:
         yield running
 
 
@@ -86,6 +118,20 @@ def test_train_and_evaluate_over_http_with_artifacts_in_s3(small_arrays, tmp_pat
     )
     loaded = mlflow.pytorch.load_model(result.model_uri)  # through the server's proxy
     assert loaded(torch.full((3, 1, 40, 40), 100.0)).shape == (3, 2)
+
+
+def test_the_server_keeps_its_runs_in_postgresql_with_the_deployments_flags(
+    small_arrays, tmp_path, server, postgres
+):
+    if postgres is None:
+        pytest.skip(PostgresServer.missing())
+    assert "postgresql+psycopg://mlflow:" in " ".join(server.command)
+    result = train.train(
+        train.TrainConfig(data=str(small_arrays), output=str(tmp_path / "m"), dry_run=True)
+    )
+    with psycopg.connect(postgres.conninfo(postgres.DATABASE)) as db:
+        stored = db.execute("SELECT status FROM runs WHERE run_uuid = %s", (result.run_id,))
+        assert stored.fetchall() == [("FINISHED",)]
 
 
 def test_in_cluster_host_name_is_allowed_and_a_foreign_one_refused(server):
@@ -230,3 +276,32 @@ def browse(chromium: str, tmp_path, *args: str) -> str:
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout
+
+
+def test_the_servers_idle_memory_fits_the_deployments_request(server):
+    """Measured as the kernel charges the pod: shared pages once (PSS), all processes."""
+    for _ in range(20):  # warm: the UI, the API and the artifact proxy each answered
+        requests.get(f"{server.url}/", timeout=30).raise_for_status()
+        MlflowClient(server.url).search_experiments()
+    time.sleep(2)
+    used = sum(proportional_set_size(pid) for pid in server.pids())
+    request = kubernetes_quantity(deployment_container()["resources"]["requests"]["memory"])
+    print(f"mlflow server idle: {len(server.pids())} processes, {used / 2**20:.0f} MiB PSS")
+    assert used <= request, f"{used / 2**20:.0f} MiB used, {request / 2**20:.0f} MiB requested"
+
+
+def proportional_set_size(pid: int) -> int:
+    """A process's share of the memory it maps, in bytes (its ``Pss`` in smaps_rollup)."""
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        if line.startswith("Pss:"):
+            return int(line.split()[1]) * 1024
+    raise ValueError(f"no Pss line for process {pid}")
+
+
+def kubernetes_quantity(value: str) -> int:
+    """Bytes of a Kubernetes memory quantity such as ``512Mi`` or ``1G``."""
+    units = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "K": 10**3, "M": 10**6, "G": 10**9}
+    for suffix, factor in units.items():
+        if value.endswith(suffix):
+            return int(float(value.removesuffix(suffix)) * factor)
+    return int(value)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 import shutil
 import subprocess
@@ -57,10 +58,36 @@ def test_train_task_asks_for_gpus_on_a_gpu_node(compiled):
     assert train["tolerations"] == [
         {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
     ]
-    assert train["nodeSelector"]["labels"] == dict([Placement().node_selector])
+    assert train["nodeSelector"]["labels"] == dict([Placement().node_label])
     assert train["emptyDirMounts"] == [
-        {"volumeName": "dshm", "mountPath": "/dev/shm", "medium": "Memory", "sizeLimit": "8Gi"}
+        {
+            "volumeName": "dshm",
+            "mountPath": "/dev/shm",
+            "medium": "Memory",
+            "sizeLimit": Placement().shm_size,
+        }
     ]
+
+
+def test_where_training_runs_is_chosen_at_compile_time(tmp_path):
+    path = tmp_path / "pipeline.yaml"
+    pipeline_main(
+        [
+            *("compile", "--output", str(path), "--cpu", "8", "--memory", "30Gi"),
+            *("--node-selector", "cloud.google.com/gke-accelerator=nvidia-l4"),
+            *("--toleration-key", "", "--shm-size", "4Gi"),
+        ]
+    )
+    spec, platform = yaml.safe_load_all(path.read_text())
+    resources = executor(spec, "train-op")["resources"]
+    assert (resources["cpuRequest"], resources["cpuLimit"]) == (8, 16)
+    assert resources["memoryRequest"] == resources["memoryLimit"] == 30 * 2**30 / 1e9
+    train = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]["exec-train-op"]
+    assert train["nodeSelector"]["labels"] == {"cloud.google.com/gke-accelerator": "nvidia-l4"}
+    assert "tolerations" not in train
+    assert train["emptyDirMounts"][0]["sizeLimit"] == "4Gi"
+    with pytest.raises(ValueError, match="expected a node selector KEY=VALUE"):
+        pipeline_main(["compile", "--output", str(path), "--node-selector", "gpu"])
 
 
 def test_every_step_has_requests_limits_and_its_image(compiled):
@@ -198,6 +225,28 @@ def test_quality_gate_refuses_a_weak_model_and_says_why(
     client = MlflowClient(mlflow_store)
     assert client.get_run(result.run_id).data.tags["quality_gate"] == reason
     assert client.search_registered_models() == []
+
+
+def test_quality_gate_registers_the_logged_model_by_its_id(
+    sample_arrays, tmp_path, mlflow_store, caplog
+):
+    from components import train
+
+    result = train.train(
+        train.TrainConfig(
+            data=str(sample_arrays), output=str(tmp_path / "m"), epochs=1, dry_run=True
+        )
+    )
+    with caplog.at_level(logging.WARNING):
+        decision = register.register_if_accurate(
+            register.RegisterConfig(mlflow_run_id=result.run_id, test_accuracy=0.9)
+        )
+    assert decision.registered and decision.version == "1"
+    client = MlflowClient(mlflow_store)
+    version = client.get_model_version_by_alias("dogs-vs-cats", "candidate")
+    assert version.source == result.model_uri  # models:/m-…, the logged model itself
+    assert version.run_id == result.run_id
+    assert "registering model based on" not in caplog.text  # MLflow's runs:/ fallback
 
 
 @pytest.mark.integration

@@ -17,6 +17,7 @@ from mlflow.tracking import MlflowClient
 
 from components import train
 from components.cluster import pytorchjob
+from components.cluster.placement import Placement
 from components.train import TrainConfig
 from components.training.models import build_model
 from tests.helpers import run_to_end
@@ -134,7 +135,10 @@ def test_pytorchjob_replicas_resources_and_placement():
         assert "--resume" in command and command[command.index("--epochs") + 1] == "7"
         assert command[command.index("--kfp-run-id") + 1] == "run-42"
         volumes = {v["name"]: v for v in pod["volumes"]}
-        assert volumes["dshm"]["emptyDir"] == {"medium": "Memory", "sizeLimit": "8Gi"}
+        assert volumes["dshm"]["emptyDir"] == {
+            "medium": "Memory",
+            "sizeLimit": Placement().shm_size,
+        }
         assert volumes["shared"]["persistentVolumeClaim"]["claimName"] == "dogs-vs-cats-shared"
 
 

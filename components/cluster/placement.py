@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 
+from components.core.schema import LOCAL, setting
+
 GPU = "nvidia.com/gpu"
 
 
@@ -12,18 +14,49 @@ GPU = "nvidia.com/gpu"
 class Placement:
     """GPUs' node, taint toleration, shared memory, secrets, requests and limits.
 
-    Limits are twice the CPU request and equal to the memory request (memory is not
-    overcommitted: a pod above its memory request is the first one evicted). The
-    secrets are optional: a cluster without them runs with the pod's own identity.
+    Chosen when the pipeline is compiled (``python -m pipeline compile --cpu 8 …``). The
+    defaults fit a small GPU node (4 vCPUs, 16 GiB). Limits are twice the CPU request
+    and equal to the memory request (memory is not overcommitted: a pod above its
+    request is the first one evicted). The secrets are optional: a cluster without them
+    runs with the pod's own identity.
     """
 
-    node_selector: tuple[str, str] | None = ("nvidia.com/gpu.present", "true")
-    toleration_key: str | None = GPU  # tolerate ``key:NoSchedule`` taints; None: none
-    shm_size: str = "8Gi"
-    cpu: str = "4"
-    memory: str = "16Gi"
-    s3_secret: str = "dogs-vs-cats-s3"  # AWS_* keys and endpoint, for s3:// sources
-    mlflow_secret: str = "dogs-vs-cats-mlflow"  # MLFLOW_TRACKING_USERNAME/PASSWORD
+    node_selector: str = setting(
+        "nvidia.com/gpu.present=true",
+        "node label KEY=VALUE the train pods need (NVIDIA's GPU Operator sets this one); "
+        "empty: none",
+        role=LOCAL,
+    )
+    toleration_key: str = setting(
+        GPU, "taint key the train pods tolerate (effect NoSchedule); empty: none", role=LOCAL
+    )
+    cpu: str = setting("3", "CPU request of a train pod; its limit is twice that", role=LOCAL)
+    memory: str = setting(
+        "12Gi", "memory request and limit of a train pod, /dev/shm included", role=LOCAL
+    )
+    shm_size: str = setting("2Gi", "in-memory /dev/shm of a train pod", role=LOCAL)
+    s3_secret: str = setting(
+        "dogs-vs-cats-s3", "optional secret with AWS_* keys and endpoint", role=LOCAL
+    )
+    mlflow_secret: str = setting(
+        "dogs-vs-cats-mlflow",
+        "optional secret with MLFLOW_TRACKING_USERNAME/PASSWORD",
+        role=LOCAL,
+    )
+
+    def __post_init__(self) -> None:
+        if self.node_selector and "=" not in self.node_selector:
+            raise ValueError(
+                f"expected a node selector KEY=VALUE (or empty), found {self.node_selector!r}"
+            )
+
+    @property
+    def node_label(self) -> tuple[str, str] | None:
+        """The node selector as (key, value), or None."""
+        if not self.node_selector:
+            return None
+        key, _, value = self.node_selector.partition("=")
+        return key, value
 
     @property
     def secrets(self) -> tuple[str, str]:
@@ -40,7 +73,4 @@ class Placement:
 
     @classmethod
     def from_json(cls, text: str) -> Placement:
-        values = json.loads(text)
-        selector = values.get("node_selector")
-        values["node_selector"] = tuple(selector) if selector else None
-        return cls(**values)
+        return cls(**json.loads(text))

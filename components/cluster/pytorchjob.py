@@ -124,7 +124,7 @@ def _pod_template(job: ClusterJob, command: list[str]) -> k8s.V1PodTemplateSpec:
         ]
         if place.toleration_key
         else None,
-        node_selector=dict([place.node_selector]) if place.node_selector else None,
+        node_selector=dict([place.node_label]) if place.node_label else None,
         volumes=[
             k8s.V1Volume(
                 name="dshm",

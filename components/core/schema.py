@@ -67,7 +67,7 @@ def flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def add_arguments(parser: argparse.ArgumentParser, schema: type) -> None:
+def add_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup, schema: type) -> None:
     """One flag per field: help with the default, choices, ``--no-X`` for a default-on bool."""
     for field in fields_of(schema):
         kind = field_type(schema, field)

@@ -192,12 +192,32 @@ def use_tracking_uri(uri: str | None) -> None:
         os.environ["MLFLOW_TRACKING_URI"] = uri
 
 
+def logged_model_id(run_id: str) -> str:
+    """The id (``m-…``) of the model the run logged last.
+
+    Raises:
+        LookupError: the run logged no model.
+    """
+    client = MlflowClient(tracking_uri())
+    run = client.get_run(run_id)
+    found = client.search_logged_models(
+        experiment_ids=[run.info.experiment_id],
+        filter_string=f"source_run_id = '{run_id}' AND name = '{MODEL_NAME}'",
+        order_by=[{"field_name": "creation_time", "ascending": False}],
+        max_results=1,
+    )
+    if not found:
+        raise LookupError(f"expected a model logged by MLflow run {run_id}, found none")
+    return found[0].model_id
+
+
 def register_model(run_id: str, name: str, alias: str) -> str:
-    """Register the run's logged model under ``name`` and point ``alias`` at it; the version."""
+    """Register the run's logged model, by its model id, under ``name`` and point ``alias``
+    at it; the version."""
     mlflow.set_tracking_uri(tracking_uri())
-    version = mlflow.register_model(f"runs:/{run_id}/{MODEL_NAME}", name)
+    version = mlflow.register_model(f"models:/{logged_model_id(run_id)}", name)
     MlflowClient(tracking_uri()).set_registered_model_alias(name, alias, version.version)
-    return version.version
+    return str(version.version)
 
 
 def set_run_tags(run_id: str, tags: dict[str, str]) -> None:
