@@ -11,6 +11,7 @@ import logging
 import tempfile
 from pathlib import Path
 
+import yaml
 from kfp import compiler
 
 from components.cluster.placement import Placement
@@ -19,7 +20,7 @@ from components.core.logs import setup_logging
 from components.core.presets import PRESETS, pipeline_arguments
 from pipeline.local import run_local
 from pipeline.pipeline import build_pipeline
-from pipeline.settings import ClusterSettings
+from pipeline.settings import CURRENT_BACKEND, ClusterSettings
 
 log = logging.getLogger(__name__)
 
@@ -43,8 +44,25 @@ def parse_arguments(pairs: list[str], pipeline, preset: str | None = None) -> di
 
 
 def compile_pipeline(output: Path, settings: ClusterSettings) -> Path:
+    """Compile the pipeline for ``settings``, in the form its oldest KFP backend reads."""
     compiler.Compiler().compile(build_pipeline(settings), str(output))
+    if not settings.optional_secrets:
+        drop_secret_optionality(output)
     return output
+
+
+def drop_secret_optionality(spec: Path) -> None:
+    """Remove ``SecretAsEnv.optional``, a field that KFP backends before 2.15 do not know.
+
+    kfp-kubernetes writes it even when false, and an older driver refuses the whole
+    task config over one unknown field.
+    """
+    pipeline_spec, platform = yaml.safe_load_all(spec.read_text())
+    executors = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    for config in executors.values():
+        for secret in config.get("secretAsEnv", []):
+            secret.pop("optional", None)
+    spec.write_text(yaml.safe_dump_all([pipeline_spec, platform], sort_keys=False))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -72,6 +90,12 @@ def build_parser() -> argparse.ArgumentParser:
             "(default: 1: the GPU train task, torchrun when gpus > 1)",
         )
         schema.add_arguments(sub.add_argument_group("where the train task runs"), Placement)
+        sub.add_argument(
+            "--kfp-backend",
+            default=CURRENT_BACKEND,
+            help="oldest Kubeflow Pipelines backend the spec must run on, 2.5 or later; "
+            "before 2.15 the secrets must exist (default: %(default)s)",
+        )
     commands.choices["compile"].add_argument(
         "--output",
         "-o",
@@ -129,6 +153,7 @@ def main(argv: list[str] | None = None) -> None:
         gpu_image=args.gpu_image,
         nodes=args.nodes,
         training=schema.from_namespace(Placement, args),
+        kfp_backend=args.kfp_backend,
     )
     if args.command == "compile":
         log.info("wrote %s", compile_pipeline(args.output, settings))

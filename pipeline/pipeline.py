@@ -28,6 +28,7 @@ STEP_SCHEMAS = (DownloadConfig, PreprocessConfig, TrainConfig, EvaluateConfig, R
 PARAMETERS = schema.signature_parameters((*STEP_SCHEMAS, PipelineOnly), RECIPE, SETTING)
 S3_ENV = {key: key for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL")}
 MLFLOW_ENV = {key: key for key in ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD")}
+TRAIN_RETRY_WINDOW = f"{7 * 24 * 3600}s"  # a week: longer than any training run
 
 
 class PipelineOutputs(NamedTuple):
@@ -75,7 +76,7 @@ def _wire(p: dict, settings: ClusterSettings) -> PipelineOutputs:
     _cpu_task(download, settings, cpu="1", memory="2Gi")
     # no KFP retry: the step retries transient errors itself, within its deadline, and a
     # refused archive or a digest mismatch would only fail again
-    kubernetes.use_secret_as_env(download, placement.s3_secret, S3_ENV, optional=True)
+    _with_secret(download, placement.s3_secret, S3_ENV, settings)
 
     preprocess = ops.preprocess_op(
         raw=download.outputs["dataset"], settings=settings_for(PreprocessConfig, p)
@@ -152,7 +153,14 @@ def _gpu_task(task, settings: ClusterSettings, gpus) -> None:
     task.set_cpu_request(placement.cpu).set_cpu_limit(placement.cpu_limit)
     task.set_memory_request(placement.memory).set_memory_limit(placement.memory)
     task.set_accelerator_type(GPU).set_accelerator_limit(gpus)
-    task.set_retry(num_retries=2, backoff_duration="60s", backoff_factor=2)
+    # Argo counts the retry window from the first attempt's start and cuts a retried pod
+    # at its end; KFP's default of an hour would leave multi-hour training unretried
+    task.set_retry(
+        num_retries=2,
+        backoff_duration="60s",
+        backoff_factor=2,
+        backoff_max_duration=TRAIN_RETRY_WINDOW,
+    )
     task.set_caching_options(False)
     if placement.toleration_key:
         kubernetes.add_toleration(
@@ -167,9 +175,17 @@ def _gpu_task(task, settings: ClusterSettings, gpus) -> None:
         medium="Memory",
         size_limit=placement.shm_size,
     )
-    kubernetes.use_secret_as_env(task, placement.s3_secret, S3_ENV, optional=True)
+    _with_secret(task, placement.s3_secret, S3_ENV, settings)
     _with_mlflow_secret(task, settings)
 
 
 def _with_mlflow_secret(task, settings: ClusterSettings) -> None:
-    kubernetes.use_secret_as_env(task, settings.training.mlflow_secret, MLFLOW_ENV, optional=True)
+    _with_secret(task, settings.training.mlflow_secret, MLFLOW_ENV, settings)
+
+
+def _with_secret(task, secret: str, env: dict[str, str], settings: ClusterSettings) -> None:
+    """The secret's keys as env: optional where the backend allows, else it must exist."""
+    if settings.optional_secrets:
+        kubernetes.use_secret_as_env(task, secret, env, optional=True)
+    else:
+        kubernetes.use_secret_as_env(task, secret, env)

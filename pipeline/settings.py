@@ -13,6 +13,23 @@ GPU_IMAGE = f"{REGISTRY}/dogs-vs-cats-cuda:{VERSION}"
 CLUSTER_TRACKING_URI = "http://mlflow.mlflow.svc.cluster.local:5000"
 
 
+OLDEST_BACKEND = (2, 5)  # tests/test_kfp_backends.py parses the spec with its protos
+OPTIONAL_SECRETS_SINCE = (2, 15)
+CURRENT_BACKEND = "2.15"
+
+
+def backend_version(text: str) -> tuple[int, int]:
+    """``2.5`` or ``2.5.0`` as (2, 5), refused below the oldest supported backend."""
+    try:
+        major, minor = (int(part) for part in text.split(".")[:2])
+    except ValueError:
+        raise ValueError(f"expected a KFP backend version such as 2.5, found {text!r}") from None
+    if (major, minor) < OLDEST_BACKEND:
+        oldest = ".".join(map(str, OLDEST_BACKEND))
+        raise ValueError(f"KFP backend {text} is older than the oldest supported, {oldest}")
+    return major, minor
+
+
 @dataclass(frozen=True)
 class ClusterSettings:
     """Images (pin tags or digests: KFP's cache keys on them) and where training runs."""
@@ -22,6 +39,15 @@ class ClusterSettings:
     training: Placement = field(default_factory=Placement)
     nodes: int = 1  # more than one: training is a PyTorchJob across that many nodes
     shared_pvc: str = "dogs-vs-cats-shared"  # ReadWriteMany, for multi-node PyTorchJobs
+    kfp_backend: str = CURRENT_BACKEND  # the oldest KFP backend the spec must run on
+
+    def __post_init__(self) -> None:
+        backend_version(self.kfp_backend)
+
+    @property
+    def optional_secrets(self) -> bool:
+        """Whether the spec may mark secrets optional (``SecretAsEnv.optional``, KFP 2.15+)."""
+        return backend_version(self.kfp_backend) >= OPTIONAL_SECRETS_SINCE
 
 
 @dataclass(frozen=True)

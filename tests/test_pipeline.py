@@ -105,7 +105,9 @@ def test_retries_and_caching(compiled):
     _, _, spec, _ = compiled
     for name in ("download-op", "preprocess-op", "evaluate-op", "register-op"):
         assert "retryPolicy" not in task(spec, name), name  # their failures are not transient
-    assert task(spec, "train-op")["retryPolicy"]["maxRetryCount"] == 2
+    retry = task(spec, "train-op")["retryPolicy"]
+    assert retry["maxRetryCount"] == 2
+    assert retry["backoffMaxDuration"] == f"{7 * 24 * 3600}s"  # not KFP's one hour
     assert task(spec, "download-op")["cachingOptions"]["enableCache"] is True
     assert task(spec, "preprocess-op")["cachingOptions"]["enableCache"] is True
     for name in ("train-op", "evaluate-op", "register-op"):
