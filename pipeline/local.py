@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from kfp import local
@@ -13,12 +14,13 @@ from components.core.names import DEFAULT_EXPERIMENT
 def run_local(pipeline, arguments: dict, workdir: Path) -> str:
     """Run ``pipeline`` with ``arguments`` under ``workdir``; a summary of where things are.
 
-    MLflow defaults to a SQLite store in ``workdir``, its artifacts beside it.
+    MLflow logs to ``tracking_uri=`` when given, else to ``$MLFLOW_TRACKING_URI`` (a team's
+    tracking server), else to a SQLite store in ``workdir`` with its artifacts beside it.
     """
     workdir = Path(workdir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     store = f"sqlite:///{workdir / 'mlflow.db'}"
-    arguments = {"tracking_uri": store, **arguments}
+    arguments = {"tracking_uri": default_tracking_uri(workdir), **arguments}
     if arguments["tracking_uri"] == store:
         tracking.use_tracking_uri(store)
         tracking.ensure_experiment(
@@ -29,6 +31,11 @@ def run_local(pipeline, arguments: dict, workdir: Path) -> str:
     )
     outputs = pipeline(**arguments).outputs
     return summary(outputs, arguments["tracking_uri"], workdir)
+
+
+def default_tracking_uri(workdir: Path) -> str:
+    """``$MLFLOW_TRACKING_URI``, else the SQLite store in ``workdir``."""
+    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path(workdir) / 'mlflow.db'}"
 
 
 def summary(outputs: dict, tracking_uri: str, workdir: Path) -> str:

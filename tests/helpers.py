@@ -158,11 +158,12 @@ def train_cli(args: list[str]) -> list[str]:
     return [sys.executable, "-m", "components.train", *args]
 
 
-def run_to_end(args: list[str], env: dict) -> None:
-    """Run the train step in its own process from the repository root; it must succeed."""
-    from tests.conftest import REPO
+def run_to_end(args: list[str], env: dict, cwd: Path) -> None:
+    """Run the train step in its own process; it must succeed.
 
+    ``cwd`` is the test's own directory: MLflow puts a SQLite store's artifacts there.
+    """
     done = subprocess.run(
-        train_cli(args), cwd=REPO, env=env, capture_output=True, text=True, timeout=600
+        train_cli(args), cwd=cwd, env=env, capture_output=True, text=True, timeout=600
     )
     assert done.returncode == 0, done.stderr[-4000:]

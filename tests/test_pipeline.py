@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import re
 import shutil
 import subprocess
@@ -15,7 +16,6 @@ from mlflow.tracking import MlflowClient
 from components import register
 from components.cluster.placement import Placement
 from pipeline.__main__ import main as pipeline_main
-from tests.conftest import REPO
 from tests.kfp_api import FakeKfpApi
 
 IMAGE = "registry.example/dogs-vs-cats@sha256:" + "a" * 64
@@ -255,6 +255,7 @@ def test_quality_gate_registers_the_logged_model_by_its_id(
 @pytest.mark.slow
 def test_whole_pipeline_runs_locally_and_registers_a_good_enough_model(sample_zip, tmp_path):
     workdir = tmp_path / "local"
+    team_store = f"sqlite:///{tmp_path / 'team.db'}"  # a team's store, from the environment
     done = subprocess.run(
         [
             sys.executable,
@@ -270,12 +271,14 @@ def test_whole_pipeline_runs_locally_and_registers_a_good_enough_model(sample_zi
             "image_size=40",
             "min_accuracy=0.0",
         ],
-        cwd=REPO,
+        cwd=tmp_path,  # where MLflow puts a SQLite store's artifacts (./mlruns)
+        env={**os.environ, "MLFLOW_TRACKING_URI": team_store},
         capture_output=True,
         text=True,
         timeout=600,
     )
     assert done.returncode == 0, done.stderr[-5000:]
+    assert not (workdir / "mlflow.db").exists()
     run_id = re.search(r"^MLflow run: +(\w+)", done.stdout, re.MULTILINE).group(1)
     assert (workdir / "outputs").is_dir() and "mlflow ui --backend-store-uri" in done.stdout
     run_dir = next((workdir / "outputs").iterdir())
@@ -287,13 +290,24 @@ def test_whole_pipeline_runs_locally_and_registers_a_good_enough_model(sample_zi
         "evaluate-op/report",
     ):
         assert (run_dir / produced).exists(), produced
-    client = MlflowClient(f"sqlite:///{workdir / 'mlflow.db'}")
+    client = MlflowClient(team_store)
     run = client.get_run(run_id)
     assert 0.0 <= run.data.metrics["test_accuracy"] <= 1.0
     assert run.data.tags["kfp.pipeline_name"] == "dogs-vs-cats" and run.data.tags["kfp.run_id"]
     version = client.get_model_version_by_alias("dogs-vs-cats", "candidate")
     assert version.run_id == run_id
     assert run.data.tags["quality_gate"].startswith("registered dogs-vs-cats version 1")
+
+
+def test_a_local_run_logs_where_mlflow_tracking_uri_says_else_beside_its_outputs(
+    tmp_path, monkeypatch
+):
+    from pipeline.local import default_tracking_uri
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    assert default_tracking_uri(tmp_path) == f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://mlflow.team.example:5000")
+    assert default_tracking_uri(tmp_path) == "http://mlflow.team.example:5000"
 
 
 def test_preset_expands_into_parameters_that_pairs_override():

@@ -46,7 +46,7 @@ def test_two_gloo_processes_train_the_same_weights_as_one(small_arrays, tmp_path
         *("--data", str(small_arrays), "--epochs", "2", "--batch-size", "100"),
         *("--device", "cpu", "--no-augment", "--seed", "3"),
     ]
-    run_to_end([*common, "--output", str(tmp_path / "one")], env)
+    run_to_end([*common, "--output", str(tmp_path / "one")], env, tmp_path)
     # two processes the way the pipeline's train step starts them (gpus=2): torchrun
     two_processes = train.parse_config([*common, "--output", str(tmp_path / "two")])
     train.train_processes(two_processes, processes=2)
@@ -72,7 +72,9 @@ def test_two_gloo_processes_train_the_same_weights_as_one(small_arrays, tmp_path
     assert steps == [1, 2]
 
     # resume the two-process run's checkpoint in one process: any world size will do
-    run_to_end([*common, "--output", str(tmp_path / "two"), "--epochs", "3", "--resume"], env)
+    run_to_end(
+        [*common, "--output", str(tmp_path / "two"), "--epochs", "3", "--resume"], env, tmp_path
+    )
     resumed = history(tmp_path / "two")
     assert [e["epoch"] for e in resumed] == [1, 2, 3]
     assert (tmp_path / "two/mlflow_run_id").read_text() == run_id
