@@ -11,6 +11,7 @@ import logging
 import tempfile
 from pathlib import Path
 
+import requests
 import yaml
 from kfp import compiler
 
@@ -19,7 +20,7 @@ from components.core import schema
 from components.core.logs import setup_logging
 from components.core.presets import PRESETS, pipeline_arguments
 from pipeline.local import run_local
-from pipeline.pipeline import build_pipeline
+from pipeline.pipeline import PARAMETERS, build_pipeline
 from pipeline.settings import CURRENT_BACKEND, ClusterSettings
 
 log = logging.getLogger(__name__)
@@ -67,9 +68,19 @@ def drop_secret_optionality(spec: Path) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m pipeline", description=__doc__.splitlines()[0])
-    commands = parser.add_subparsers(dest="command", required=True)
-    for name in ("compile", "submit"):
-        sub = commands.add_parser(name)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    summaries = {
+        "compile": "write the pipeline spec for a cluster (for `kfp run submit -f`)",
+        "submit": "compile and start a run on a Kubeflow Pipelines API",
+    }
+    for name, summary in summaries.items():
+        sub = commands.add_parser(
+            name,
+            help=summary,
+            description=summary,
+            epilog=_parameters_epilog(),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         if name == "submit":
             _add_preset_flag(sub)
         sub.add_argument(
@@ -109,12 +120,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--experiment", default="dogs-vs-cats", help="KFP experiment (default: %(default)s)"
     )
     submit.add_argument("arguments", nargs="*", metavar="name=value")
-    run = commands.add_parser("run")
+    summary = "run every step on this machine with kfp.local (no Docker, no cluster)"
+    run = commands.add_parser(
+        "run",
+        help=summary,
+        description=summary,
+        epilog=_parameters_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     run.add_argument(
         "--local",
         action="store_true",
-        required=True,
-        help="run every step on this machine with kfp.local (no Docker, no cluster)",
+        help="on this machine: the only place `run` runs, as in `kfp`'s own local runner",
     )
     run.add_argument("--source", default=None, help="shorthand for source=URI")
     run.add_argument(
@@ -126,6 +143,27 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("arguments", nargs="*", metavar="name=value")
     _add_preset_flag(run)
     return parser
+
+
+def check_reachable(host: str, timeout: float = 10.0) -> None:
+    """Exit with one line that says what was tried when the KFP API does not answer."""
+    url = f"{host.rstrip('/')}/apis/v2beta1/healthz"
+    try:
+        requests.get(url, timeout=timeout)
+    except requests.RequestException as err:
+        raise SystemExit(
+            f"cannot reach the Kubeflow Pipelines API at {host} ({type(err).__name__} on "
+            f"{url}); check --host, e.g. after `kubectl -n kubeflow port-forward "
+            "svc/ml-pipeline-ui 8080:80` use --host http://localhost:8080"
+        ) from None
+
+
+def _parameters_epilog() -> str:
+    """The pipeline's parameters and their defaults, for ``--help``."""
+    lines = ["pipeline parameters (name=value):"]
+    for name, (kind, default) in PARAMETERS.items():
+        lines.append(f"  {f'{name}={default!r}':<38} {kind.__name__}")
+    return "\n".join(lines)
 
 
 def _add_preset_flag(parser: argparse.ArgumentParser) -> None:
@@ -163,6 +201,7 @@ def main(argv: list[str] | None = None) -> None:
     arguments = parse_arguments(args.arguments, build_pipeline(settings), args.preset)
     with tempfile.TemporaryDirectory() as scratch:
         package = compile_pipeline(Path(scratch) / "pipeline.yaml", settings)
+        check_reachable(args.host)
         run = kfp.Client(host=args.host).create_run_from_pipeline_package(
             str(package), arguments=arguments, experiment_name=args.experiment
         )

@@ -201,6 +201,27 @@ def test_python_submit_converts_parameter_types(capsys):
     assert "submitted run run-1" in capsys.readouterr().out
 
 
+def test_an_unreachable_kfp_api_is_one_line_that_says_what_was_tried():
+    from tests.servers import free_port
+
+    host = f"http://127.0.0.1:{free_port()}"
+    with pytest.raises(SystemExit) as stopped:
+        pipeline_main(["submit", "--host", host, "epochs=3"])
+    message = str(stopped.value)
+    assert message.startswith(f"cannot reach the Kubeflow Pipelines API at {host}")
+    assert "ConnectionError" in message and "\n" not in message
+
+
+def test_help_lists_subcommands_and_the_pipelines_parameters(capsys):
+    for argv in (["--help"], ["run", "--help"]):
+        with pytest.raises(SystemExit):
+            pipeline_main(argv)
+    top, run = capsys.readouterr().out.split("usage: python -m pipeline run", 1)
+    assert "write the pipeline spec for a cluster" in top and "kfp.local" in top
+    assert "epochs=10" in run and "min_accuracy=0.85" in run
+    assert "[--local]" in run  # shown as the option it is, not as required
+
+
 def test_unknown_parameter_lists_the_valid_ones():
     with pytest.raises(SystemExit, match="expected name=value with a name among: source"):
         pipeline_main(["submit", "--host", "http://127.0.0.1:9", "epoch=3"])
