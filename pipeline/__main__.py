@@ -46,6 +46,13 @@ def parse_arguments(pairs: list[str], pipeline, preset: str | None = None) -> di
 
 def compile_pipeline(output: Path, settings: ClusterSettings) -> Path:
     """Compile the pipeline for ``settings``, in the form its oldest KFP backend reads."""
+    for image in {settings.image, settings.gpu_image}:
+        if "@sha256:" not in image:
+            log.warning(
+                "%s is a tag, not a digest: KFP's cache would reuse outputs of whatever image "
+                "the tag named before; pin NAME@sha256:… (`make compile` does)",
+                image,
+            )
     compiler.Compiler().compile(build_pipeline(settings), str(output))
     if not settings.optional_secrets:
         drop_secret_optionality(output)

@@ -70,20 +70,27 @@ def start_run(
 ) -> Iterator[str]:
     """Create or re-attach to a run; yield its id. ``$MLFLOW_RUN_ID`` is honoured.
 
+    A run re-attached by ``run_id`` takes ``run_name``: resumed to more epochs, its name
+    says so. A run injected through ``$MLFLOW_RUN_ID`` keeps the name its creator gave it.
+
     On an exception the run ends FAILED, so a resumed attempt can pick it up again.
     """
     uri = tracking_uri()
     mlflow.set_tracking_uri(uri)
     experiment_id: str | None = mlflow.set_experiment(experiment).experiment_id
-    if run_id or os.environ.get("MLFLOW_RUN_ID"):
-        experiment_id = run_name = None  # re-attaching: the run has its experiment and name
+    attaching = bool(run_id or os.environ.get("MLFLOW_RUN_ID"))
+    if attaching:
+        experiment_id = None  # the run has its experiment
     system_metrics = importlib.util.find_spec("psutil") is not None
     with mlflow.start_run(
         run_id=run_id,
         experiment_id=experiment_id,
-        run_name=run_name,
+        run_name=None if attaching else run_name,
         log_system_metrics=system_metrics,
     ) as run:
+        if run_id and run_name and run.info.run_name != run_name:
+            # resumed to a longer recipe: the runs table shows what the run now trains
+            mlflow.set_tag("mlflow.runName", run_name)
         if tags:
             mlflow.set_tags(tags)
         log.info("MLflow run %s in experiment %r at %s", run.info.run_id, experiment, uri)
