@@ -26,7 +26,7 @@ from components.data.arrays import read_meta
 from components.training import checkpoints, runtime
 from components.training.batches import DeviceSplit
 from components.training.config import TrainConfig
-from components.training.loop import Learner, make_optimizer, run_epoch
+from components.training.loop import Learner, NonFiniteLossError, make_optimizer, run_epoch
 from components.training.models import Classifier, build_model, save_classifier
 from components.training.runtime import Workers
 
@@ -67,6 +67,8 @@ def _train(cfg: TrainConfig, workers: Workers, device: torch.device) -> TrainRes
     if workers.is_main:
         tracking.check_server()  # before any time goes into training
         claim_directory(Path(cfg.output), "train", OUTPUT_FILES)
+        if cfg.resume and cfg.kfp_run_id:
+            _refuse_a_retry_that_diverged(cfg)
     if cfg.batch_size % workers.world_size:
         raise ValueError(
             f"expected a batch size divisible by the {workers.world_size} "
@@ -95,7 +97,12 @@ def _train(cfg: TrainConfig, workers: Workers, device: torch.device) -> TrainRes
         if workers.is_main and not state:
             tracking.log_params(run_params(cfg, meta))
         for epoch in range(len(history) + 1, cfg.epochs + 1):
-            metrics = run_epoch(learner, train_data, val_data, cfg, epoch, workers)
+            try:
+                metrics = run_epoch(learner, train_data, val_data, cfg, epoch, workers)
+            except NonFiniteLossError as err:
+                if run_id:  # rank 0: a retry of this KFP run reads it and stops at once
+                    tracking.set_run_tags(run_id, {tracking.DIVERGED_TAG: str(err)})
+                raise
             history.append({"epoch": epoch, **metrics})
             if workers.is_main:
                 tracking.log_metrics(metrics, step=epoch)
@@ -104,6 +111,26 @@ def _train(cfg: TrainConfig, workers: Workers, device: torch.device) -> TrainRes
                 break
         model_uri = _write_outputs(cfg, model, meta, history, run_id) if workers.is_main else None
     return TrainResult(run_id, history, model_uri)
+
+
+def _refuse_a_retry_that_diverged(cfg: TrainConfig) -> None:
+    """Fail at once when an earlier attempt of this KFP run stopped at a non-finite loss.
+
+    KFP retries a failed task whatever the cause; resumed from the same checkpoint with
+    the same recipe, the retry would only spend its epochs diverging again.
+
+    Raises:
+        NonFiniteLossError: the KFP run's MLflow run records a divergence.
+    """
+    kfp_run_id = cfg.kfp_run_id or ""
+    run_id = tracking.find_run_by_tag(cfg.experiment, tracking.KFP_RUN_ID_TAG, kfp_run_id)
+    reason = run_id and tracking.run_tag(run_id, tracking.DIVERGED_TAG)
+    if reason:
+        raise NonFiniteLossError(
+            f"not retrying: an earlier attempt of KFP run {kfp_run_id} stopped ({reason}); "
+            "resumed from the same checkpoint with the same recipe it would stop again. "
+            "Start a new run with a lower --lr or another --schedule"
+        )
 
 
 def _new_model(cfg: TrainConfig, meta: dict, device: torch.device) -> Classifier:

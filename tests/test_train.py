@@ -126,6 +126,23 @@ def test_a_non_finite_loss_stops_training_and_keeps_the_last_good_outputs(
     assert (out / "checkpoint.pt").read_bytes() == good_checkpoint
 
 
+def test_a_kfp_retry_of_a_run_that_diverged_stops_before_training(
+    small_arrays, tmp_path, mlflow_store
+):
+    diverging = dict(epochs=1, lr=1e30, resume=True)  # as the pipeline runs it: resume=True
+    with pytest.raises(NonFiniteLossError, match="epoch 1"):
+        train.train(config(small_arrays, tmp_path / "pod1", kfp_run_id="kfp-nan", **diverging))
+    run_id = tracking.find_run_by_tag("dogs-vs-cats", tracking.KFP_RUN_ID_TAG, "kfp-nan")
+    assert "expected finite losses" in tracking.run_tag(run_id, tracking.DIVERGED_TAG)
+
+    # KFP retries the task in a new pod: it fails at once, naming the earlier attempt
+    with pytest.raises(NonFiniteLossError, match="not retrying: an earlier attempt of KFP run"):
+        train.train(config(small_arrays, tmp_path / "pod2", kfp_run_id="kfp-nan", **diverging))
+    # another KFP run, with its own MLflow run, trains (and diverges) on its own
+    with pytest.raises(NonFiniteLossError, match="epoch 1: expected finite losses"):
+        train.train(config(small_arrays, tmp_path / "pod3", kfp_run_id="kfp-other", **diverging))
+
+
 @pytest.mark.parametrize(
     "overrides, message",
     [

@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
 KFP_RUN_ID_TAG = "kfp.run_id"
 KFP_PIPELINE_TAG = "kfp.pipeline_name"
+DIVERGED_TAG = "training.diverged"  # why the run stopped at a non-finite loss
 CHECKPOINT_ARTIFACT = "checkpoints"
 MODEL_NAME = "model"
 
@@ -225,6 +226,11 @@ def register_model(run_id: str, name: str, alias: str) -> str:
     version = mlflow.register_model(f"models:/{logged_model_id(run_id)}", name)
     MlflowClient(tracking_uri()).set_registered_model_alias(name, alias, version.version)
     return str(version.version)
+
+
+def run_tag(run_id: str, key: str) -> str | None:
+    """The value of the run's tag ``key``, or None."""
+    return MlflowClient(tracking_uri()).get_run(run_id).data.tags.get(key)
 
 
 def set_run_tags(run_id: str, tags: dict[str, str]) -> None:
