@@ -7,113 +7,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
-from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-import torch
-
-from components.core import schema, tracking
-from components.core.atomic import write_json
+from components.core import schema
 from components.core.logs import setup_logging
-from components.core.names import DEFAULT_EXPERIMENT
-from components.core.schema import LOCAL, SETTING, setting
-from components.data.arrays import SPLITS, read_meta
-from components.evaluation import metrics as scoring
-from components.evaluation import plots
-from components.training.batches import DeviceSplit
-from components.training.inference import predict_logits
-from components.training.models import load_classifier
-from components.training.runtime import pick_device
-
-log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class EvaluateConfig:
-    """Which split is scored, where, and into which MLflow run: the evaluate step's schema."""
-
-    split: str = setting("test", "split to score", choices=SPLITS, role=LOCAL)
-    experiment: str = setting(DEFAULT_EXPERIMENT, "MLflow experiment", role=SETTING)
-    mlflow_run_id: str | None = setting(
-        None, "MLflow run to log into (default: the one in MODEL/mlflow_run_id)", role=LOCAL
-    )
-    device: str = setting("auto", "auto, cpu, cuda or cuda:N", role=LOCAL)
-
-
-def evaluate(
-    model_dir: Path, data_dir: Path, output_dir: Path, cfg: EvaluateConfig | None = None
-) -> dict:
-    """Score the model on a split; write metrics.json, roc.json and PNGs; log them to MLflow.
-
-    Args:
-        model_dir: the train step's output.
-        data_dir: the preprocess step's output.
-        output_dir: where the report files go.
-        cfg: the split, device and MLflow run; the MLflow run defaults to the one the
-            train step recorded beside the model, and with neither nothing is logged.
-
-    Returns:
-        The report: metrics, confusion matrix and ROC points.
-    """
-    cfg = cfg or EvaluateConfig()
-    model_dir, data_dir, output_dir = Path(model_dir), Path(data_dir), Path(output_dir)
-    run_id = cfg.mlflow_run_id or _recorded_run_id(model_dir)
-    if run_id:
-        tracking.check_server()
-    model, spec = load_classifier(model_dir)
-    _check_inputs_fit(spec, read_meta(data_dir), data_dir)
-    target = pick_device(cfg.device)
-    data = DeviceSplit.load(data_dir, cfg.split, target)
-    scores = torch.softmax(predict_logits(model.to(target), data), dim=1)[:, 1].cpu().numpy()
-    labels = data.labels.cpu().numpy()
-    report = _write_report(output_dir, spec["classes"], data.images.cpu().numpy(), labels, scores)
-    if run_id:
-        _log_to_mlflow(run_id, cfg.experiment, cfg.split, report, output_dir)
-    else:
-        log.warning("no MLflow run id given or recorded in %s; metrics not logged", model_dir)
-    log.info("%s: %s", cfg.split, json.dumps(report["metrics"]))
-    return report
-
-
-def _check_inputs_fit(spec: dict, meta: dict, data_dir: Path) -> None:
-    wanted = (spec["channels"], spec["image_size"])
-    found = (meta["channels"], meta["image_size"])
-    if wanted != found:
-        raise ValueError(
-            f"the model expects {wanted[0]}×{wanted[1]}×{wanted[1]} images, the data in "
-            f"{data_dir} holds {found[0]}×{found[1]}×{found[1]}; preprocess with "
-            f"--channels {wanted[0]} --image-size {wanted[1]}"
-        )
-
-
-def _write_report(output_dir: Path, classes, images, labels, scores) -> dict:
-    output_dir.mkdir(parents=True, exist_ok=True)
-    matrix = scoring.confusion_matrix(labels, (scores >= 0.5).astype(np.int64))
-    report = {
-        "metrics": scoring.classification_metrics(labels, scores),
-        "confusion_matrix": matrix,
-        "classes": classes,
-        "count": int(len(labels)),
-    }
-    write_json(output_dir / "metrics.json", report)
-    write_json(output_dir / "roc.json", scoring.roc_curve(labels, scores))
-    plots.confusion_matrix_png(matrix, classes, output_dir / "confusion_matrix.png")
-    plots.misclassified_png(images, labels, scores, classes, output_dir / "misclassified.png")
-    return report
-
-
-def _recorded_run_id(model_dir: Path) -> str | None:
-    path = model_dir / "mlflow_run_id"
-    return path.read_text().strip() if path.is_file() else None
-
-
-def _log_to_mlflow(run_id: str, experiment: str, split: str, report: dict, output: Path) -> None:
-    with tracking.start_run(experiment, run_id=run_id):
-        tracking.log_metrics({f"{split}_{k}": v for k, v in report["metrics"].items()})
-        for name in ("metrics.json", "roc.json", "confusion_matrix.png", "misclassified.png"):
-            tracking.log_artifact(output / name, f"evaluation/{split}")
+from components.evaluation.config import EvaluateConfig
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -139,7 +37,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     setup_logging()
-    evaluate(args.model, args.data, args.output, schema.from_namespace(EvaluateConfig, args))
+    cfg = schema.from_namespace(EvaluateConfig, args)
+    # torch and mlflow load only now: --help and a wrong flag answer at once
+    from components.evaluation.report import evaluate
+
+    report = evaluate(args.model, args.data, args.output, cfg)
+    print(json.dumps({"split": cfg.split, "count": report["count"], **report["metrics"]}))
 
 
 if __name__ == "__main__":

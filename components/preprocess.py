@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from tqdm import tqdm
 
 from components.core import schema
 from components.core.atomic import atomic_directory, write_json
 from components.core.logs import setup_logging
 from components.core.names import CLASSES
 from components.core.presets import apply_preset
+from components.core.progress import progress as progress_bar
 from components.core.schema import LOCAL, setting
 from components.data import images
 from components.data.arrays import META, SPLITS, save_split
@@ -177,7 +177,7 @@ def _check_both_classes(decoded: DecodedImages, input_dir: Path) -> None:
 
 def _decode_in_order(paths: list[Path], cfg: PreprocessConfig):
     work = functools.partial(images.decode_file, size=cfg.image_size, channels=cfg.channels)
-    progress = functools.partial(tqdm, total=len(paths), unit="img", desc="decode", mininterval=1)
+    progress = functools.partial(progress_bar, total=len(paths), unit="img", desc="decode")
     workers = cfg.workers or available_cores()
     if workers <= 1:
         yield from progress(map(work, paths))

@@ -9,7 +9,7 @@ import argparse
 import logging
 from dataclasses import dataclass
 
-from components.core import schema, tracking
+from components.core import schema
 from components.core.logs import setup_logging
 from components.core.names import REGISTERED_MODEL_NAME
 from components.core.schema import LOCAL, SETTING, setting
@@ -52,6 +52,8 @@ def register_if_accurate(cfg: RegisterConfig) -> GateDecision:
     Returns:
         The decision, with the registered version when there is one.
     """
+    from components.core import tracking  # mlflow loads when the gate runs, not for --help
+
     passed = cfg.test_accuracy >= cfg.min_accuracy
     comparison = (
         f"test accuracy {cfg.test_accuracy:.4f} {'>=' if passed else '<'} "

@@ -6,199 +6,12 @@ python -m components.train --data DIR --output DIR [--model tutorial_cnn] [--epo
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import logging
-import math
-import subprocess
-import sys
-from dataclasses import dataclass
-from pathlib import Path
 
-import numpy as np
-import torch
-
-from components.core import schema, tracking
-from components.core.atomic import atomic_file, claim_directory, write_json
+from components.core import schema
 from components.core.logs import setup_logging
 from components.core.presets import apply_preset
-from components.data.arrays import read_meta
-from components.training import checkpoints, runtime
-from components.training.batches import DeviceSplit
 from components.training.config import TrainConfig
-from components.training.loop import Learner, NonFiniteLossError, make_optimizer, run_epoch
-from components.training.models import Classifier, build_model, save_classifier
-from components.training.runtime import Workers
-
-log = logging.getLogger(__name__)
-
-OUTPUT_FILES = ["model.pt", checkpoints.CHECKPOINT, "history.json", "mlflow_run_id"]
-
-
-@dataclass(frozen=True)
-class TrainResult:
-    """What a training run hands back; ``run_id`` and ``model_uri`` are None on ranks > 0."""
-
-    run_id: str | None
-    history: list[dict]
-    model_uri: str | None
-
-
-def train(cfg: TrainConfig) -> TrainResult:
-    """Train, checkpointing each epoch; resume from the newest checkpoint with ``cfg.resume``.
-
-    Runs unchanged under ``torchrun``: each rank trains on its share of every global
-    batch, and rank 0 alone logs, checkpoints and writes the model.
-
-    Args:
-        cfg: the recipe and where this run reads and writes.
-
-    Returns:
-        The MLflow run id, the per-epoch history and the logged model's URI.
-    """
-    workers, device = runtime.start(cfg.device)
-    try:
-        return _train(cfg, workers, device)
-    finally:
-        runtime.stop(workers)
-
-
-def _train(cfg: TrainConfig, workers: Workers, device: torch.device) -> TrainResult:
-    if workers.is_main:
-        tracking.check_server()  # before any time goes into training
-        claim_directory(Path(cfg.output), "train", OUTPUT_FILES)
-        if cfg.resume and cfg.kfp_run_id:
-            _refuse_a_retry_that_diverged(cfg)
-    if cfg.batch_size % workers.world_size:
-        raise ValueError(
-            f"expected a batch size divisible by the {workers.world_size} "
-            f"processes, found {cfg.batch_size}"
-        )
-    meta = read_meta(Path(cfg.data))
-    train_data = DeviceSplit.load(Path(cfg.data), "train", device)
-    val_data = DeviceSplit.load(Path(cfg.data), "val", device)
-    model = _new_model(cfg, meta, device)
-    steps_per_epoch = math.ceil(len(train_data) / cfg.batch_size)
-    learner = Learner(
-        model, runtime.wrap(model, workers, device), *make_optimizer(model, cfg, steps_per_epoch)
-    )
-    found = checkpoints.find_checkpoint(cfg) if cfg.resume and workers.is_main else None
-    state = runtime.share(workers, found)
-    if state:
-        checkpoints.restore(state, learner)
-    history = state["history"] if state else []
-    run_id = state["mlflow_run_id"] if state else cfg.mlflow_run_id
-    tracked = (
-        tracking.start_run(cfg.experiment, run_id=run_id, run_name=run_name(cfg), tags=_tags(cfg))
-        if workers.is_main
-        else contextlib.nullcontext(None)
-    )
-    with tracked as run_id:
-        if workers.is_main and not state:
-            tracking.log_params(run_params(cfg, meta))
-        for epoch in range(len(history) + 1, cfg.epochs + 1):
-            try:
-                metrics = run_epoch(learner, train_data, val_data, cfg, epoch, workers)
-            except NonFiniteLossError as err:
-                if run_id:  # rank 0: a retry of this KFP run reads it and stops at once
-                    tracking.set_run_tags(run_id, {tracking.DIVERGED_TAG: str(err)})
-                raise
-            history.append({"epoch": epoch, **metrics})
-            if workers.is_main:
-                tracking.log_metrics(metrics, step=epoch)
-                checkpoints.save_everywhere(cfg, learner, history, run_id)
-            if cfg.dry_run:
-                break
-        model_uri = _write_outputs(cfg, model, meta, history, run_id) if workers.is_main else None
-    return TrainResult(run_id, history, model_uri)
-
-
-def _refuse_a_retry_that_diverged(cfg: TrainConfig) -> None:
-    """Fail at once when an earlier attempt of this KFP run stopped at a non-finite loss.
-
-    KFP retries a failed task whatever the cause; resumed from the same checkpoint with
-    the same recipe, the retry would only spend its epochs diverging again.
-
-    Raises:
-        NonFiniteLossError: the KFP run's MLflow run records a divergence.
-    """
-    kfp_run_id = cfg.kfp_run_id or ""
-    run_id = tracking.find_run_by_tag(cfg.experiment, tracking.KFP_RUN_ID_TAG, kfp_run_id)
-    reason = run_id and tracking.run_tag(run_id, tracking.DIVERGED_TAG)
-    if reason:
-        raise NonFiniteLossError(
-            f"not retrying: an earlier attempt of KFP run {kfp_run_id} stopped ({reason}); "
-            "resumed from the same checkpoint with the same recipe it would stop again. "
-            "Start a new run with a lower --lr or another --schedule"
-        )
-
-
-def _new_model(cfg: TrainConfig, meta: dict, device: torch.device) -> Classifier:
-    """The untrained net for the data's shape, its initial weights fixed by the seed."""
-    torch.manual_seed(cfg.seed)
-    net = build_model(cfg.model, meta["channels"], meta["image_size"])
-    return Classifier(net, meta["mean"], meta["std"]).to(device)
-
-
-def run_name(cfg: TrainConfig) -> str:
-    """The MLflow run's name: what the recipe is, readable in the runs table."""
-    return f"{cfg.model}-{cfg.epochs}ep-seed{cfg.seed}"
-
-
-def run_params(cfg: TrainConfig, meta: dict) -> dict[str, object]:
-    """The run's MLflow params: the recipe and the dataset's shape and counts."""
-    params = schema.params(cfg)
-    params.update(image_size=meta["image_size"], channels=meta["channels"])
-    for split, counts in meta["counts"].items():
-        params.update({f"data_{split}_{name}": count for name, count in counts.items()})
-    return params
-
-
-def _tags(cfg: TrainConfig) -> dict[str, str]:
-    tags = {tracking.KFP_RUN_ID_TAG: cfg.kfp_run_id, tracking.KFP_PIPELINE_TAG: cfg.pipeline_name}
-    return {key: value for key, value in tags.items() if value}
-
-
-def _write_outputs(
-    cfg: TrainConfig, model: Classifier, meta: dict, history: list[dict], run_id: str | None
-) -> str:
-    """model.pt, history.json and mlflow_run_id in the output; the model logged to MLflow."""
-    output = Path(cfg.output)
-    spec = {
-        "model": cfg.model,
-        "channels": meta["channels"],
-        "image_size": meta["image_size"],
-        "mean": meta["mean"],
-        "std": meta["std"],
-        "classes": meta["classes"],
-    }
-    save_classifier(output / "model.pt", model, spec)
-    write_json(output / "history.json", history)
-    with atomic_file(output / "mlflow_run_id", "w") as handle:
-        handle.write(run_id or "")
-    tracking.log_artifact(output / "history.json")
-    side = meta["image_size"]
-    # a batch of two, so the exported model keeps a dynamic batch dimension
-    example = np.full((2, meta["channels"], side, side), 128, np.float32)
-    return tracking.log_model(model, example)
-
-
-def train_processes(cfg: TrainConfig, processes: int) -> str:
-    """Train in this process, or with ``processes`` DDP processes under torchrun.
-
-    Returns:
-        The MLflow run id that the run recorded in its output.
-    """
-    if processes <= 1:
-        train(cfg)
-    else:
-        command = [
-            *(sys.executable, "-m", "torch.distributed.run", "--standalone"),
-            *(f"--nproc-per-node={processes}", "-m", "components.train"),
-            *schema.to_argv(cfg),
-        ]
-        subprocess.run(command, check=True)
-    return (Path(cfg.output) / "mlflow_run_id").read_text()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -219,6 +32,9 @@ def parse_config(argv: list[str] | None = None) -> TrainConfig:
 def main(argv: list[str] | None = None) -> None:
     cfg = parse_config(argv)
     setup_logging()
+    # torch and mlflow load only now: --help and a wrong flag answer at once
+    from components.training.session import train
+
     result = train(cfg)
     if result.run_id:  # rank 0 alone reports
         print(

@@ -19,11 +19,12 @@ from components.cluster.placement import Placement
 from components.core import schema
 from components.core.logs import setup_logging
 from components.core.presets import PRESETS, pipeline_arguments
-from pipeline.local import run_local
 from pipeline.pipeline import PARAMETERS, build_pipeline
 from pipeline.settings import CURRENT_BACKEND, ClusterSettings
 
 log = logging.getLogger(__name__)
+# on this machine a failed task fails the run at once: retries are for lost pods
+LOCAL_SETTINGS = ClusterSettings(train_retries=0)
 
 
 def parse_arguments(pairs: list[str], pipeline, preset: str | None = None) -> dict:
@@ -147,6 +148,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=Path("runs/local"),
         help="where outputs and the MLflow SQLite store go (default: %(default)s)",
     )
+    run.add_argument(
+        "--verbose",
+        "-v",
+        action="store_true",
+        help="print everything kfp.local prints, not one line per task (the log has it all)",
+    )
     run.add_argument("arguments", nargs="*", metavar="name=value")
     _add_preset_flag(run)
     return parser
@@ -183,16 +190,30 @@ def _add_preset_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def run_here(args: argparse.Namespace) -> None:
+    """The whole pipeline on this machine; a line per task, then where everything is."""
+    setup_logging("INFO" if args.verbose else "WARNING")
+    from pipeline.local import LocalRunError, run_local  # mlflow: loaded only to run
+
+    if not args.verbose:  # MLflow sets its own logger to INFO when imported
+        logging.getLogger("mlflow").setLevel(logging.WARNING)
+
+    pipeline = build_pipeline(LOCAL_SETTINGS)
+    arguments = parse_arguments(args.arguments, pipeline, args.preset)
+    if args.source:
+        arguments["source"] = args.source
+    try:
+        print(run_local(pipeline, arguments, args.workdir, verbose=args.verbose))
+    except LocalRunError as err:
+        raise SystemExit(str(err)) from None
+
+
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
-    setup_logging()
     if args.command == "run":
-        pipeline = build_pipeline()
-        arguments = parse_arguments(args.arguments, pipeline, args.preset)
-        if args.source:
-            arguments["source"] = args.source
-        print(run_local(pipeline, arguments, args.workdir))
+        run_here(args)
         return
+    setup_logging()
     settings = ClusterSettings(
         image=args.image,
         gpu_image=args.gpu_image,

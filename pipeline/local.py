@@ -2,20 +2,36 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
+import time
 from pathlib import Path
+from typing import TextIO
 
 from kfp import local
 
 from components.core import tracking
 from components.core.names import DEFAULT_EXPERIMENT
+from pipeline.live import LiveView
 
 
-def run_local(pipeline, arguments: dict, workdir: Path) -> str:
+class LocalRunError(RuntimeError):
+    """A task of the local run failed; the message names it, its error and the full log."""
+
+
+def run_local(
+    pipeline, arguments: dict, workdir: Path, verbose: bool = False, screen: TextIO | None = None
+) -> str:
     """Run ``pipeline`` with ``arguments`` under ``workdir``; a summary of where things are.
 
     MLflow logs to ``tracking_uri=`` when given, else to ``$MLFLOW_TRACKING_URI`` (a team's
     tracking server), else to a SQLite store in ``workdir`` with its artifacts beside it.
+    ``screen`` (stdout) gets a line as each task starts and ends, or with ``verbose``
+    everything kfp.local prints; the full log is kept under ``workdir/logs``.
+
+    Raises:
+        LocalRunError: a task failed.
     """
     workdir = Path(workdir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
@@ -29,8 +45,19 @@ def run_local(pipeline, arguments: dict, workdir: Path) -> str:
     local.init(
         runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(workdir / "outputs")
     )
-    outputs = pipeline(**arguments).outputs
-    return summary(outputs, arguments["tracking_uri"], workdir)
+    log_path = workdir / "logs" / f"{time.strftime('%Y%m%d-%H%M%S')}.log"
+    log_path.parent.mkdir(exist_ok=True)
+    screen = screen or sys.stdout
+    print(f"running on this machine with kfp.local; full log: {log_path}", file=screen)
+    with open(log_path, "w", encoding="utf-8") as log:
+        view = LiveView(log, screen, verbose)
+        try:
+            with contextlib.redirect_stdout(view), contextlib.redirect_stderr(view):
+                outputs = pipeline(**arguments).outputs
+        except RuntimeError as err:
+            failed = view.failure or str(err)
+            raise LocalRunError(f"the local run failed at {failed}; full log: {log_path}") from err
+    return summary(outputs, arguments["tracking_uri"], workdir, log_path)
 
 
 def default_tracking_uri(workdir: Path) -> str:
@@ -38,12 +65,13 @@ def default_tracking_uri(workdir: Path) -> str:
     return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path(workdir) / 'mlflow.db'}"
 
 
-def summary(outputs: dict, tracking_uri: str, workdir: Path) -> str:
+def summary(outputs: dict, tracking_uri: str, workdir: Path, log_path: Path) -> str:
     lines = [
         f"test accuracy: {outputs['test_accuracy']:.4f}",
         f"quality gate:  {outputs['gate']}",
         f"model:         {_newest(workdir.glob('outputs/*/*-op/model'))}",
         f"outputs:       {workdir / 'outputs'}",
+        f"log:           {log_path}",
         f"MLflow run:    {outputs['mlflow_run_id']} at {tracking_uri}",
     ]
     if tracking_uri.startswith("sqlite:///"):

@@ -90,7 +90,7 @@ def train_op(
         The MLflow run id.
     """
     from components.core.tracking import use_tracking_uri
-    from components.train import train_processes
+    from components.training.session import train_processes
     from pipeline.steps import pipeline_train_config
 
     use_tracking_uri(tracking_uri)
@@ -200,7 +200,8 @@ def evaluate_op(
 
     from components.core.schema import decode
     from components.core.tracking import use_tracking_uri
-    from components.evaluate import EvaluateConfig, evaluate
+    from components.evaluation.config import EvaluateConfig
+    from components.evaluation.report import evaluate
     from pipeline.reports import publish_evaluation
 
     use_tracking_uri(tracking_uri)

@@ -15,7 +15,7 @@ from components.cluster.placement import GPU
 from components.core import schema
 from components.core.schema import RECIPE, SETTING
 from components.download import DownloadConfig
-from components.evaluate import EvaluateConfig
+from components.evaluation.config import EvaluateConfig
 from components.preprocess import PreprocessConfig
 from components.register import RegisterConfig
 from components.training.config import TrainConfig
@@ -156,7 +156,7 @@ def _gpu_task(task, settings: ClusterSettings, gpus) -> None:
     # Argo counts the retry window from the first attempt's start and cuts a retried pod
     # at its end; KFP's default of an hour would leave multi-hour training unretried
     task.set_retry(
-        num_retries=2,
+        num_retries=settings.train_retries,
         backoff_duration="60s",
         backoff_factor=2,
         backoff_max_duration=TRAIN_RETRY_WINDOW,

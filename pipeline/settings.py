@@ -40,6 +40,7 @@ class ClusterSettings:
     nodes: int = 1  # more than one: training is a PyTorchJob across that many nodes
     shared_pvc: str = "dogs-vs-cats-shared"  # ReadWriteMany, for multi-node PyTorchJobs
     kfp_backend: str = CURRENT_BACKEND  # the oldest KFP backend the spec must run on
+    train_retries: int = 2  # KFP retries of the train task, to survive a lost pod
 
     def __post_init__(self) -> None:
         backend_version(self.kfp_backend)

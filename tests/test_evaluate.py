@@ -10,8 +10,12 @@ import pytest
 import torch
 from mlflow.tracking import MlflowClient
 
-from components import evaluate, predict, train
-from components.evaluation import metrics
+from components import predict
+from components.evaluate import main as evaluate_main
+from components.evaluation import metrics, predictions
+from components.evaluation.report import evaluate
+from components.training import session
+from components.training.config import TrainConfig
 from components.training.models import Classifier, build_model, save_classifier
 
 
@@ -37,7 +41,7 @@ def always_dog_model(directory, channels=1, size=40):
 
 def test_known_predictions_give_the_expected_confusion_matrix(sample_arrays, tmp_path):
     model = always_dog_model(tmp_path / "model")
-    report = evaluate.evaluate(model, sample_arrays, tmp_path / "eval")
+    report = evaluate(model, sample_arrays, tmp_path / "eval")
     assert report["confusion_matrix"] == [[0, 100], [0, 100]]
     assert report["metrics"]["accuracy"] == 0.5
     assert report["metrics"]["dog_accuracy"] == 1.0 and report["metrics"]["cat_accuracy"] == 0.0
@@ -62,7 +66,7 @@ def test_metrics_on_hand_counted_scores():
 def test_image_size_mismatch_says_how_to_fix_it(sample_arrays, tmp_path):
     model = always_dog_model(tmp_path / "model", size=50)
     with pytest.raises(ValueError, match="expects 1×50×50 images.*--channels 1 --image-size 50"):
-        evaluate.evaluate(model, sample_arrays, tmp_path / "eval")
+        evaluate(model, sample_arrays, tmp_path / "eval")
 
 
 def test_missing_and_pickled_arrays_are_clear_errors(sample_arrays, tmp_path):
@@ -71,26 +75,26 @@ def test_missing_and_pickled_arrays_are_clear_errors(sample_arrays, tmp_path):
     model = always_dog_model(tmp_path / "model")
     (data / "test_labels.npy").unlink()
     with pytest.raises(FileNotFoundError, match="expected test_labels.npy"):
-        evaluate.evaluate(model, data, tmp_path / "eval")
+        evaluate(model, data, tmp_path / "eval")
     np.save(
         data / "test_labels.npy", np.array([{"evil": 1}] * 200, dtype=object), allow_pickle=True
     )
     with pytest.raises(ValueError, match="holds pickled objects"):
-        evaluate.evaluate(model, data, tmp_path / "eval")
+        evaluate(model, data, tmp_path / "eval")
 
 
 def test_missing_model_is_a_clear_error(sample_arrays, tmp_path):
     with pytest.raises(FileNotFoundError, match="expected model.pt from the train step"):
-        evaluate.evaluate(tmp_path / "nothing", sample_arrays, tmp_path / "eval")
+        evaluate(tmp_path / "nothing", sample_arrays, tmp_path / "eval")
 
 
 def test_evaluate_logs_test_metrics_into_the_training_run(
     sample_arrays, sample_images, tmp_path, mlflow_store
 ):
-    result = train.train(
-        train.TrainConfig(data=str(sample_arrays), output=str(tmp_path / "m"), epochs=1)
+    result = session.train(
+        TrainConfig(data=str(sample_arrays), output=str(tmp_path / "m"), epochs=1)
     )
-    evaluate.main(
+    evaluate_main(
         [
             "--model",
             str(tmp_path / "m"),
@@ -109,8 +113,8 @@ def test_evaluate_logs_test_metrics_into_the_training_run(
     assert "evaluation/test/confusion_matrix.png" in names
 
     images = [sample_images / "PetImages/Cat/1.jpg", sample_images / "PetImages/Dog/1.jpg"]
-    from_dir = predict.predict_files(str(tmp_path / "m"), images)
-    from_mlflow = predict.predict_files(result.model_uri, images)
+    from_dir = predictions.predict_files(str(tmp_path / "m"), images)
+    from_mlflow = predictions.predict_files(result.model_uri, images)
     for (_, label_a, p_a), (_, label_b, p_b) in zip(from_dir, from_mlflow, strict=True):
         assert label_a == label_b and label_a in ("cat", "dog")
         assert 0.5 <= p_a <= 1.0 and p_a == pytest.approx(p_b, abs=1e-5)
@@ -140,7 +144,7 @@ def test_labels_other_than_cat_and_dog_are_refused_before_anything_is_logged(
     np.save(data / "test_labels.npy", labels(original).astype(np.int64), allow_pickle=False)
     model = always_dog_model(tmp_path / "model")
     with pytest.raises(ValueError, match=message):
-        evaluate.evaluate(model, data, tmp_path / "eval")
+        evaluate(model, data, tmp_path / "eval")
     assert not (tmp_path / "eval").exists()
 
 
@@ -167,5 +171,5 @@ def test_a_pickled_mlflow_model_is_refused_and_its_code_never_runs(tmp_path, mlf
     )
     assert not (tmp_path / "pwned").exists()
     with pytest.raises(Exception, match="Deserializing model using pickle is disallowed"):
-        predict.load_any(model_dir.as_uri())
+        predictions.load_any(model_dir.as_uri())
     assert not (tmp_path / "pwned").exists()

@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from components import train
 from components.training import runtime
 from components.training.batches import DeviceSplit
+from components.training.config import TrainConfig
 from components.training.inference import predict_logits
+from components.training.loop import Learner, make_optimizer, train_one_epoch
 from components.training.models import Classifier, build_model
 
 
@@ -44,11 +45,11 @@ def test_bf16_autocast_on_the_gpu_agrees_with_fp32_on_the_cpu():
 def test_an_epoch_on_the_gpu_never_waits_for_the_device():
     device = torch.device("cuda")
     data, model = tiny_split(device, count=400), tiny_model(device)
-    cfg = train.TrainConfig(data="unused", output="unused", model="tutorial_cnn", batch_size=50)
-    optimizer, scheduler = train.make_optimizer(model, cfg, steps_per_epoch=8)
+    cfg = TrainConfig(data="unused", output="unused", model="tutorial_cnn", batch_size=50)
+    learner = Learner(model, model, *make_optimizer(model, cfg, steps_per_epoch=8))
     torch.cuda.set_sync_debug_mode("error")  # any host sync in the loop raises
     try:
-        sums = train.train_one_epoch(model, optimizer, scheduler, data, cfg, 1, runtime.Workers())
+        sums = train_one_epoch(learner, data, cfg, 1, runtime.Workers())
     finally:
         torch.cuda.set_sync_debug_mode("default")
     assert sums[2].item() == 400

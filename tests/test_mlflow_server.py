@@ -20,8 +20,10 @@ import requests
 import torch
 from mlflow.tracking import MlflowClient
 
-from components import evaluate, train
 from components.core import tracking
+from components.evaluation.report import evaluate
+from components.training import session
+from components.training.config import TrainConfig
 from tests.conftest import REPO
 from tests.helpers import train_cli
 from tests.servers import (
@@ -100,10 +102,10 @@ def bucket_keys(s3) -> list[str]:
 
 
 def test_train_and_evaluate_over_http_with_artifacts_in_s3(small_arrays, tmp_path, server, s3):
-    result = train.train(
-        train.TrainConfig(data=str(small_arrays), output=str(tmp_path / "m"), epochs=2)
+    result = session.train(
+        TrainConfig(data=str(small_arrays), output=str(tmp_path / "m"), epochs=2)
     )
-    evaluate.evaluate(tmp_path / "m", small_arrays, tmp_path / "eval")
+    evaluate(tmp_path / "m", small_arrays, tmp_path / "eval")
     client = MlflowClient(server.url)
     run = client.get_run(result.run_id)
     assert run.data.params["model"] == "tutorial_cnn"
@@ -126,8 +128,8 @@ def test_the_server_keeps_its_runs_in_postgresql_with_the_deployments_flags(
     if postgres is None:
         pytest.skip(PostgresServer.missing())
     assert "postgresql+psycopg://mlflow:" in " ".join(server.command)
-    result = train.train(
-        train.TrainConfig(data=str(small_arrays), output=str(tmp_path / "m"), dry_run=True)
+    result = session.train(
+        TrainConfig(data=str(small_arrays), output=str(tmp_path / "m"), dry_run=True)
     )
     with psycopg.connect(postgres.conninfo(postgres.DATABASE)) as db:
         stored = db.execute("SELECT status FROM runs WHERE run_uuid = %s", (result.run_id,))
@@ -154,7 +156,7 @@ def test_unreachable_server_fails_fast_before_training(small_arrays, tmp_path, m
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{free_port()}")
     started = time.monotonic()
     with pytest.raises(tracking.TrackingUnavailableError, match="is unreachable"):
-        train.train(train.TrainConfig(data=str(small_arrays), output=str(tmp_path / "m")))
+        session.train(TrainConfig(data=str(small_arrays), output=str(tmp_path / "m")))
     assert time.monotonic() - started < 30
     assert not (tmp_path / "m").exists()
 
@@ -204,12 +206,12 @@ def test_compare_view_shows_two_runs_side_by_side(small_arrays, tmp_path, server
         pytest.skip("Chromium is not installed (.ci/run installs Debian's chromium)")
     runs = []
     for model in ("tutorial_cnn", "bn_cnn"):
-        result = train.train(
-            train.TrainConfig(
+        result = session.train(
+            TrainConfig(
                 data=str(small_arrays), output=str(tmp_path / model), model=model, dry_run=True
             )
         )
-        evaluate.evaluate(tmp_path / model, small_arrays, tmp_path / f"eval-{model}")
+        evaluate(tmp_path / model, small_arrays, tmp_path / f"eval-{model}")
         runs.append(result.run_id)
     client = MlflowClient(server.url)
     experiment = client.get_run(runs[0]).info.experiment_id

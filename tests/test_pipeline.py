@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -245,12 +246,11 @@ def test_unknown_parameter_lists_the_valid_ones():
 def test_quality_gate_refuses_a_weak_model_and_says_why(
     sample_arrays, tmp_path, mlflow_store, capsys
 ):
-    from components import train
+    from components.training import session
+    from components.training.config import TrainConfig
 
-    result = train.train(
-        train.TrainConfig(
-            data=str(sample_arrays), output=str(tmp_path / "m"), epochs=1, dry_run=True
-        )
+    result = session.train(
+        TrainConfig(data=str(sample_arrays), output=str(tmp_path / "m"), epochs=1, dry_run=True)
     )
     register.main(
         [
@@ -268,12 +268,11 @@ def test_quality_gate_refuses_a_weak_model_and_says_why(
 def test_quality_gate_registers_the_logged_model_by_its_id(
     sample_arrays, tmp_path, mlflow_store, caplog
 ):
-    from components import train
+    from components.training import session
+    from components.training.config import TrainConfig
 
-    result = train.train(
-        train.TrainConfig(
-            data=str(sample_arrays), output=str(tmp_path / "m"), epochs=1, dry_run=True
-        )
+    result = session.train(
+        TrainConfig(data=str(sample_arrays), output=str(tmp_path / "m"), epochs=1, dry_run=True)
     )
     with caplog.at_level(logging.WARNING):
         decision = register.register_if_accurate(
@@ -315,6 +314,14 @@ def test_whole_pipeline_runs_locally_and_registers_a_good_enough_model(sample_zi
     )
     assert done.returncode == 0, done.stderr[-5000:]
     assert not (workdir / "mlflow.db").exists()
+    # a short account on the screen: a line as each task starts and ends, then the summary
+    tasks = ["download-op", "preprocess-op", "train-op", "evaluate-op", "register-op"]
+    for task in tasks:
+        assert re.search(rf"^  {task} +started$", done.stdout, re.MULTILINE), task
+        assert re.search(rf"^  {task} +success in [\d.]+ s$", done.stdout, re.MULTILINE), task
+    assert len(done.stdout.splitlines()) <= 2 * len(tasks) + 10 and done.stderr == ""
+    log = re.search(r"^log: +(\S+)$", done.stdout, re.MULTILINE).group(1)
+    assert "Executing task" in Path(log).read_text()  # everything kfp.local printed is kept
     run_id = re.search(r"^MLflow run: +(\w+)", done.stdout, re.MULTILINE).group(1)
     assert (workdir / "outputs").is_dir() and "mlflow ui --backend-store-uri" in done.stdout
     run_dir = next((workdir / "outputs").iterdir())
@@ -333,6 +340,23 @@ def test_whole_pipeline_runs_locally_and_registers_a_good_enough_model(sample_zi
     version = client.get_model_version_by_alias("dogs-vs-cats", "candidate")
     assert version.run_id == run_id
     assert run.data.tags["quality_gate"].startswith("registered dogs-vs-cats version 1")
+
+
+def test_a_failed_local_run_ends_in_one_line_naming_the_task_and_its_error(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "pipeline", "run", "--local", "--workdir", str(tmp_path / "w")]
+        + ["--source", str(tmp_path / "missing.zip")],
+        cwd=tmp_path,
+        env={**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'team.db'}"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 1
+    assert re.search(r"^  download-op +failure in [\d.]+ s$", done.stdout, re.MULTILINE)
+    (error,) = done.stderr.splitlines()
+    assert error.startswith("the local run failed at download-op: ") and "missing.zip" in error
+    assert re.search(r"; full log: \S+\.log$", error)
 
 
 def test_a_local_run_logs_where_mlflow_tracking_uri_says_else_beside_its_outputs(

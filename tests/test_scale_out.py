@@ -18,7 +18,8 @@ from mlflow.tracking import MlflowClient
 from components import train
 from components.cluster import pytorchjob
 from components.cluster.placement import Placement
-from components.train import TrainConfig
+from components.training import session
+from components.training.config import TrainConfig
 from components.training.models import build_model
 from tests.helpers import run_to_end
 from tests.kube_api import FakeKubeApi
@@ -49,7 +50,7 @@ def test_two_gloo_processes_train_the_same_weights_as_one(small_arrays, tmp_path
     run_to_end([*common, "--output", str(tmp_path / "one")], env, tmp_path)
     # two processes the way the pipeline's train step starts them (gpus=2): torchrun
     two_processes = train.parse_config([*common, "--output", str(tmp_path / "two")])
-    train.train_processes(two_processes, processes=2)
+    session.train_processes(two_processes, processes=2)
 
     # the same global batches in the same order: the same training, up to float rounding
     # (Adam's first steps move near-zero gradients by ±lr whatever their size, so single

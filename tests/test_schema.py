@@ -13,6 +13,7 @@ from components import download, evaluate, preprocess, register, train
 from components.core import schema
 from components.core.presets import PRESETS
 from components.core.schema import LOCAL, RECIPE, SETTING, setting
+from components.evaluation.config import EvaluateConfig
 from components.training.config import MODEL_NAMES, TrainConfig
 from components.training.models import MODELS
 from pipeline.pipeline import STEP_SCHEMAS, build_pipeline
@@ -22,7 +23,7 @@ STEPS = {
     download.DownloadConfig: download.build_parser,
     preprocess.PreprocessConfig: preprocess.build_parser,
     TrainConfig: train.build_parser,
-    evaluate.EvaluateConfig: evaluate.build_parser,
+    EvaluateConfig: evaluate.build_parser,
     register.RegisterConfig: register.build_parser,
 }
 

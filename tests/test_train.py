@@ -19,8 +19,9 @@ from mlflow.tracking import MlflowClient
 
 from components import train
 from components.core import schema, tracking
-from components.training import runtime
+from components.training import runtime, session
 from components.training.checkpoints import load_checkpoint
+from components.training.config import TrainConfig
 from components.training.loop import NonFiniteLossError
 from components.training.models import load_classifier
 from tests.conftest import REPO
@@ -37,12 +38,12 @@ METRICS = {
 }
 
 
-def config(sample_arrays, output, **overrides) -> train.TrainConfig:
-    return train.TrainConfig(data=str(sample_arrays), output=str(output), **overrides)
+def config(sample_arrays, output, **overrides) -> TrainConfig:
+    return TrainConfig(data=str(sample_arrays), output=str(output), **overrides)
 
 
 def test_train_logs_everything_to_mlflow(sample_arrays, tmp_path, mlflow_store):
-    result = train.train(
+    result = session.train(
         config(
             sample_arrays,
             tmp_path / "out",
@@ -70,7 +71,7 @@ def test_train_logs_everything_to_mlflow(sample_arrays, tmp_path, mlflow_store):
 
 
 def test_model_dir_rebuilds_the_net_and_its_normalisation(sample_arrays, tmp_path, mlflow_store):
-    train.train(config(sample_arrays, tmp_path / "out", epochs=1, dry_run=True))
+    session.train(config(sample_arrays, tmp_path / "out", epochs=1, dry_run=True))
     model, spec = load_classifier(tmp_path / "out")
     assert spec["model"] == "tutorial_cnn" and spec["channels"] == 1 and spec["image_size"] == 40
     assert spec["mean"] and spec["std"] and spec["classes"] == ["cat", "dog"]
@@ -79,11 +80,11 @@ def test_model_dir_rebuilds_the_net_and_its_normalisation(sample_arrays, tmp_pat
 
 def test_resume_from_a_durable_store_after_losing_the_pod(sample_arrays, tmp_path, mlflow_store):
     store = tmp_path / "durable"
-    first = train.train(
+    first = session.train(
         config(sample_arrays, tmp_path / "pod1", epochs=1, checkpoint_uri=str(store))
     )
     assert load_checkpoint(store / "checkpoint.pt")["epoch"] == 1
-    resumed = train.train(
+    resumed = session.train(
         config(sample_arrays, tmp_path / "pod2", epochs=2, resume=True, checkpoint_uri=str(store))
     )
     assert resumed.run_id == first.run_id
@@ -97,31 +98,31 @@ def test_resume_from_a_durable_store_after_losing_the_pod(sample_arrays, tmp_pat
 def test_resume_finds_the_checkpoint_in_the_kfp_runs_mlflow_run(
     sample_arrays, tmp_path, mlflow_store
 ):
-    first = train.train(config(sample_arrays, tmp_path / "pod1", epochs=1, kfp_run_id="run-7"))
-    resumed = train.train(
+    first = session.train(config(sample_arrays, tmp_path / "pod1", epochs=1, kfp_run_id="run-7"))
+    resumed = session.train(
         config(sample_arrays, tmp_path / "pod2", epochs=2, resume=True, kfp_run_id="run-7")
     )
     assert resumed.run_id == first.run_id and [e["epoch"] for e in resumed.history] == [1, 2]
 
 
 def test_resume_refuses_a_checkpoint_of_another_model(sample_arrays, tmp_path, mlflow_store):
-    train.train(config(sample_arrays, tmp_path / "out", epochs=1, dry_run=True))
+    session.train(config(sample_arrays, tmp_path / "out", epochs=1, dry_run=True))
     with pytest.raises(ValueError, match="checkpoint has model='tutorial_cnn'"):
-        train.train(config(sample_arrays, tmp_path / "out", model="bn_cnn", resume=True))
+        session.train(config(sample_arrays, tmp_path / "out", model="bn_cnn", resume=True))
 
 
 def test_a_non_finite_loss_stops_training_and_keeps_the_last_good_outputs(
     small_arrays, tmp_path, mlflow_store
 ):
     out = tmp_path / "out"
-    train.train(config(small_arrays, out, epochs=1))
+    session.train(config(small_arrays, out, epochs=1))
     good_model, good_checkpoint = (
         (out / "model.pt").read_bytes(),
         (out / "checkpoint.pt").read_bytes(),
     )
     # (a resumed run would take the checkpoint's learning rate: start again instead)
     with pytest.raises(NonFiniteLossError, match="epoch 1: expected finite losses"):
-        train.train(config(small_arrays, out, epochs=1, lr=1e30))
+        session.train(config(small_arrays, out, epochs=1, lr=1e30))
     assert (out / "model.pt").read_bytes() == good_model
     assert (out / "checkpoint.pt").read_bytes() == good_checkpoint
 
@@ -131,16 +132,16 @@ def test_a_kfp_retry_of_a_run_that_diverged_stops_before_training(
 ):
     diverging = dict(epochs=1, lr=1e30, resume=True)  # as the pipeline runs it: resume=True
     with pytest.raises(NonFiniteLossError, match="epoch 1"):
-        train.train(config(small_arrays, tmp_path / "pod1", kfp_run_id="kfp-nan", **diverging))
+        session.train(config(small_arrays, tmp_path / "pod1", kfp_run_id="kfp-nan", **diverging))
     run_id = tracking.find_run_by_tag("dogs-vs-cats", tracking.KFP_RUN_ID_TAG, "kfp-nan")
     assert "expected finite losses" in tracking.run_tag(run_id, tracking.DIVERGED_TAG)
 
     # KFP retries the task in a new pod: it fails at once, naming the earlier attempt
     with pytest.raises(NonFiniteLossError, match="not retrying: an earlier attempt of KFP run"):
-        train.train(config(small_arrays, tmp_path / "pod2", kfp_run_id="kfp-nan", **diverging))
+        session.train(config(small_arrays, tmp_path / "pod2", kfp_run_id="kfp-nan", **diverging))
     # another KFP run, with its own MLflow run, trains (and diverges) on its own
     with pytest.raises(NonFiniteLossError, match="epoch 1: expected finite losses"):
-        train.train(config(small_arrays, tmp_path / "pod3", kfp_run_id="kfp-other", **diverging))
+        session.train(config(small_arrays, tmp_path / "pod3", kfp_run_id="kfp-other", **diverging))
 
 
 @pytest.mark.parametrize(
@@ -154,7 +155,7 @@ def test_a_kfp_retry_of_a_run_that_diverged_stops_before_training(
 )
 def test_bad_config_is_a_clear_error(tmp_path, overrides, message):
     with pytest.raises(ValueError, match=message):
-        train.TrainConfig(data="d", output="o", **overrides)
+        TrainConfig(data="d", output="o", **overrides)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error on a machine without CUDA")
@@ -217,7 +218,7 @@ def test_preset_sets_defaults_that_explicit_flags_override():
 
 
 def test_config_survives_the_trip_through_a_command_line():
-    cfg = train.TrainConfig(
+    cfg = TrainConfig(
         data="d",
         output="o",
         model="bn_cnn",
@@ -236,7 +237,7 @@ def test_an_injected_mlflow_run_is_used_rather_than_a_new_one(
     experiment = client.create_experiment("dogs-vs-cats")
     injected = client.create_run(experiment).info.run_id
     monkeypatch.setenv("MLFLOW_RUN_ID", injected)  # as KFP's MLflow integration does
-    result = train.train(config(sample_arrays, tmp_path / "out", epochs=1, dry_run=True))
+    result = session.train(config(sample_arrays, tmp_path / "out", epochs=1, dry_run=True))
     assert result.run_id == injected
     assert client.get_run(injected).data.params["model"] == "tutorial_cnn"
     assert len(client.search_runs([experiment])) == 1
@@ -253,12 +254,14 @@ def test_checkpoints_survive_the_pod_in_s3(sample_arrays, tmp_path, mlflow_store
         monkeypatch.setenv("AWS_ENDPOINT_URL", s3.endpoint)
         boto3.client("s3").create_bucket(Bucket="checkpoints")
         uri = "s3://checkpoints/kfp-run-9"
-        first = train.train(config(sample_arrays, tmp_path / "pod1", epochs=1, checkpoint_uri=uri))
+        first = session.train(
+            config(sample_arrays, tmp_path / "pod1", epochs=1, checkpoint_uri=uri)
+        )
         keys = [
             o["Key"] for o in boto3.client("s3").list_objects_v2(Bucket="checkpoints")["Contents"]
         ]
         assert keys == ["kfp-run-9/checkpoint.pt"]
-        resumed = train.train(
+        resumed = session.train(
             config(sample_arrays, tmp_path / "pod2", epochs=2, resume=True, checkpoint_uri=uri)
         )
     assert resumed.run_id == first.run_id and [e["epoch"] for e in resumed.history] == [1, 2]
@@ -291,7 +294,7 @@ def test_the_accurate_preset_runs_end_to_end(sample_images, tmp_path, mlflow_sto
             "--dry-run",
         ]
     )
-    result = train.train(cfg)
+    result = session.train(cfg)
     run = MlflowClient(mlflow_store).get_run(result.run_id)
     assert run.data.params["model"] == "resnet18" and run.data.params["image_size"] == "128"
     assert run.data.params["channels"] == "3" and len(result.history) == 1
@@ -304,7 +307,7 @@ def test_a_bad_label_fails_before_any_mlflow_run_is_created(small_arrays, tmp_pa
     labels[7] = -1
     np.save(data / "val_labels.npy", labels, allow_pickle=False)
     with pytest.raises(ValueError, match="expected labels 0 \\(cat\\) or 1 \\(dog\\) in val"):
-        train.train(config(data, tmp_path / "out", epochs=1))
+        session.train(config(data, tmp_path / "out", epochs=1))
     assert MlflowClient(mlflow_store).search_runs(experiment_ids=["0", "1"]) == []
 
 
@@ -342,7 +345,7 @@ def test_a_tracking_api_that_hangs_fails_training_in_bounded_time(
     with HangingTrackingApi() as server:
         monkeypatch.setenv("MLFLOW_TRACKING_URI", server.base_url)
         with pytest.raises(MlflowException, match="timed out"):
-            train.train(config(small_arrays, tmp_path / "out", epochs=1))
+            session.train(config(small_arrays, tmp_path / "out", epochs=1))
     assert time.monotonic() - started < 20
     assert not (tmp_path / "out/model.pt").exists()
 
@@ -376,7 +379,7 @@ def test_a_folder_the_train_step_did_not_write_is_refused_and_kept(small_arrays,
     (users / "model.pt").write_bytes(b"someone's model")
     (users / "notes.txt").write_text("keep me")
     with pytest.raises(FileExistsError, match="not written by the train step"):
-        train.train(config(small_arrays, users, epochs=1))
+        session.train(config(small_arrays, users, epochs=1))
     assert (users / "model.pt").read_bytes() == b"someone's model"
     assert sorted(p.name for p in users.iterdir()) == ["model.pt", "notes.txt"]
 
@@ -385,10 +388,10 @@ def test_a_killed_runs_temporary_files_do_not_block_the_next_run(
     small_arrays, tmp_path, mlflow_store
 ):
     out = tmp_path / "out"
-    train.train(config(small_arrays, out, epochs=1, dry_run=True))
+    session.train(config(small_arrays, out, epochs=1, dry_run=True))
     (out / ".checkpoint.pt.x1y2z3.tmp").write_bytes(b"half a checkpoint")
-    train.train(config(small_arrays, out, epochs=1, dry_run=True))
+    session.train(config(small_arrays, out, epochs=1, dry_run=True))
     assert not list(out.glob(".checkpoint.pt.*.tmp"))
     (out / "stray.txt").write_text("not the step's")
     with pytest.raises(FileExistsError, match="stray.txt"):
-        train.train(config(small_arrays, out, epochs=1, dry_run=True))
+        session.train(config(small_arrays, out, epochs=1, dry_run=True))

@@ -4,9 +4,9 @@ import logging
 import os
 
 
-def setup_logging() -> None:
-    """Log INFO and above to stderr, or the level named by ``LOG_LEVEL``."""
+def setup_logging(level: str = "INFO") -> None:
+    """Log ``level`` and above to stderr, or the level named by ``LOG_LEVEL``."""
     logging.basicConfig(
-        level=os.environ.get("LOG_LEVEL", "INFO").upper(),
+        level=os.environ.get("LOG_LEVEL", level).upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )

@@ -13,10 +13,10 @@ from urllib.parse import unquote, urlparse
 
 import requests
 import urllib3
-from tqdm import tqdm
 
 from components.core import s3
 from components.core.atomic import write_json
+from components.core.progress import progress
 
 log = logging.getLogger(__name__)
 
@@ -248,12 +248,10 @@ def _stream_to(
     ``read1`` returns what one socket read brings, so a server that trickles bytes is
     seen trickling rather than hiding inside a read that waits for a full chunk.
     """
-    progress = _Progress(stall_seconds)
+    watch = _Progress(stall_seconds)
     with (
         open(part, mode) as handle,
-        tqdm(
-            total=total, initial=offset, unit="B", unit_scale=True, desc=part.stem, mininterval=1
-        ) as bar,
+        progress(total=total, initial=offset, unit="B", unit_scale=True, desc=part.stem) as bar,
     ):
         try:
             while chunk := response.raw.read1(1 << 16):
@@ -267,7 +265,7 @@ def _stream_to(
                         f"gave up on {response.url}: its deadline passed after {offset} bytes "
                         "(--deadline-seconds)"
                     )
-                progress.add(len(chunk))
+                watch.add(len(chunk))
         except (
             requests.exceptions.ChunkedEncodingError,
             requests.ConnectionError,
@@ -306,7 +304,7 @@ def _fetch_s3(uri: str, part: Path, endpoint_url: str | None, retry: RetryPolicy
     client = s3.client(endpoint_url, timeout=retry.stall_seconds, attempts=retry.attempts)
     try:
         size = client.head_object(Bucket=bucket, Key=key)["ContentLength"]
-        with tqdm(total=size, unit="B", unit_scale=True, desc=key, mininterval=1) as bar:
+        with progress(total=size, unit="B", unit_scale=True, desc=key) as bar:
             client.download_file(bucket, key, str(part), Callback=bar.update)
     except ClientError as err:
         raise DownloadError(f"cannot read {uri}: {err}") from err

@@ -1,1 +1,1 @@
-"""Scoring a model: metrics and plots."""
+"""Using a trained model: scoring it (metrics, plots) and classifying photos with it."""

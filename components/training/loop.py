@@ -11,6 +11,7 @@ import torch
 from torch.nn import functional as F
 from torch.optim.lr_scheduler import LRScheduler
 
+from components.core.progress import progress
 from components.training import runtime
 from components.training.batches import DeviceSplit, augment
 from components.training.config import TrainConfig
@@ -119,7 +120,15 @@ def train_one_epoch(
     correct = torch.zeros((), device=device, dtype=torch.int64)
     seen = torch.zeros((), device=device, dtype=torch.int64)
     share = cfg.batch_size // workers.world_size
-    for pixels, labels in data.batches(share, order, workers.rank, workers.world_size):
+    batches = progress(
+        data.batches(share, order, workers.rank, workers.world_size),
+        total=math.ceil(len(data) / cfg.batch_size),
+        desc=f"epoch {epoch}/{cfg.epochs}",
+        unit="batch",
+        leave=False,
+        disable=None if workers.is_main else True,
+    )
+    for pixels, labels in batches:
         inputs = augment(pixels, noise, crop) if cfg.augment else pixels.float()
         with autocast(device, cfg.amp):
             logits = learner.parallel(inputs)

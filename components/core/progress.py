@@ -1,0 +1,9 @@
+"""Progress bars on long work: on a terminal only, so pod and CI logs stay readable."""
+
+from tqdm import tqdm
+
+
+def progress(iterable=None, **options) -> tqdm:
+    """A tqdm bar, redrawn at most once a second, silent when stderr is not a terminal."""
+    options.setdefault("disable", None)  # None: off when not a terminal
+    return tqdm(iterable, mininterval=1, **options)

@@ -1,0 +1,101 @@
+"""Scoring a trained model on a split: metrics.json, roc.json, PNGs, and the MLflow run.
+
+The logic behind ``python -m components.evaluate``; it imports torch and mlflow, which the
+command line loads only once its flags are parsed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from components.core import tracking
+from components.core.atomic import write_json
+from components.data.arrays import read_meta
+from components.evaluation import metrics as scoring
+from components.evaluation import plots
+from components.evaluation.config import EvaluateConfig
+from components.training.batches import DeviceSplit
+from components.training.inference import predict_logits
+from components.training.models import load_classifier
+from components.training.runtime import pick_device
+
+log = logging.getLogger(__name__)
+
+
+def evaluate(
+    model_dir: Path, data_dir: Path, output_dir: Path, cfg: EvaluateConfig | None = None
+) -> dict:
+    """Score the model on a split; write metrics.json, roc.json and PNGs; log them to MLflow.
+
+    Args:
+        model_dir: the train step's output.
+        data_dir: the preprocess step's output.
+        output_dir: where the report files go.
+        cfg: the split, device and MLflow run; the MLflow run defaults to the one the
+            train step recorded beside the model, and with neither nothing is logged.
+
+    Returns:
+        The report: metrics, confusion matrix and ROC points.
+    """
+    cfg = cfg or EvaluateConfig()
+    model_dir, data_dir, output_dir = Path(model_dir), Path(data_dir), Path(output_dir)
+    run_id = cfg.mlflow_run_id or _recorded_run_id(model_dir)
+    if run_id:
+        tracking.check_server()
+    model, spec = load_classifier(model_dir)
+    _check_inputs_fit(spec, read_meta(data_dir), data_dir)
+    target = pick_device(cfg.device)
+    data = DeviceSplit.load(data_dir, cfg.split, target)
+    scores = torch.softmax(predict_logits(model.to(target), data), dim=1)[:, 1].cpu().numpy()
+    labels = data.labels.cpu().numpy()
+    report = _write_report(output_dir, spec["classes"], data.images.cpu().numpy(), labels, scores)
+    if run_id:
+        _log_to_mlflow(run_id, cfg.experiment, cfg.split, report, output_dir)
+    else:
+        log.warning("no MLflow run id given or recorded in %s; metrics not logged", model_dir)
+    log.info("%s: %s", cfg.split, json.dumps(report["metrics"]))
+    return report
+
+
+def _check_inputs_fit(spec: dict, meta: dict, data_dir: Path) -> None:
+    wanted = (spec["channels"], spec["image_size"])
+    found = (meta["channels"], meta["image_size"])
+    if wanted != found:
+        raise ValueError(
+            f"the model expects {wanted[0]}×{wanted[1]}×{wanted[1]} images, the data in "
+            f"{data_dir} holds {found[0]}×{found[1]}×{found[1]}; preprocess with "
+            f"--channels {wanted[0]} --image-size {wanted[1]}"
+        )
+
+
+def _write_report(output_dir: Path, classes, images, labels, scores) -> dict:
+    output_dir.mkdir(parents=True, exist_ok=True)
+    matrix = scoring.confusion_matrix(labels, (scores >= 0.5).astype(np.int64))
+    report = {
+        "metrics": scoring.classification_metrics(labels, scores),
+        "confusion_matrix": matrix,
+        "classes": classes,
+        "count": int(len(labels)),
+    }
+    write_json(output_dir / "metrics.json", report)
+    write_json(output_dir / "roc.json", scoring.roc_curve(labels, scores))
+    plots.confusion_matrix_png(matrix, classes, output_dir / "confusion_matrix.png")
+    plots.misclassified_png(images, labels, scores, classes, output_dir / "misclassified.png")
+    return report
+
+
+def _recorded_run_id(model_dir: Path) -> str | None:
+    path = model_dir / "mlflow_run_id"
+    return path.read_text().strip() if path.is_file() else None
+
+
+def _log_to_mlflow(run_id: str, experiment: str, split: str, report: dict, output: Path) -> None:
+    with tracking.start_run(experiment, run_id=run_id):
+        tracking.log_metrics({f"{split}_{k}": v for k, v in report["metrics"].items()})
+        for name in ("metrics.json", "roc.json", "confusion_matrix.png", "misclassified.png"):
+            tracking.log_artifact(output / name, f"evaluation/{split}")

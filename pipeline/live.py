@@ -1,0 +1,78 @@
+"""A short live account of a kfp.local run: one line as each task starts and ends.
+
+kfp.local prints every task's full input, output and log; all of it goes to a log file,
+and the screen gets the task lines, their times and, for a failed task, its error.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import time
+from typing import TextIO
+
+ANSI_COLOUR = re.compile(r"\x1b\[[0-9;]*m")
+TASK_STARTED = re.compile(r"Executing task '(?P<task>[^']+)'")
+TASK_ENDED = re.compile(r"Task '(?P<task>[^']+)' finished with status (?P<status>\w+)")
+TASK_CACHED = re.compile(r"Task (?P<task>\S+) cache hit")
+ERROR_LINE = re.compile(r"^(\w+\.)*\w*(Error|Exception|Exit)\b(: .*)?$")
+
+
+class LiveView(io.TextIOBase):
+    """A text stream for kfp.local's output: all of it to ``log``, a summary to ``screen``.
+
+    Args:
+        log: the full log.
+        screen: where the short account goes (the terminal).
+        verbose: copy everything to ``screen`` too.
+    """
+
+    def __init__(self, log: TextIO, screen: TextIO, verbose: bool = False):
+        self.log, self.screen, self.verbose = log, screen, verbose
+        self.failure: str | None = None  # "task: error line" of the first failed task
+        self._partial = ""
+        self._started: dict[str, float] = {}
+        self._task_lines: list[str] = []
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        self.log.write(text)
+        if self.verbose:
+            self.screen.write(text)
+        lines = (self._partial + text).split("\n")
+        self._partial = lines.pop()
+        for line in lines:
+            self._read(ANSI_COLOUR.sub("", line).strip())
+        return len(text)
+
+    def flush(self) -> None:
+        self.log.flush()
+        self.screen.flush()
+
+    def _read(self, line: str) -> None:
+        if started := TASK_STARTED.search(line):
+            self._started[started["task"]] = time.monotonic()
+            self._task_lines = []
+            self._say(f"{started['task']:<16} started")
+        elif ended := TASK_ENDED.search(line):
+            task, status = ended["task"], ended["status"].lower()
+            seconds = time.monotonic() - self._started.get(task, time.monotonic())
+            self._say(f"{task:<16} {status} in {seconds:.1f} s")
+            if status != "success" and self.failure is None:
+                self.failure = f"{task}: {self._error_line()}"
+        elif cached := TASK_CACHED.search(line):
+            self._say(f"{cached['task']:<16} reused from kfp.local's cache")
+        elif line:
+            self._task_lines.append(line)
+
+    def _error_line(self) -> str:
+        """The failed task's last exception line, else its last line."""
+        errors = [line for line in self._task_lines if ERROR_LINE.match(line)]
+        return (errors or self._task_lines or ["(no output)"])[-1]
+
+    def _say(self, line: str) -> None:
+        if not self.verbose:
+            self.screen.write(f"  {line}\n")
+            self.screen.flush()
