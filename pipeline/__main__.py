@@ -3,10 +3,12 @@
 python -m pipeline compile --output pipeline.yaml [--image IMG] [--gpu-image IMG] [--cpu 8 ...]
 python -m pipeline run --local [--source URI] [name=value ...]
 python -m pipeline submit --host URL [name=value ...]
+python -m pipeline sweep --local lr=0.001,0.003 model=tutorial_cnn,bn_cnn [name=value ...]
 """
 
 import argparse
 import inspect
+import json
 import logging
 import tempfile
 from pathlib import Path
@@ -19,12 +21,15 @@ from components.cluster.placement import Placement
 from components.core import schema
 from components.core.logs import setup_logging
 from components.core.presets import PRESETS, pipeline_arguments
+from components.training.config import TrainConfig
 from pipeline.pipeline import PARAMETERS, build_pipeline
 from pipeline.settings import CURRENT_BACKEND, ClusterSettings
+from pipeline.sweep import SWEEPABLE, grid, split_pairs
 
 log = logging.getLogger(__name__)
-# on this machine a failed task fails the run at once: retries are for lost pods
-LOCAL_SETTINGS = ClusterSettings(train_retries=0)
+# on this machine a failed task fails the run at once (retries are for lost pods), and a
+# sweep's children train one after another (they would only share the same cores)
+LOCAL_SETTINGS = ClusterSettings(train_retries=0, sweep_parallelism=1)
 
 
 def parse_arguments(pairs: list[str], pipeline, preset: str | None = None) -> dict:
@@ -45,8 +50,8 @@ def parse_arguments(pairs: list[str], pipeline, preset: str | None = None) -> di
     return arguments
 
 
-def compile_pipeline(output: Path, settings: ClusterSettings) -> Path:
-    """Compile the pipeline for ``settings``, in the form its oldest KFP backend reads."""
+def compile_pipeline(output: Path, settings: ClusterSettings, sweep: bool = False) -> Path:
+    """Compile the pipeline (or the sweep) for ``settings``, as its oldest KFP backend reads it."""
     for image in {settings.image, settings.gpu_image}:
         if "@sha256:" not in image:
             log.warning(
@@ -54,7 +59,7 @@ def compile_pipeline(output: Path, settings: ClusterSettings) -> Path:
                 "the tag named before; pin NAME@sha256:… (`make compile` does)",
                 image,
             )
-    compiler.Compiler().compile(build_pipeline(settings), str(output))
+    compiler.Compiler().compile(build_pipeline(settings, sweep), str(output))
     if not settings.optional_secrets:
         drop_secret_optionality(output)
     return output
@@ -74,6 +79,26 @@ def drop_secret_optionality(spec: Path) -> None:
     spec.write_text(yaml.safe_dump_all([pipeline_spec, platform], sort_keys=False))
 
 
+def sweep_arguments(pairs: list[str], pipeline, preset: str | None = None) -> dict:
+    """The pipeline arguments of a sweep: ``name=v1,v2`` pairs become the ``grid``."""
+    fixed, axes = split_pairs(pairs)
+    arguments = parse_arguments(fixed, pipeline, preset)
+    parameters = inspect.signature(pipeline.pipeline_func).parameters
+    arguments["grid"] = grid(
+        {
+            name: [parse_arguments([f"{name}={value}"], pipeline)[name] for value in values]
+            for name, values in axes.items()
+        }
+    )
+    for combination in arguments["grid"]:  # refused now, not in a child an hour from now
+        recipe = {name: arguments.get(name, parameters[name].default) for name in SWEEPABLE}
+        try:
+            TrainConfig(data="", output="", **{**recipe, **json.loads(combination)})
+        except ValueError as err:
+            raise SystemExit(f"a sweep combination {combination} is refused: {err}") from None
+    return arguments
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m pipeline", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -91,6 +116,12 @@ def build_parser() -> argparse.ArgumentParser:
         )
         if name == "submit":
             _add_preset_flag(sub)
+        sub.add_argument(
+            "--sweep",
+            action="store_true",
+            help="the sweep pipeline: its grid parameter lists the combinations (with "
+            "submit: name=v1,v2 pairs build it), the best child is registered",
+        )
         sub.add_argument(
             "--image",
             default=ClusterSettings.image,
@@ -128,34 +159,39 @@ def build_parser() -> argparse.ArgumentParser:
         "--experiment", default="dogs-vs-cats", help="KFP experiment (default: %(default)s)"
     )
     submit.add_argument("arguments", nargs="*", metavar="name=value")
-    summary = "run every step on this machine with kfp.local (no Docker, no cluster)"
-    run = commands.add_parser(
-        "run",
-        help=summary,
-        description=summary,
-        epilog=_parameters_epilog(),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    run.add_argument(
-        "--local",
-        action="store_true",
-        help="on this machine: the only place `run` runs, as in `kfp`'s own local runner",
-    )
-    run.add_argument("--source", default=None, help="shorthand for source=URI")
-    run.add_argument(
-        "--workdir",
-        type=Path,
-        default=Path("runs/local"),
-        help="where outputs and the MLflow SQLite store go (default: %(default)s)",
-    )
-    run.add_argument(
-        "--verbose",
-        "-v",
-        action="store_true",
-        help="print everything kfp.local prints, not one line per task (the log has it all)",
-    )
-    run.add_argument("arguments", nargs="*", metavar="name=value")
-    _add_preset_flag(run)
+    here = {
+        "run": "run every step on this machine with kfp.local (no Docker, no cluster)",
+        "sweep": "run a grid of training recipes on this machine, e.g. lr=0.001,0.003 "
+        "model=tutorial_cnn,bn_cnn: one child MLflow run each, the best registered",
+    }
+    for name, summary in here.items():
+        run = commands.add_parser(
+            name,
+            help=summary,
+            description=summary,
+            epilog=_parameters_epilog(),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        run.add_argument(
+            "--local",
+            action="store_true",
+            help="on this machine: the only place it runs, as in `kfp`'s own local runner",
+        )
+        run.add_argument("--source", default=None, help="shorthand for source=URI")
+        run.add_argument(
+            "--workdir",
+            type=Path,
+            default=Path("runs/local"),
+            help="where outputs and the MLflow SQLite store go (default: %(default)s)",
+        )
+        run.add_argument(
+            "--verbose",
+            "-v",
+            action="store_true",
+            help="print everything kfp.local prints, not a line per task (the log has it all)",
+        )
+        run.add_argument("arguments", nargs="*", metavar="name=value")
+        _add_preset_flag(run)
     return parser
 
 
@@ -198,8 +234,10 @@ def run_here(args: argparse.Namespace) -> None:
     if not args.verbose:  # MLflow sets its own logger to INFO when imported
         logging.getLogger("mlflow").setLevel(logging.WARNING)
 
-    pipeline = build_pipeline(LOCAL_SETTINGS)
-    arguments = parse_arguments(args.arguments, pipeline, args.preset)
+    sweep = args.command == "sweep"
+    pipeline = build_pipeline(LOCAL_SETTINGS, sweep)
+    parse = sweep_arguments if sweep else parse_arguments
+    arguments = parse(args.arguments, pipeline, args.preset)
     if args.source:
         arguments["source"] = args.source
     try:
@@ -210,7 +248,7 @@ def run_here(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
-    if args.command == "run":
+    if args.command in ("run", "sweep"):
         run_here(args)
         return
     setup_logging()
@@ -222,13 +260,14 @@ def main(argv: list[str] | None = None) -> None:
         kfp_backend=args.kfp_backend,
     )
     if args.command == "compile":
-        log.info("wrote %s", compile_pipeline(args.output, settings))
+        log.info("wrote %s", compile_pipeline(args.output, settings, args.sweep))
         return
     import kfp
 
-    arguments = parse_arguments(args.arguments, build_pipeline(settings), args.preset)
+    parse = sweep_arguments if args.sweep else parse_arguments
+    arguments = parse(args.arguments, build_pipeline(settings, args.sweep), args.preset)
     with tempfile.TemporaryDirectory() as scratch:
-        package = compile_pipeline(Path(scratch) / "pipeline.yaml", settings)
+        package = compile_pipeline(Path(scratch) / "pipeline.yaml", settings, args.sweep)
         check_reachable(args.host)
         run = kfp.Client(host=args.host).create_run_from_pipeline_package(
             str(package), arguments=arguments, experiment_name=args.experiment

@@ -66,14 +66,24 @@ def default_tracking_uri(workdir: Path) -> str:
 
 
 def summary(outputs: dict, tracking_uri: str, workdir: Path, log_path: Path) -> str:
-    lines = [
-        f"test accuracy: {outputs['test_accuracy']:.4f}",
-        f"quality gate:  {outputs['gate']}",
-        f"model:         {_newest(workdir.glob('outputs/*/*-op/model'))}",
-        f"outputs:       {workdir / 'outputs'}",
-        f"log:           {log_path}",
-        f"MLflow run:    {outputs['mlflow_run_id']} at {tracking_uri}",
-    ]
+    """Where a finished run's results are: a pipeline run's, or a sweep's."""
+    if "compare_url" in outputs:
+        lines = [
+            f"best run:      {outputs['best_run_id']} (val accuracy "
+            f"{outputs['best_val_accuracy']:.4f}, test accuracy {outputs['test_accuracy']:.4f})",
+            f"quality gate:  {outputs['gate']}",
+            f"sweep run:     {outputs['parent_run_id']} (the children nest under it) "
+            f"at {tracking_uri}",
+            f"compare:       {outputs['compare_url']}",
+        ]
+    else:
+        lines = [
+            f"test accuracy: {outputs['test_accuracy']:.4f}",
+            f"quality gate:  {outputs['gate']}",
+            f"model:         {_newest(workdir.glob('outputs/*/*-op/model'))}",
+            f"MLflow run:    {outputs['mlflow_run_id']} at {tracking_uri}",
+        ]
+    lines += [f"outputs:       {workdir / 'outputs'}", f"log:           {log_path}"]
     if tracking_uri.startswith("sqlite:///"):
         lines.append(
             f"MLflow UI:     mlflow ui --backend-store-uri {tracking_uri} "

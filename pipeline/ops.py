@@ -71,6 +71,7 @@ def train_op(
     kfp_run_id: str,
     pipeline_name: str,
     model: Output[Model],
+    combination: str = "",
 ) -> str:
     """Train on this node (torchrun, one process per GPU, when gpus > 1).
 
@@ -85,6 +86,8 @@ def train_op(
         kfp_run_id: this pipeline run, which the MLflow run is tagged with.
         pipeline_name: tagged on the MLflow run too.
         model: where model.pt, the checkpoint and the history are written.
+        combination: in a sweep, this child's recipe settings as JSON, over ``settings``;
+            the run is nested under the sweep's parent run of the same KFP run.
 
     Returns:
         The MLflow run id.
@@ -101,6 +104,7 @@ def train_op(
         checkpoint_root=checkpoint_root,
         kfp_run_id=kfp_run_id,
         pipeline_name=pipeline_name,
+        combination=combination,
     )
     run_id = train_processes(cfg, gpus)
     model.metadata["mlflow_run_id"] = run_id
@@ -238,3 +242,47 @@ def register_op(
     )
     decision = register_if_accurate(cfg)
     return (decision.registered, decision.reason)
+
+
+@component
+def sweep_parent_op(
+    grid: list, experiment: str, tracking_uri: str, kfp_run_id: str, pipeline_name: str
+) -> str:
+    """Open the sweep's parent MLflow run, which the children are nested under.
+
+    Args:
+        grid: the combinations, each a JSON object of recipe settings.
+        experiment: the MLflow experiment.
+        tracking_uri: the MLflow tracking server.
+        kfp_run_id: this pipeline run, tagged on the parent.
+        pipeline_name: tagged on the parent too.
+
+    Returns:
+        The parent run's id.
+    """
+    from components.core.tracking import use_tracking_uri
+    from pipeline.sweep_runs import start_parent
+
+    use_tracking_uri(tracking_uri)
+    return start_parent(experiment, grid, kfp_run_id, pipeline_name)
+
+
+@component
+def sweep_best_op(parent_run_id: str, child_run_ids: list, tracking_uri: str) -> NamedTuple(  # type: ignore[valid-type]
+    "BestOutputs", mlflow_run_id=str, val_accuracy=float, test_accuracy=float, compare_url=str
+):
+    """Mark the child with the best validation accuracy and end the parent run.
+
+    Args:
+        parent_run_id: the sweep's parent MLflow run.
+        child_run_ids: every child's MLflow run.
+        tracking_uri: the MLflow tracking server.
+
+    Returns:
+        The best child's run id and accuracies, and the MLflow UI's compare view of all.
+    """
+    from components.core.tracking import use_tracking_uri
+    from pipeline.sweep_runs import mark_best
+
+    use_tracking_uri(tracking_uri)
+    return tuple(mark_best(parent_run_id, child_run_ids))

@@ -39,6 +39,17 @@ class PipelineOutputs(NamedTuple):
     gate: str
 
 
+class SweepOutputs(NamedTuple):
+    """What a finished sweep hands back: the parent run, the best child, the compare view."""
+
+    parent_run_id: str
+    best_run_id: str
+    best_val_accuracy: float
+    test_accuracy: float
+    compare_url: str
+    gate: str
+
+
 def settings_for(step: type, parameters: dict) -> str:
     """The pipeline parameters that ``step``'s schema declares, as one JSON string.
 
@@ -50,47 +61,43 @@ def settings_for(step: type, parameters: dict) -> str:
     return "{" + ", ".join(f'"{name}": "{parameters[name]}"' for name in names) + "}"
 
 
-def build_pipeline(settings: ClusterSettings | None = None):
-    """The ``@dsl.pipeline`` function for ``settings``: compile it, or call it under kfp.local."""
-    settings = settings or ClusterSettings()
+def build_pipeline(settings: ClusterSettings | None = None, sweep: bool = False):
+    """The ``@dsl.pipeline`` function for ``settings``: compile it, or call it under kfp.local.
 
-    def dogs_vs_cats(*values) -> PipelineOutputs:
-        return _wire(dict(zip(PARAMETERS, values, strict=True)), settings)
+    With ``sweep``, the pipeline takes one more parameter, ``grid`` (a list of JSON
+    objects of recipe settings), and trains and evaluates each combination as a child
+    MLflow run under one parent; the best by validation accuracy goes through the gate.
+    """
+    settings = settings or ClusterSettings()
+    if sweep and settings.nodes > 1:
+        raise ValueError("expected a sweep on one node per combination, found --nodes > 1")
+    parameters = {**PARAMETERS, "grid": (list, [])} if sweep else PARAMETERS
+
+    def dogs_vs_cats(*values):
+        named = dict(zip(parameters, values, strict=True))
+        return _wire_sweep(named, settings) if sweep else _wire(named, settings)
 
     keyword = inspect.Parameter.POSITIONAL_OR_KEYWORD
     dogs_vs_cats.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
         [
             inspect.Parameter(name, keyword, default=default, annotation=kind)
-            for name, (kind, default) in PARAMETERS.items()
+            for name, (kind, default) in parameters.items()
         ],
-        return_annotation=PipelineOutputs,
+        return_annotation=SweepOutputs if sweep else PipelineOutputs,
     )
-    return dsl.pipeline(
-        name=PIPELINE_NAME, description="Train, evaluate and register a Dogs-vs-Cats classifier."
-    )(dogs_vs_cats)
+    name = f"{PIPELINE_NAME}-sweep" if sweep else PIPELINE_NAME
+    description = (
+        "Train a grid of Dogs-vs-Cats recipes as child MLflow runs; register the best."
+        if sweep
+        else "Train, evaluate and register a Dogs-vs-Cats classifier."
+    )
+    return dsl.pipeline(name=name, description=description)(dogs_vs_cats)
 
 
 def _wire(p: dict, settings: ClusterSettings) -> PipelineOutputs:
     placement = settings.training
-    download = ops.download_op(source=p["source"], sha256=p["sha256"])
-    _cpu_task(download, settings, cpu="1", memory="2Gi")
-    # no KFP retry: the step retries transient errors itself, within its deadline, and a
-    # refused archive or a digest mismatch would only fail again
-    _with_secret(download, placement.s3_secret, S3_ENV, settings)
-
-    preprocess = ops.preprocess_op(
-        raw=download.outputs["dataset"], settings=settings_for(PreprocessConfig, p)
-    )
-    _cpu_task(preprocess, settings, cpu="2", memory="4Gi")
-
-    training = dict(
-        arrays=preprocess.outputs["arrays"],
-        settings=settings_for(TrainConfig, p),
-        tracking_uri=p["tracking_uri"],
-        checkpoint_root=p["checkpoint_root"],
-        kfp_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
-        pipeline_name=PIPELINE_NAME,
-    )
+    arrays = _data_tasks(p, settings)
+    training = _training_inputs(p, arrays)
     if settings.nodes > 1:  # compiled for several nodes: a PyTorchJob does the training
         train = ops.pytorchjob_op(
             nodes=settings.nodes,
@@ -106,31 +113,100 @@ def _wire(p: dict, settings: ClusterSettings) -> PipelineOutputs:
     else:
         train = ops.train_op(gpus=p["gpus"], **training)
         _gpu_task(train, settings, p["gpus"])
-    run_id = train.outputs["Output"]
-
-    evaluate = ops.evaluate_op(
-        arrays=preprocess.outputs["arrays"],
-        model=train.outputs["model"],
-        mlflow_run_id=run_id,
-        tracking_uri=p["tracking_uri"],
-        settings=settings_for(EvaluateConfig, p),
-    )
-    _cpu_task(evaluate, settings, cpu="2", memory="8Gi").set_caching_options(False)
-    _with_mlflow_secret(evaluate, settings)
-
-    gate = ops.register_op(
-        mlflow_run_id=run_id,
-        test_accuracy=evaluate.outputs["accuracy"],
-        tracking_uri=p["tracking_uri"],
-        settings=settings_for(RegisterConfig, p),
-    )
-    _cpu_task(gate, settings, cpu="500m", memory="1Gi").set_caching_options(False)
-    _with_mlflow_secret(gate, settings)
+    evaluate = _evaluate_task(p, arrays, train, settings)
+    gate = _gate_task(p, train.outputs["Output"], evaluate.outputs["accuracy"], settings)
     return PipelineOutputs(
         mlflow_run_id=evaluate.outputs["mlflow_run_id"],
         test_accuracy=evaluate.outputs["accuracy"],
         gate=gate.outputs["reason"],
     )
+
+
+def _wire_sweep(p: dict, settings: ClusterSettings) -> SweepOutputs:
+    arrays = _data_tasks(p, settings)
+    parent = ops.sweep_parent_op(
+        grid=p["grid"],
+        experiment=p["experiment"],
+        tracking_uri=p["tracking_uri"],
+        kfp_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+        pipeline_name=PIPELINE_NAME,
+    )
+    _cpu_task(parent, settings, cpu="500m", memory="1Gi").set_caching_options(False)
+    _with_mlflow_secret(parent, settings)
+    with dsl.ParallelFor(p["grid"], parallelism=settings.sweep_parallelism) as combination:
+        # the child finds its parent run by the KFP run they share: kfp.local hands a
+        # ParallelFor body the loop item in place of an outer task's output parameter
+        train = ops.train_op(
+            gpus=p["gpus"], combination=combination, **_training_inputs(p, arrays)
+        ).after(parent)
+        _gpu_task(train, settings, p["gpus"])
+        evaluate = _evaluate_task(p, arrays, train, settings)
+    best = ops.sweep_best_op(
+        parent_run_id=parent.output,
+        child_run_ids=dsl.Collected(evaluate.outputs["mlflow_run_id"]),
+        tracking_uri=p["tracking_uri"],
+    )
+    _cpu_task(best, settings, cpu="500m", memory="1Gi").set_caching_options(False)
+    _with_mlflow_secret(best, settings)
+    gate = _gate_task(p, best.outputs["mlflow_run_id"], best.outputs["test_accuracy"], settings)
+    return SweepOutputs(
+        parent_run_id=parent.output,
+        best_run_id=best.outputs["mlflow_run_id"],
+        best_val_accuracy=best.outputs["val_accuracy"],
+        test_accuracy=best.outputs["test_accuracy"],
+        compare_url=best.outputs["compare_url"],
+        gate=gate.outputs["reason"],
+    )
+
+
+def _data_tasks(p: dict, settings: ClusterSettings):
+    """Download and preprocess; the arrays."""
+    download = ops.download_op(source=p["source"], sha256=p["sha256"])
+    _cpu_task(download, settings, cpu="1", memory="2Gi")
+    # no KFP retry: the step retries transient errors itself, within its deadline, and a
+    # refused archive or a digest mismatch would only fail again
+    _with_secret(download, settings.training.s3_secret, S3_ENV, settings)
+    preprocess = ops.preprocess_op(
+        raw=download.outputs["dataset"], settings=settings_for(PreprocessConfig, p)
+    )
+    _cpu_task(preprocess, settings, cpu="2", memory="4Gi")
+    return preprocess.outputs["arrays"]
+
+
+def _training_inputs(p: dict, arrays) -> dict:
+    return dict(
+        arrays=arrays,
+        settings=settings_for(TrainConfig, p),
+        tracking_uri=p["tracking_uri"],
+        checkpoint_root=p["checkpoint_root"],
+        kfp_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+        pipeline_name=PIPELINE_NAME,
+    )
+
+
+def _evaluate_task(p: dict, arrays, train, settings: ClusterSettings):
+    evaluate = ops.evaluate_op(
+        arrays=arrays,
+        model=train.outputs["model"],
+        mlflow_run_id=train.outputs["Output"],
+        tracking_uri=p["tracking_uri"],
+        settings=settings_for(EvaluateConfig, p),
+    )
+    _cpu_task(evaluate, settings, cpu="2", memory="8Gi").set_caching_options(False)
+    _with_mlflow_secret(evaluate, settings)
+    return evaluate
+
+
+def _gate_task(p: dict, run_id, test_accuracy, settings: ClusterSettings):
+    gate = ops.register_op(
+        mlflow_run_id=run_id,
+        test_accuracy=test_accuracy,
+        tracking_uri=p["tracking_uri"],
+        settings=settings_for(RegisterConfig, p),
+    )
+    _cpu_task(gate, settings, cpu="500m", memory="1Gi").set_caching_options(False)
+    _with_mlflow_secret(gate, settings)
+    return gate
 
 
 def _cpu_task(task, settings: ClusterSettings, cpu: str, memory: str):

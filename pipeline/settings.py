@@ -41,6 +41,7 @@ class ClusterSettings:
     shared_pvc: str = "dogs-vs-cats-shared"  # ReadWriteMany, for multi-node PyTorchJobs
     kfp_backend: str = CURRENT_BACKEND  # the oldest KFP backend the spec must run on
     train_retries: int = 2  # KFP retries of the train task, to survive a lost pod
+    sweep_parallelism: int = 4  # a sweep's combinations trained at once
 
     def __post_init__(self) -> None:
         backend_version(self.kfp_backend)

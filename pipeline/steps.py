@@ -2,6 +2,7 @@
 
 from components.core.schema import decode
 from components.training.config import TrainConfig
+from pipeline.sweep import combination_key
 
 
 def pipeline_train_config(
@@ -12,6 +13,7 @@ def pipeline_train_config(
     checkpoint_root: str,
     kfp_run_id: str,
     pipeline_name: str,
+    combination: str = "",
 ) -> TrainConfig:
     """Training as the pipeline runs it: always ready to resume this KFP run's checkpoint.
 
@@ -22,8 +24,10 @@ def pipeline_train_config(
         checkpoint_root: durable checkpoint prefix; empty: the MLflow run's artifacts.
         kfp_run_id: this pipeline run.
         pipeline_name: the pipeline's name.
+        combination: in a sweep, this child's recipe settings as JSON, over ``settings``.
     """
-    checkpoint_uri = f"{checkpoint_root.rstrip('/')}/{kfp_run_id}" if checkpoint_root else None
+    key = f"{kfp_run_id}/{combination_key(combination)}" if combination else kfp_run_id
+    checkpoint_uri = f"{checkpoint_root.rstrip('/')}/{key}" if checkpoint_root else None
     return TrainConfig(
         data=arrays,
         output=output,
@@ -31,5 +35,6 @@ def pipeline_train_config(
         checkpoint_uri=checkpoint_uri,
         kfp_run_id=kfp_run_id,
         pipeline_name=pipeline_name,
-        **decode(TrainConfig, settings),
+        combination=combination or None,
+        **{**decode(TrainConfig, settings), **decode(TrainConfig, combination or "{}")},
     )

@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import time
 import urllib.parse
 from pathlib import Path
@@ -200,32 +201,52 @@ def test_a_brief_outage_during_training_is_survived(small_arrays, tmp_path, serv
 
 
 @pytest.mark.slow
-def test_compare_view_shows_two_runs_side_by_side(small_arrays, tmp_path, server):
+@pytest.mark.integration
+def test_a_sweep_of_two_lands_under_one_parent_and_compares_side_by_side(
+    sample_zip, tmp_path, server
+):
+    done = subprocess.run(
+        [sys.executable, "-m", "pipeline", "sweep", "--local", "--source", str(sample_zip)]
+        + ["--workdir", str(tmp_path / "w"), "epochs=1", "image_size=40", "min_accuracy=0"]
+        + ["lr=0.001,0.003"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-5000:]
+    client = MlflowClient(server.url)
+    parent = re.search(r"^sweep run: +(\w+)", done.stdout, re.MULTILINE).group(1)
+    best = re.search(r"^best run: +(\w+)", done.stdout, re.MULTILINE).group(1)
+    url = re.search(r"^compare: +(\S+)$", done.stdout, re.MULTILINE).group(1)
+    assert url.startswith(f"{server.url}/#/compare-runs?")
+    runs = json.loads(urllib.parse.parse_qs(url.split("?", 1)[1])["runs"][0])
+    children = [client.get_run(run) for run in runs]
+    # two children under one parent, each with the same param and metric names
+    assert [child.data.tags["mlflow.parentRunId"] for child in children] == [parent, parent]
+    assert sorted(child.data.params["lr"] for child in children) == ["0.001", "0.003"]
+    assert children[0].data.params.keys() == children[1].data.params.keys()
+    assert children[0].data.metrics.keys() == children[1].data.metrics.keys()
+    # the best by validation accuracy is marked, and it alone went through the gate
+    val = {child.info.run_id: child.data.metrics["val_accuracy"] for child in children}
+    assert val[best] == max(val.values())
+    assert [c.info.run_id for c in children if c.data.tags.get("sweep.best")] == [best]
+    assert client.get_run(parent).data.tags["sweep.best_run_id"] == best
+    assert client.get_model_version_by_alias("dogs-vs-cats", "candidate").run_id == best
+    gated = [
+        c.info.run_id for c in children if "quality_gate" in client.get_run(c.info.run_id).data.tags
+    ]
+    assert gated == [best]
+
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if not chromium:
         pytest.skip("Chromium is not installed (.ci/run installs Debian's chromium)")
-    runs = []
-    for model in ("tutorial_cnn", "bn_cnn"):
-        result = session.train(
-            TrainConfig(
-                data=str(small_arrays), output=str(tmp_path / model), model=model, dry_run=True
-            )
-        )
-        evaluate(tmp_path / model, small_arrays, tmp_path / f"eval-{model}")
-        runs.append(result.run_id)
-    client = MlflowClient(server.url)
-    experiment = client.get_run(runs[0]).info.experiment_id
-    query = urllib.parse.urlencode(
-        {"runs": json.dumps(runs), "experiments": json.dumps([experiment])}
-    )
-    url = f"{server.url}/#/compare-runs?{query}"
     page = visible_text(browse(chromium, tmp_path, "--window-size=1600,1400", "--dump-dom", url))
-    # each run's own value, in its own column (the page rounds to 3 decimals)
+    # each child's own value, in its own column (the page rounds to 3 decimals)
     params, metrics = table(page, "Parameters"), table(page, "Metrics")
-    assert params["model"] == ["tutorial_cnn", "bn_cnn"]
-    assert params["batch_size"] == ["100", "100"]
+    assert params["lr"] == [child.data.params["lr"] for child in children]
     for name in ("val_accuracy", "val_loss", "test_accuracy", "test_roc_auc"):
-        logged = [client.get_run(run).data.metrics[name] for run in runs]
+        logged = [child.data.metrics[name] for child in children]
         shown = [float(value) for value in metrics[name]]
         assert shown == pytest.approx(logged, abs=6e-4), name
     ARTIFACTS.mkdir(exist_ok=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -377,3 +378,42 @@ def test_preset_expands_into_parameters_that_pairs_override():
     arguments = parse_arguments(["epochs=2"], build_pipeline(), preset="accurate")
     assert arguments["model"] == "resnet18" and arguments["image_size"] == 128
     assert arguments["channels"] == 3 and arguments["epochs"] == 2
+
+
+def test_the_sweep_compiles_to_a_parallel_for_of_train_and_evaluate_then_one_gate(tmp_path):
+    path = tmp_path / "sweep.yaml"
+    pipeline_main(["compile", "--sweep", "--output", str(path), "--image", IMAGE])
+    spec, platform = yaml.safe_load_all(path.read_text())
+    root = spec["root"]
+    assert root["inputDefinitions"]["parameters"]["grid"]["parameterType"] == "LIST"
+    loop_name = next(name for name in root["dag"]["tasks"] if name.startswith("for-loop"))
+    loop = root["dag"]["tasks"][loop_name]
+    assert loop["parameterIterator"]["items"]["inputParameter"].endswith("grid")
+    assert loop["iteratorPolicy"]["parallelismLimit"] == 4
+    body = spec["components"][loop["componentRef"]["name"]]["dag"]["tasks"]
+    assert set(body) == {"train-op", "evaluate-op"}
+    assert "sweep-parent-op" in loop["dependentTasks"]  # children nest under its run
+    assert body["train-op"]["retryPolicy"]["maxRetryCount"] == 2
+    # the gate judges the best child only
+    gate = root["dag"]["tasks"]["register-op"]["inputs"]["parameters"]
+    assert gate["mlflow_run_id"]["taskOutputParameter"]["producerTask"] == "sweep-best-op"
+    executors = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    assert executors["exec-train-op"]["tolerations"][0]["key"] == "nvidia.com/gpu"
+
+
+def test_sweep_pairs_become_a_grid_and_a_bad_combination_is_refused_before_running():
+    from pipeline.__main__ import sweep_arguments
+    from pipeline.pipeline import build_pipeline
+
+    pipeline = build_pipeline(sweep=True)
+    arguments = sweep_arguments(
+        ["lr=0.001,0.003", "model=tutorial_cnn,bn_cnn", "epochs=2"], pipeline
+    )
+    assert arguments["epochs"] == 2 and len(arguments["grid"]) == 4
+    assert json.loads(arguments["grid"][0]) == {"lr": 0.001, "model": "tutorial_cnn"}
+    with pytest.raises(SystemExit, match="refused: unknown model 'vgg'"):
+        sweep_arguments(["model=tutorial_cnn,vgg"], pipeline)
+    with pytest.raises(SystemExit, match="expected a sweep over training recipe settings"):
+        sweep_arguments(["image_size=40,64"], pipeline)
+    with pytest.raises(SystemExit, match="expected at least one name=v1,v2 pair"):
+        sweep_arguments(["lr=0.001"], pipeline)

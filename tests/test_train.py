@@ -133,7 +133,7 @@ def test_a_kfp_retry_of_a_run_that_diverged_stops_before_training(
     diverging = dict(epochs=1, lr=1e30, resume=True)  # as the pipeline runs it: resume=True
     with pytest.raises(NonFiniteLossError, match="epoch 1"):
         session.train(config(small_arrays, tmp_path / "pod1", kfp_run_id="kfp-nan", **diverging))
-    run_id = tracking.find_run_by_tag("dogs-vs-cats", tracking.KFP_RUN_ID_TAG, "kfp-nan")
+    run_id = tracking.find_run_by_tags("dogs-vs-cats", {tracking.KFP_RUN_ID_TAG: "kfp-nan"})
     assert "expected finite losses" in tracking.run_tag(run_id, tracking.DIVERGED_TAG)
 
     # KFP retries the task in a new pod: it fails at once, naming the earlier attempt

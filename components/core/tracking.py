@@ -26,6 +26,9 @@ DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
 KFP_RUN_ID_TAG = "kfp.run_id"
 KFP_PIPELINE_TAG = "kfp.pipeline_name"
 DIVERGED_TAG = "training.diverged"  # why the run stopped at a non-finite loss
+PARENT_TAG = "mlflow.parentRunId"  # MLflow's own: the UI nests a child under its parent
+COMBINATION_TAG = "sweep.combination"  # the recipe settings a sweep's child run varies
+SWEEP_PARENT_TAG = "sweep.parent"  # "true" on a sweep's parent run
 CHECKPOINT_ARTIFACT = "checkpoints"
 MODEL_NAME = "model"
 
@@ -98,6 +101,13 @@ def start_run(
         yield run.info.run_id
 
 
+def log_params_into(run_id: str, params: dict[str, object]) -> None:
+    """Log ``params`` into a run that is not this process's active run."""
+    client = MlflowClient(tracking_uri())
+    for key, value in params.items():
+        client.log_param(run_id, key, value)
+
+
 def log_params(params: dict[str, object]) -> None:
     mlflow.log_params({key: str(value) for key, value in params.items()})
 
@@ -138,12 +148,12 @@ def log_model(model: torch.nn.Module, example: np.ndarray) -> str:
     return info.model_uri
 
 
-def find_run_by_tag(experiment: str, key: str, value: str) -> str | None:
-    """The newest run of ``experiment`` tagged ``key=value``, or None."""
+def find_run_by_tags(experiment: str, tags: dict[str, str]) -> str | None:
+    """The newest run of ``experiment`` carrying every one of ``tags``, or None."""
     mlflow.set_tracking_uri(tracking_uri())
     found = mlflow.search_runs(
         experiment_names=[experiment],
-        filter_string=f"tags.`{key}` = '{value}'",
+        filter_string=" AND ".join(f"tags.`{key}` = '{value}'" for key, value in tags.items()),
         order_by=["start_time DESC"],
         max_results=1,
         output_format="list",
@@ -226,6 +236,34 @@ def register_model(run_id: str, name: str, alias: str) -> str:
     version = mlflow.register_model(f"models:/{logged_model_id(run_id)}", name)
     MlflowClient(tracking_uri()).set_registered_model_alias(name, alias, version.version)
     return str(version.version)
+
+
+def create_run(experiment: str, run_name: str, tags: dict[str, str]) -> str:
+    """A new run, left open for others to fill and end (a sweep's parent); its id."""
+    mlflow.set_tracking_uri(tracking_uri())
+    experiment_id = mlflow.set_experiment(experiment).experiment_id
+    client = MlflowClient(tracking_uri())
+    return client.create_run(experiment_id, run_name=run_name, tags=tags).info.run_id
+
+
+def finish_run(run_id: str, metrics: dict[str, float], tags: dict[str, str]) -> None:
+    """Log ``metrics`` and ``tags`` into a run and end it."""
+    client = MlflowClient(tracking_uri())
+    for key, value in metrics.items():
+        client.log_metric(run_id, key, value)
+    for key, text in tags.items():
+        client.set_tag(run_id, key, text)
+    client.set_terminated(run_id)
+
+
+def run_metrics(run_id: str) -> dict[str, float]:
+    """The run's metrics, each at its latest step."""
+    return dict(MlflowClient(tracking_uri()).get_run(run_id).data.metrics)
+
+
+def experiment_of(run_id: str) -> str:
+    """The id of the run's experiment."""
+    return MlflowClient(tracking_uri()).get_run(run_id).info.experiment_id
 
 
 def run_tag(run_id: str, key: str) -> str | None:

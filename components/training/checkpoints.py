@@ -130,8 +130,7 @@ def _candidates(cfg: TrainConfig) -> Iterator[dict]:
     if local.is_file():
         yield load_checkpoint(local)
     run_id = cfg.mlflow_run_id or (
-        cfg.kfp_run_id
-        and tracking.find_run_by_tag(cfg.experiment, tracking.KFP_RUN_ID_TAG, cfg.kfp_run_id)
+        cfg.kfp_run_id and tracking.find_run_by_tags(cfg.experiment, identity_tags(cfg))
     )
     with tempfile.TemporaryDirectory() as scratch:  # private to this run, removed after
         fetched = Path(scratch) / CHECKPOINT
@@ -139,6 +138,16 @@ def _candidates(cfg: TrainConfig) -> Iterator[dict]:
             yield load_checkpoint(fetched)
         if run_id and (path := tracking.download_checkpoint(run_id, Path(scratch) / "mlflow")):
             yield load_checkpoint(path)
+
+
+def identity_tags(cfg: TrainConfig) -> dict[str, str]:
+    """The tags that find a KFP task's MLflow run again when the task is retried.
+
+    The KFP run id, and in a sweep the child's combination: every child of a sweep
+    shares the KFP run.
+    """
+    tags = {tracking.KFP_RUN_ID_TAG: cfg.kfp_run_id, tracking.COMBINATION_TAG: cfg.combination}
+    return {key: value for key, value in tags.items() if value}
 
 
 def _check_compatible(state: dict, cfg: TrainConfig) -> None:

@@ -49,6 +49,12 @@ class TrainConfig:
         None, "tag the run with this Kubeflow Pipelines run id", role=LOCAL
     )
     pipeline_name: str | None = setting(None, "tag the run with this pipeline name", role=LOCAL)
+    parent_run_id: str | None = setting(
+        None, "nest the run under this MLflow run (a sweep's parent)", role=LOCAL
+    )
+    combination: str | None = setting(
+        None, "the recipe settings of a sweep's child, as JSON: tagged, to resume by", role=LOCAL
+    )
 
     def __post_init__(self) -> None:
         if self.model not in MODEL_NAMES:

@@ -7,6 +7,7 @@ command line loads only once its flags are parsed.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import math
 import subprocess
@@ -119,12 +120,11 @@ def _refuse_a_retry_that_diverged(cfg: TrainConfig) -> None:
     Raises:
         NonFiniteLossError: the KFP run's MLflow run records a divergence.
     """
-    kfp_run_id = cfg.kfp_run_id or ""
-    run_id = tracking.find_run_by_tag(cfg.experiment, tracking.KFP_RUN_ID_TAG, kfp_run_id)
+    run_id = tracking.find_run_by_tags(cfg.experiment, checkpoints.identity_tags(cfg))
     reason = run_id and tracking.run_tag(run_id, tracking.DIVERGED_TAG)
     if reason:
         raise NonFiniteLossError(
-            f"not retrying: an earlier attempt of KFP run {kfp_run_id} stopped ({reason}); "
+            f"not retrying: an earlier attempt of KFP run {cfg.kfp_run_id} stopped ({reason}); "
             "resumed from the same checkpoint with the same recipe it would stop again. "
             "Start a new run with a lower --lr or another --schedule"
         )
@@ -139,7 +139,11 @@ def _new_model(cfg: TrainConfig, meta: dict, device: torch.device) -> Classifier
 
 def run_name(cfg: TrainConfig) -> str:
     """The MLflow run's name: what the recipe is, readable in the runs table."""
-    return f"{cfg.model}-{cfg.epochs}ep-seed{cfg.seed}"
+    name = f"{cfg.model}-{cfg.epochs}ep-seed{cfg.seed}"
+    if cfg.combination:  # a sweep's child: what it varies, e.g. "lr=0.003"
+        varied = json.loads(cfg.combination)
+        name += " " + " ".join(f"{key}={value}" for key, value in varied.items())
+    return name
 
 
 def run_params(cfg: TrainConfig, meta: dict) -> dict[str, object]:
@@ -152,8 +156,23 @@ def run_params(cfg: TrainConfig, meta: dict) -> dict[str, object]:
 
 
 def _tags(cfg: TrainConfig) -> dict[str, str]:
-    tags = {tracking.KFP_RUN_ID_TAG: cfg.kfp_run_id, tracking.KFP_PIPELINE_TAG: cfg.pipeline_name}
-    return {key: value for key, value in tags.items() if value}
+    tags = {tracking.KFP_PIPELINE_TAG: cfg.pipeline_name, tracking.PARENT_TAG: _parent_run(cfg)}
+    return {**checkpoints.identity_tags(cfg), **{k: v for k, v in tags.items() if v}}
+
+
+def _parent_run(cfg: TrainConfig) -> str | None:
+    """The run to nest under: ``parent_run_id``, else for a sweep's child its sweep's parent.
+
+    Raises:
+        LookupError: a sweep's child whose KFP run has no parent run.
+    """
+    if cfg.parent_run_id or not (cfg.combination and cfg.kfp_run_id):
+        return cfg.parent_run_id
+    parent_tags = {tracking.KFP_RUN_ID_TAG: cfg.kfp_run_id, tracking.SWEEP_PARENT_TAG: "true"}
+    parent = tracking.find_run_by_tags(cfg.experiment, parent_tags)
+    if parent is None:
+        raise LookupError(f"expected the parent run of sweep {cfg.kfp_run_id}, found none")
+    return parent
 
 
 def _write_outputs(

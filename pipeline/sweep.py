@@ -1,0 +1,72 @@
+"""A sweep: a grid of training recipes, one child MLflow run each under one parent run.
+
+``lr=0.001,0.003 model=tutorial_cnn,bn_cnn`` is a grid of four combinations; the
+pipeline trains and evaluates each (KFP's ``ParallelFor``), marks the child with the best
+validation accuracy, and sends that child alone through the quality gate.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import urllib.parse
+
+from components.core import schema
+from components.core.schema import RECIPE
+from components.training.config import TrainConfig
+
+BEST_TAG = "sweep.best"
+SWEEPABLE = [field.name for field in schema.fields_of(TrainConfig, RECIPE)]
+
+
+def split_pairs(pairs: list[str]) -> tuple[list[str], dict[str, list[str]]]:
+    """``name=value`` pairs apart from ``name=v1,v2,...`` axes of the grid.
+
+    Raises:
+        SystemExit: an axis is not a training recipe field.
+    """
+    fixed, axes = [], {}
+    for pair in pairs:
+        name, _, value = pair.partition("=")
+        if "," not in value:
+            fixed.append(pair)
+        elif name in SWEEPABLE:
+            axes[name] = value.split(",")
+        else:
+            raise SystemExit(
+                f"expected a sweep over training recipe settings ({', '.join(SWEEPABLE)}); "
+                f"found {pair!r}"
+            )
+    if not axes:
+        raise SystemExit("expected at least one name=v1,v2 pair to sweep, e.g. lr=0.001,0.003")
+    return fixed, axes
+
+
+def grid(axes: dict[str, list[object]]) -> list[str]:
+    """Every combination of the axes' typed values, each a JSON object of recipe settings."""
+    names = list(axes)
+    return [
+        json.dumps(dict(zip(names, values, strict=True)), sort_keys=True)
+        for values in itertools.product(*axes.values())
+    ]
+
+
+def combination_key(combination: str) -> str:
+    """A short, stable name for a combination: its checkpoint folder in a sweep."""
+    return hashlib.sha256(combination.encode()).hexdigest()[:12]
+
+
+def compare_url(ui: str, experiment_id: str, run_ids: list[str]) -> str:
+    """The MLflow UI's side-by-side view of ``run_ids``."""
+    query = urllib.parse.urlencode(
+        {"runs": json.dumps(run_ids), "experiments": json.dumps([experiment_id])}
+    )
+    return f"{ui.rstrip('/')}/#/compare-runs?{query}"
+
+
+def ui_address(tracking_uri: str) -> str:
+    """Where the MLflow UI answers: the tracking server, or a local ``mlflow ui``."""
+    if tracking_uri.startswith(("http://", "https://")):
+        return tracking_uri
+    return "http://127.0.0.1:5000"

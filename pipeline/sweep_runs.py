@@ -1,0 +1,60 @@
+"""A sweep's MLflow runs: the parent that holds the children, and the best child marked."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import NamedTuple
+
+from components.core import tracking
+from pipeline.sweep import BEST_TAG, compare_url, ui_address
+
+log = logging.getLogger(__name__)
+
+
+class Best(NamedTuple):
+    """The child with the best validation accuracy, and where to compare all children."""
+
+    run_id: str
+    val_accuracy: float
+    test_accuracy: float
+    compare_url: str
+
+
+def start_parent(experiment: str, grid: list[str], kfp_run_id: str, pipeline_name: str) -> str:
+    """The sweep's parent run, tagged with the KFP run and holding the grid; its id."""
+    names = sorted({name for combination in grid for name in json.loads(combination)})
+    run_id = tracking.create_run(
+        experiment,
+        run_name=f"sweep {' '.join(names)} ({len(grid)} runs)",
+        tags={
+            tracking.KFP_RUN_ID_TAG: kfp_run_id,
+            tracking.KFP_PIPELINE_TAG: pipeline_name,
+            tracking.SWEEP_PARENT_TAG: "true",
+        },
+    )
+    tracking.log_params_into(run_id, {"sweep_grid": json.dumps(grid), "sweep_size": len(grid)})
+    return run_id
+
+
+def mark_best(parent_run_id: str, child_run_ids: list[str]) -> Best:
+    """Mark the child with the best validation accuracy, on it and on the parent; end the parent.
+
+    Test accuracy plays no part in the choice: it is reported, never tuned on.
+    """
+    if not child_run_ids:
+        raise ValueError("expected at least one child run, found none: the grid was empty")
+    val = {run: tracking.run_metrics(run)["val_accuracy"] for run in child_run_ids}
+    best = max(child_run_ids, key=lambda run: (val[run], run))  # ties: a stable choice
+    test_accuracy = tracking.run_metrics(best).get("test_accuracy", float("nan"))
+    tracking.set_run_tags(best, {BEST_TAG: "true"})
+    tracking.finish_run(
+        parent_run_id,
+        metrics={"best_val_accuracy": val[best], "best_test_accuracy": test_accuracy},
+        tags={"sweep.best_run_id": best},
+    )
+    url = compare_url(
+        ui_address(tracking.tracking_uri()), tracking.experiment_of(best), child_run_ids
+    )
+    log.info("best of %d: %s (val_accuracy %.4f)", len(child_run_ids), best, val[best])
+    return Best(best, val[best], test_accuracy, url)
