@@ -60,7 +60,7 @@ def check_server(uri: str | None = None, timeout: float = 10.0) -> None:
     except requests.RequestException as err:
         raise TrackingUnavailableError(
             f"the MLflow tracking server at {uri} is unreachable ({err}); start it, or point "
-            "MLFLOW_TRACKING_URI (or --tracking-uri) at one that runs"
+            "MLFLOW_TRACKING_URI (in a pipeline: its tracking_uri parameter) at one that runs"
         ) from err
 
 
