@@ -107,13 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
         "submit": "compile and start a run on a Kubeflow Pipelines API",
     }
     for name, summary in summaries.items():
-        sub = commands.add_parser(
-            name,
-            help=summary,
-            description=summary,
-            epilog=_parameters_epilog(),
-            formatter_class=argparse.RawDescriptionHelpFormatter,
-        )
+        sub = _add_command(commands, name, summary)
         if name == "submit":
             _add_preset_flag(sub)
         sub.add_argument(
@@ -165,13 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
         "model=tutorial_cnn,bn_cnn: one child MLflow run each, the best registered",
     }
     for name, summary in here.items():
-        run = commands.add_parser(
-            name,
-            help=summary,
-            description=summary,
-            epilog=_parameters_epilog(),
-            formatter_class=argparse.RawDescriptionHelpFormatter,
-        )
+        run = _add_command(commands, name, summary)
         run.add_argument(
             "--local",
             action="store_true",
@@ -206,6 +194,17 @@ def check_reachable(host: str, timeout: float = 10.0) -> None:
             f"{url}); check --host, e.g. after `kubectl -n kubeflow port-forward "
             "svc/ml-pipeline-ui 8080:80` use --host http://localhost:8080"
         ) from None
+
+
+def _add_command(commands, name: str, summary: str) -> argparse.ArgumentParser:
+    """A subcommand whose help ends with the pipeline's parameters and their defaults."""
+    return commands.add_parser(
+        name,
+        help=summary,
+        description=summary,
+        epilog=_parameters_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
 
 
 def _parameters_epilog() -> str:
