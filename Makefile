@@ -13,7 +13,7 @@ digest = $(shell docker inspect --format '{{index .RepoDigests 0}}' $(1) 2>/dev/
 # torch as this project's machines install it (x86_64 Linux, the release pip serves here)
 TORCH_PINS ?= torch==2.14.1 torchvision==0.29.1
 
-.PHONY: lock images push compile lint-images
+.PHONY: lock images push compile lint-images image-test
 lock:
 	uv pip compile pyproject.toml --all-extras --python-version 3.11 \
 	  --python-platform x86_64-manylinux_2_28 --annotation-style line --no-header \
@@ -34,3 +34,9 @@ compile:
 
 lint-images:
 	hadolint images/Dockerfile images/mlflow.Dockerfile
+
+# Build images/Dockerfile with buildah (no Docker engine needed) on a debootstrapped stand-in
+# for the Python base, then run every pipeline task in it as its user, on the sample
+# (needs Debian's buildah and debootstrap, and network to Debian's mirror and PyPI).
+image-test:
+	python -m pytest -m image -p no:cacheprovider tests/test_image.py

@@ -130,8 +130,13 @@ def build_parser() -> argparse.ArgumentParser:
             "--nodes",
             type=int,
             default=1,
-            help="train across this many GPU nodes as a Training Operator PyTorchJob "
+            help="train across this many GPU nodes as a Kubeflow Trainer TrainJob "
             "(default: 1: the GPU train task, torchrun when gpus > 1)",
+        )
+        sub.add_argument(
+            "--trainer-runtime",
+            default=ClusterSettings.trainer_runtime,
+            help="the ClusterTrainingRuntime a multi-node TrainJob uses (default: %(default)s)",
         )
         schema.add_arguments(sub.add_argument_group("where the train task runs"), Placement)
         sub.add_argument(
@@ -255,6 +260,7 @@ def main(argv: list[str] | None = None) -> None:
         image=args.image,
         gpu_image=args.gpu_image,
         nodes=args.nodes,
+        trainer_runtime=args.trainer_runtime,
         training=schema.from_namespace(Placement, args),
         kfp_backend=args.kfp_backend,
     )

@@ -112,12 +112,13 @@ def train_op(
 
 
 @component
-def pytorchjob_op(
+def trainjob_op(
     arrays: Input[Dataset],
     settings: str,
     nodes: int,
     gpus: int,
     gpu_image: str,
+    runtime: str,
     shared_pvc: str,
     placement: str,
     tracking_uri: str,
@@ -126,7 +127,7 @@ def pytorchjob_op(
     pipeline_name: str,
     model: Output[Model],
 ) -> str:
-    """Train across ``nodes`` nodes as a Training Operator PyTorchJob.
+    """Train across ``nodes`` nodes as a Kubeflow Trainer TrainJob.
 
     Args:
         arrays: the preprocess step's output, copied to the shared volume.
@@ -134,6 +135,7 @@ def pytorchjob_op(
         nodes: nodes to train on.
         gpus: GPUs (and processes) per node.
         gpu_image: the CUDA image the job's pods run.
+        runtime: the ClusterTrainingRuntime the TrainJob refers to.
         shared_pvc: the ReadWriteMany claim the pods and this task share.
         placement: where the pods run, as ``Placement.to_json()``.
         tracking_uri: the MLflow tracking server.
@@ -145,8 +147,8 @@ def pytorchjob_op(
     Returns:
         The MLflow run id.
     """
+    from components.cluster import trainjob
     from components.cluster.placement import Placement
-    from components.cluster.pytorchjob import ClusterJob, current_namespace, train_on_cluster
     from pipeline.steps import pipeline_train_config
 
     cfg = pipeline_train_config(
@@ -157,17 +159,18 @@ def pytorchjob_op(
         kfp_run_id=kfp_run_id,
         pipeline_name=pipeline_name,
     )
-    job = ClusterJob(
-        name=f"dogs-vs-cats-{kfp_run_id}"[:63],
-        namespace=current_namespace(),
+    job = trainjob.ClusterJob(
+        name=trainjob.trainjob_name(kfp_run_id),
+        namespace=trainjob.current_namespace(),
         image=gpu_image,
         nodes=nodes,
         gpus_per_node=gpus,
         tracking_uri=tracking_uri,
         shared_pvc=shared_pvc,
+        runtime=runtime,
         placement=Placement.from_json(placement),
     )
-    run_id = train_on_cluster(cfg, job)
+    run_id = trainjob.train_on_cluster(cfg, job, trainjob.in_cluster_client())
     model.metadata["mlflow_run_id"] = run_id
     return run_id
 

@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 from kfp import dsl, kubernetes
 
-from components.cluster.placement import GPU
+from components.cluster.placement import GPU, MLFLOW_KEYS, S3_KEYS
 from components.core import schema
 from components.core.schema import RECIPE, SETTING
 from components.download import DownloadConfig
@@ -26,8 +26,8 @@ PIPELINE_NAME = "dogs-vs-cats"
 STEP_SCHEMAS = (DownloadConfig, PreprocessConfig, TrainConfig, EvaluateConfig, RegisterConfig)
 # {name: (type, default)}: every parameter of the pipeline, from the schemas
 PARAMETERS = schema.signature_parameters((*STEP_SCHEMAS, PipelineOnly), RECIPE, SETTING)
-S3_ENV = {key: key for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL")}
-MLFLOW_ENV = {key: key for key in ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD")}
+S3_ENV = {key: key for key in S3_KEYS}
+MLFLOW_ENV = {key: key for key in MLFLOW_KEYS}
 TRAIN_RETRY_WINDOW = f"{7 * 24 * 3600}s"  # a week: longer than any training run
 
 
@@ -98,11 +98,12 @@ def _wire(p: dict, settings: ClusterSettings) -> PipelineOutputs:
     placement = settings.training
     arrays = _data_tasks(p, settings)
     training = _training_inputs(p, arrays)
-    if settings.nodes > 1:  # compiled for several nodes: a PyTorchJob does the training
-        train = ops.pytorchjob_op(
+    if settings.nodes > 1:  # compiled for several nodes: a Kubeflow Trainer TrainJob trains
+        train = ops.trainjob_op(
             nodes=settings.nodes,
             gpus=p["gpus"],
             gpu_image=settings.gpu_image,
+            runtime=settings.trainer_runtime,
             shared_pvc=settings.shared_pvc,
             placement=placement.to_json(),
             **training,

@@ -37,8 +37,9 @@ class ClusterSettings:
     image: str = IMAGE
     gpu_image: str = GPU_IMAGE
     training: Placement = field(default_factory=Placement)
-    nodes: int = 1  # more than one: training is a PyTorchJob across that many nodes
-    shared_pvc: str = "dogs-vs-cats-shared"  # ReadWriteMany, for multi-node PyTorchJobs
+    nodes: int = 1  # more than one: training is a Kubeflow Trainer TrainJob on that many
+    trainer_runtime: str = "torch-distributed"  # the ClusterTrainingRuntime it refers to
+    shared_pvc: str = "dogs-vs-cats-shared"  # ReadWriteMany, shared with the TrainJob's pods
     kfp_backend: str = CURRENT_BACKEND  # the oldest KFP backend the spec must run on
     train_retries: int = 2  # KFP retries of the train task, to survive a lost pod
     sweep_parallelism: int = 4  # a sweep's combinations trained at once

@@ -1,55 +1,85 @@
-"""A small stand-in for the Kubernetes API that a Training Operator would answer, on 127.0.0.1.
+"""A stand-in for the Kubernetes API that Kubeflow Trainer v2 would answer, on 127.0.0.1.
 
-It stores PyTorchJobs, reports them Running then Succeeded (or Failed, on cue), lists
-their pods, serves the master's log, and records deletions. ``on_create`` lets a test
-play the part of the job's pods (writing the outputs they would write).
+There is no Kubernetes API server on these machines. This one stores TrainJobs, reports
+each Complete or Failed (or never done, on cue) after a first poll with no condition,
+serves ClusterTrainingRuntimes by name, lists the JobSet's node-0 pod by the labels
+Trainer gives it, serves its log, and records every call. ``on_create`` plays the part
+of the job's pods (writing the outputs they would write).
 """
 
 from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
+from urllib.parse import parse_qs, urlsplit
 
 from tests.local_http import LocalHTTPServer
 
-JOBS = re.compile(r"^/apis/kubeflow.org/v1/namespaces/([^/]+)/pytorchjobs(?:/([^/?]+))?")
-PODS = re.compile(r"^/api/v1/namespaces/([^/]+)/pods(?:/([^/?]+)/log)?")
+TRAINER = "/apis/trainer.kubeflow.org/v1alpha1"
+JOBS = re.compile(rf"^{TRAINER}/namespaces/([^/]+)/trainjobs(?:/([^/]+))?$")
+RUNTIMES = re.compile(rf"^{TRAINER}/clustertrainingruntimes(?:/([^/]+))?$")
+PODS = re.compile(r"^/api/v1/namespaces/([^/]+)/pods(?:/([^/]+)/log)?$")
+JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
+
+
+def condition(kind: str, reason: str, message: str) -> dict:
+    return {
+        "type": kind,
+        "status": "True",
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": "2026-11-22T00:00:00Z",
+    }
 
 
 class FakeKubeApi(LocalHTTPServer):
-    def __init__(self, outcome: str = "Succeeded", on_create: Callable[[dict], None] = None):
-        self.outcome = outcome
-        self.on_create = on_create or (lambda job: None)
+    def __init__(
+        self,
+        outcome: str | None = "Complete",
+        on_create: Callable[[dict], None] = lambda job: None,
+        runtimes: tuple[str, ...] = ("torch-distributed", "deepspeed-distributed"),
+    ):
+        self.outcome = outcome  # None: the job never finishes
+        self.on_create = on_create
+        self.runtimes = runtimes
         self.jobs: dict[str, dict] = {}
         self.created: list[dict] = []
         self.deleted: list[str] = []
-        self.polls = 0
+        self.polls: list[float] = []  # when each TrainJob was read
+        self.pod_queries: list[str] = []  # label selectors pods were listed by
+        self.logs_read: list[tuple[str, str]] = []  # (pod, container)
         self._bind()
 
     @property
     def url(self) -> str:
         return self.base_url
 
-    def _job_with_status(self, name: str) -> dict:
-        self.polls += 1
-        state = "Running" if self.polls < 2 else self.outcome
-        condition = {
-            "type": state,
-            "status": "True",
-            "reason": state,
-            "lastTransitionTime": "2026-11-22T00:00:00Z",
-        }
-        return {**self.jobs[name], "status": {"conditions": [condition]}}
+    def job_status(self, name: str) -> dict:
+        self.polls.append(time.monotonic())
+        job = self.jobs[name]
+        if "status" in job:  # a job a test placed here, as an earlier attempt left it
+            return job
+        if len(self.polls) < 2 or self.outcome is None:
+            return {**job, "status": {"conditions": []}}
+        why = {
+            "Complete": ("JobSetCompleted", "jobset completed"),
+            "Failed": ("FailedJobs", "jobset failed: node-0 exited with code 1"),
+        }[self.outcome]
+        return {**job, "status": {"conditions": [condition(self.outcome, *why)]}}
 
-    def _pods(self, namespace: str) -> dict:
+    def pods(self, namespace: str, selector: str) -> dict:
+        self.pod_queries.append(selector)
+        labels = dict(part.split("=", 1) for part in selector.split(","))
         items = [
             {
-                "metadata": {"name": f"{name}-master-0", "namespace": namespace},
+                "metadata": {"name": f"{name}-node-0-0-x7k2p", "namespace": namespace},
                 "status": {"phase": "Succeeded"},
             }
             for name in self.jobs
+            if labels.get(JOBSET_LABEL) == name
         ]
         return {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": items}
 
@@ -68,30 +98,45 @@ class FakeKubeApi(LocalHTTPServer):
                 self.end_headers()
                 self.wfile.write(data)
 
+            def _not_found(self, what: str) -> None:
+                self._reply(
+                    404, {"kind": "Status", "code": 404, "reason": "NotFound", "message": what}
+                )
+
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                if not JOBS.match(urlsplit(self.path).path):
+                    return self._not_found(self.path)
                 api.jobs[body["metadata"]["name"]] = body
                 api.created.append(body)
                 api.on_create(body)
                 self._reply(201, body)
 
             def do_GET(self) -> None:
-                path = self.path.split("?")[0]
-                if (match := JOBS.match(path)) and match.group(2) in api.jobs:
-                    self._reply(200, api._job_with_status(match.group(2)))
-                elif (match := PODS.match(path)) and match.group(2):
-                    self._reply(
-                        200,
-                        f"epoch 1/1 val_accuracy=0.9 ({match.group(2)})\n".encode(),
-                        "text/plain",
-                    )
-                elif match := PODS.match(path):
-                    self._reply(200, api._pods(match.group(1)))
-                else:
-                    self._reply(404, {"kind": "Status", "code": 404, "message": path})
+                url = urlsplit(self.path)
+                query = parse_qs(url.query)
+                if match := JOBS.match(url.path):
+                    if match.group(2) in api.jobs:
+                        return self._reply(200, api.job_status(match.group(2)))
+                elif match := RUNTIMES.match(url.path):
+                    items = [{"metadata": {"name": name}} for name in api.runtimes]
+                    if match.group(1) is None:
+                        return self._reply(200, {"items": items, "metadata": {}})
+                    if match.group(1) in api.runtimes:
+                        return self._reply(200, {"metadata": {"name": match.group(1)}})
+                elif (match := PODS.match(url.path)) and match.group(2):
+                    api.logs_read.append((match.group(2), query.get("container", [""])[0]))
+                    text = f"epoch 1/1 val_accuracy=0.9 ({match.group(2)})\n"
+                    return self._reply(200, text.encode(), "text/plain")
+                elif match := PODS.match(url.path):
+                    return self._reply(200, api.pods(match.group(1), query["labelSelector"][0]))
+                self._not_found(url.path)
 
             def do_DELETE(self) -> None:
-                match = JOBS.match(self.path.split("?")[0])
+                match = JOBS.match(urlsplit(self.path).path)
+                if not match or match.group(2) not in api.jobs:
+                    return self._not_found(self.path)
+                del api.jobs[match.group(2)]
                 api.deleted.append(match.group(2))
                 self._reply(200, {"kind": "Status", "status": "Success"})
 

@@ -12,7 +12,7 @@ import yaml
 from tests.conftest import REPO
 
 MANIFESTS = REPO / "manifests"
-KUSTOMIZATIONS = ["base", "overlays/kubeflow-minio", "pipeline"]
+KUSTOMIZATIONS = ["base", "overlays/kubeflow-minio", "pipeline", "overlays/profile"]
 K8S_VERSION = "1.30.0"
 POD_OWNERS = {"Deployment", "StatefulSet", "DaemonSet", "Job"}
 
@@ -111,18 +111,36 @@ def test_minio_overlay_points_artifacts_at_kubeflows_minio():
     assert env["MLFLOW_S3_ENDPOINT_URL"] == "http://minio-service.kubeflow.svc.cluster.local:9000"
 
 
-def test_the_pipeline_may_run_pytorchjobs_and_read_their_logs():
-    documents = render("pipeline")
-    (role,) = [d for d in documents if d["kind"] == "Role"]
-    rules = {
-        (g, r): set(rule["verbs"])
+def rbac_rules(role: dict) -> dict[tuple[str, str], set[str]]:
+    return {
+        (group, resource): set(rule["verbs"])
         for rule in role["rules"]
-        for g in rule["apiGroups"]
-        for r in rule["resources"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
     }
-    assert {"create", "get", "watch", "delete"} <= rules[("kubeflow.org", "pytorchjobs")]
+
+
+def subjects(binding: dict) -> set[tuple[str, str]]:
+    return {(s["namespace"], s["name"]) for s in binding["subjects"]}
+
+
+@pytest.mark.parametrize(
+    ("directory", "namespace", "runners"),
+    [
+        ("pipeline", "kubeflow", {"dogs-vs-cats-pipeline", "pipeline-runner"}),
+        ("overlays/profile", "team-a", {"dogs-vs-cats-pipeline", "default-editor"}),
+    ],
+)
+def test_the_pipeline_may_run_trainjobs_and_read_runtimes_and_logs(directory, namespace, runners):
+    documents = {d["kind"]: d for d in render(directory)}
+    rules = rbac_rules(documents["Role"])
+    verbs = {"create", "get", "watch", "delete"}
+    assert verbs <= rules[("trainer.kubeflow.org", "trainjobs")]
     assert "get" in rules[("", "pods/log")] and "list" in rules[("", "pods")]
-    (binding,) = [d for d in documents if d["kind"] == "RoleBinding"]
-    assert {s["name"] for s in binding["subjects"]} == {"dogs-vs-cats-pipeline", "pipeline-runner"}
-    (claim,) = [d for d in documents if d["kind"] == "PersistentVolumeClaim"]
-    assert claim["spec"]["accessModes"] == ["ReadWriteMany"]
+    assert not any(group == "kubeflow.org" for group, _ in rules)  # no Training Operator v1
+    runtimes = rbac_rules(documents["ClusterRole"])
+    assert {"get", "list"} <= runtimes[("trainer.kubeflow.org", "clustertrainingruntimes")]
+    for binding in (documents["RoleBinding"], documents["ClusterRoleBinding"]):
+        assert subjects(binding) == {(namespace, name) for name in runners}
+    assert documents["RoleBinding"]["metadata"]["namespace"] == namespace
+    assert documents["PersistentVolumeClaim"]["spec"]["accessModes"] == ["ReadWriteMany"]

@@ -135,7 +135,7 @@ def test_retries_and_caching(compiled):
     assert train_inputs["kfp_run_id"]["runtimeValue"]["constant"] == "{{$.pipeline_job_uuid}}"
 
 
-def test_compiled_for_several_nodes_training_is_a_pytorchjob_launch(tmp_path):
+def test_compiled_for_several_nodes_training_is_a_trainjob_launch(tmp_path):
     path = tmp_path / "pipeline.yaml"
     pipeline_main(
         [
@@ -148,22 +148,25 @@ def test_compiled_for_several_nodes_training_is_a_pytorchjob_launch(tmp_path):
             GPU_IMAGE,
             "--nodes",
             "3",
+            "--trainer-runtime",
+            "torch-cuda-128",
         ]
     )
     spec, platform = yaml.safe_load_all(path.read_text())
     executors = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
     assert "train-op" not in spec["root"]["dag"]["tasks"]
-    launcher = task(spec, "pytorchjob-op")
-    assert launcher["inputs"]["parameters"]["nodes"]["runtimeValue"]["constant"] == 3
-    assert launcher["inputs"]["parameters"]["gpu_image"]["runtimeValue"]["constant"] == GPU_IMAGE
-    assert executor(spec, "pytorchjob-op")["image"] == IMAGE
-    assert "accelerator" not in executor(spec, "pytorchjob-op")["resources"]
-    assert executors["exec-pytorchjob-op"]["pvcMount"][0]["mountPath"] == "/shared"
+    launcher = task(spec, "trainjob-op")["inputs"]["parameters"]
+    assert launcher["nodes"]["runtimeValue"]["constant"] == 3
+    assert launcher["gpu_image"]["runtimeValue"]["constant"] == GPU_IMAGE
+    assert launcher["runtime"]["runtimeValue"]["constant"] == "torch-cuda-128"
+    assert executor(spec, "trainjob-op")["image"] == IMAGE
+    assert "accelerator" not in executor(spec, "trainjob-op")["resources"]
+    assert executors["exec-trainjob-op"]["pvcMount"][0]["mountPath"] == "/shared"
     assert (
         task(spec, "evaluate-op")["inputs"]["artifacts"]["model"]["taskOutputArtifact"][
             "producerTask"
         ]
-        == "pytorchjob-op"
+        == "trainjob-op"
     )
 
 

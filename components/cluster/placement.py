@@ -8,6 +8,8 @@ from dataclasses import asdict, dataclass
 from components.core.schema import LOCAL, setting
 
 GPU = "nvidia.com/gpu"
+S3_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL")
+MLFLOW_KEYS = ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD")
 
 
 @dataclass(frozen=True)
@@ -59,8 +61,9 @@ class Placement:
         return key, value
 
     @property
-    def secrets(self) -> tuple[str, str]:
-        return (self.s3_secret, self.mlflow_secret)
+    def secret_keys(self) -> dict[str, tuple[str, ...]]:
+        """Each secret, and the keys in it that become environment variables of the same name."""
+        return {self.s3_secret: S3_KEYS, self.mlflow_secret: MLFLOW_KEYS}
 
     @property
     def cpu_limit(self) -> str:

@@ -1,0 +1,85 @@
+"""The steps' image, built with buildah, runs every task of the pipeline as its own user.
+
+Marked ``image``: left out of the default run (the build reaches Debian's mirror and PyPI
+and takes minutes; ``make image-test`` runs it), skipped where buildah or debootstrap is
+missing. What stands in for what, and why, is in ``tests/imagebuild.py``: the base image
+(no registry here) and the Docker engine (none here), nothing of the image itself.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from kfp import local
+from kfp.local import docker_task_handler
+
+from components.core import tracking
+from components.core.names import DEFAULT_EXPERIMENT
+from pipeline.pipeline import build_pipeline
+from pipeline.settings import ClusterSettings
+from tests import imagebuild
+
+pytestmark = [pytest.mark.image, pytest.mark.slow]
+APP_UID = 10001  # images/Dockerfile's USER
+TASKS = ("download-op", "preprocess-op", "train-op", "evaluate-op", "register-op")
+
+
+@pytest.fixture(scope="module")
+def image() -> str:
+    missing = [tool for tool in ("buildah", "debootstrap") if not shutil.which(tool)]
+    if missing:
+        pytest.skip(f"needs {' and '.join(missing)} (Debian packages) to build the image")
+    return imagebuild.build_image()
+
+
+def test_the_image_runs_as_its_own_non_root_user_and_has_every_step(image):
+    config = json.loads(imagebuild.buildah("inspect", image))["Docker"]["config"]
+    assert config["User"] == f"{APP_UID}:{APP_UID}"
+    assert config["Entrypoint"] == ["python", "-m"]
+    container = imagebuild.buildah("from", "--pull-never", image).strip()
+    try:
+        probe = (
+            "import os, importlib\n"
+            "for step in ('download', 'preprocess', 'train', 'evaluate', 'register'):\n"
+            "    importlib.import_module('components.' + step)\n"
+            "import torch, mlflow, kfp\n"
+            "print(os.getuid(), os.access('/app', os.W_OK), os.access('/home/app', os.W_OK))"
+        )
+        shown = imagebuild.buildah("run", container, "--", "python", "-c", probe)
+    finally:
+        imagebuild.buildah("rm", container)
+    assert shown.split() == [str(APP_UID), "False", "True"]  # its code read-only to itself
+
+
+def test_every_task_of_the_pipeline_runs_in_the_image(image, sample_zip, tmp_path, monkeypatch):
+    """kfp.local runs the compiled tasks, each in a fresh container of the built image."""
+    root = tmp_path / "root"  # kfp mounts the pipeline root into each task's container
+    root.mkdir()
+    store = f"sqlite:///{root / 'mlflow.db'}"
+    tracking.use_tracking_uri(store)
+    tracking.ensure_experiment(DEFAULT_EXPERIMENT, root / "mlartifacts")
+    shutil.chown(root, APP_UID, APP_UID)
+    shutil.chown(root / "mlflow.db", APP_UID, APP_UID)
+    monkeypatch.setattr(docker_task_handler, "DockerTaskHandler", imagebuild.BuildahTaskHandler)
+    monkeypatch.setattr(imagebuild.BuildahTaskHandler, "read_only", (sample_zip.parent,))
+    local.init(runner=local.DockerRunner(), pipeline_root=str(root))
+    settings = ClusterSettings(image=image, gpu_image=image, train_retries=0)
+    pipeline = build_pipeline(settings)
+
+    outputs = pipeline(
+        source=str(sample_zip), tracking_uri=store, epochs=1, image_size=40, min_accuracy=0.0
+    ).outputs
+
+    assert 0.5 < outputs["test_accuracy"] <= 1.0 and outputs["gate"].startswith("registered")
+    (run_dir,) = [path for path in root.iterdir() if (path / "train-op").is_dir()]
+    for task in TASKS:
+        written = [path for path in (run_dir / task).rglob("*") if path.is_file()]
+        assert written, task
+        # every file a task wrote belongs to the image's user: no task ran as root
+        assert {path.stat().st_uid for path in written} == {APP_UID}, task
+    assert (run_dir / "train-op/model/model.pt").is_file()
+    logged = tracking.run_metrics(outputs["mlflow_run_id"])
+    assert logged["test_accuracy"] == pytest.approx(outputs["test_accuracy"])
+    assert imagebuild.buildah("containers", "--quiet") == ""  # every task's container removed
