@@ -3,12 +3,14 @@
 No Docker engine and no registry are reachable here, so: the slim Python base is stood in
 for by Debian bookworm bootstrapped with debootstrap (``tests/python-standin.Dockerfile``),
 ``images/Dockerfile`` is built on it through its ``BASE_IMAGE`` argument, and kfp.local's
-Docker task handler is swapped for one that runs each task with ``buildah run``: a fresh
-container of the built image per task, as the image's own (non-root) user, with the
-pipeline root mounted at the same path, as kfp's DockerRunner mounts it.
+Docker task handler is swapped for one that runs each task with ``buildah run`` in a
+container of the built image, as the image's own (non-root) user, with the pipeline root
+mounted at the same path, as kfp's DockerRunner mounts it.
 
-Images live in their own vfs store (``IMAGE_TEST_STORAGE``, default below), kept between
-runs so that an unchanged dependency layer is reused, as it is by ``docker build``.
+buildah's vfs driver (the one that works without kernel overlay support) copies the whole
+7 GB image for every layer and every container: the build commits one layer (no
+``--layers`` cache) and one container serves every task. Images live in their own store
+(``IMAGE_TEST_STORAGE``, default below); the stand-in base is kept there between runs.
 """
 
 from __future__ import annotations
@@ -45,7 +47,12 @@ def buildah(*args: str, timeout: float = 1800) -> str:
 
 
 def image_exists(name: str) -> bool:
-    return subprocess.run(["buildah", *STORAGE, "inspect", name], capture_output=True).returncode == 0
+    return (
+        subprocess.run(
+            ["buildah", *STORAGE, "inspect", "--type=image", name], capture_output=True
+        ).returncode
+        == 0
+    )
 
 
 def build_standin_base() -> str:
@@ -73,7 +80,6 @@ def build_image() -> str:
     buildah(
         "build",
         "--isolation=chroot",
-        "--layers",
         "--format=docker",  # as Docker builds it: OCI images have no SHELL instruction
         *(f"--volume={path}:{path}:ro" for path in pip_configuration()),
         f"--build-arg=BASE_IMAGE={base}",
@@ -111,19 +117,16 @@ def pip_configuration() -> list[str]:
 class BuildahTaskHandler(docker_task_handler.DockerTaskHandler):
     """kfp.local's Docker task handler, with ``buildah run`` in place of a Docker engine."""
 
+    container = ""  # a working container of the built image (``buildah from``)
     read_only: tuple[Path, ...] = ()  # host paths the tasks read, mounted at the same path
 
     def run(self) -> status.Status:
-        container = buildah("from", "--pull-never", self.image).strip()
-        try:
-            done = subprocess.run(
-                ["buildah", *STORAGE, "run", "--isolation=chroot"]
-                + [f"--volume={self.pipeline_root}:{self.pipeline_root}"]
-                + [f"--volume={path}:{path}:ro" for path in self.read_only]
-                + [f"--env={name}={value}" for name, value in self.env_vars.items()]
-                + [container, "--", *self.full_command],
-                timeout=1800,
-            )
-        finally:
-            buildah("rm", container)
+        done = subprocess.run(
+            ["buildah", *STORAGE, "run", "--isolation=chroot"]
+            + [f"--volume={self.pipeline_root}:{self.pipeline_root}"]
+            + [f"--volume={path}:{path}:ro" for path in self.read_only]
+            + [f"--env={name}={value}" for name, value in self.env_vars.items()]
+            + [self.container, "--", *self.full_command],
+            timeout=1800,
+        )
         return status.Status.SUCCESS if done.returncode == 0 else status.Status.FAILURE

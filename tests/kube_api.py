@@ -43,6 +43,8 @@ class FakeKubeApi(LocalHTTPServer):
         runtimes: tuple[str, ...] = ("torch-distributed", "deepspeed-distributed"),
     ):
         self.outcome = outcome  # None: the job never finishes
+        self.unavailable_reads = 0  # the next reads of a TrainJob answered 503
+        self.refuse_creation = False  # answer a TrainJob's creation 422, as admission would
         self.on_create = on_create
         self.runtimes = runtimes
         self.jobs: dict[str, dict] = {}
@@ -107,6 +109,9 @@ class FakeKubeApi(LocalHTTPServer):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 if not JOBS.match(urlsplit(self.path).path):
                     return self._not_found(self.path)
+                if api.refuse_creation:
+                    message = "spec.trainer.numNodes: Invalid value"
+                    return self._reply(422, {"kind": "Status", "code": 422, "message": message})
                 api.jobs[body["metadata"]["name"]] = body
                 api.created.append(body)
                 api.on_create(body)
@@ -115,7 +120,10 @@ class FakeKubeApi(LocalHTTPServer):
             def do_GET(self) -> None:
                 url = urlsplit(self.path)
                 query = parse_qs(url.query)
-                if match := JOBS.match(url.path):
+                if (match := JOBS.match(url.path)) and api.unavailable_reads:
+                    api.unavailable_reads -= 1
+                    return self._reply(503, {"kind": "Status", "code": 503})
+                if match:
                     if match.group(2) in api.jobs:
                         return self._reply(200, api.job_status(match.group(2)))
                 elif match := RUNTIMES.match(url.path):

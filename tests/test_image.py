@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Iterator
 
 import pytest
 from kfp import local
@@ -27,34 +28,42 @@ TASKS = ("download-op", "preprocess-op", "train-op", "evaluate-op", "register-op
 
 
 @pytest.fixture(scope="module")
-def image() -> str:
+def image() -> Iterator[str]:
     missing = [tool for tool in ("buildah", "debootstrap") if not shutil.which(tool)]
     if missing:
         pytest.skip(f"needs {' and '.join(missing)} (Debian packages) to build the image")
-    return imagebuild.build_image()
+    image = imagebuild.build_image()
+    yield image
+    imagebuild.buildah("rmi", image)  # 7 GB
 
 
-def test_the_image_runs_as_its_own_non_root_user_and_has_every_step(image):
-    config = json.loads(imagebuild.buildah("inspect", image))["Docker"]["config"]
+@pytest.fixture(scope="module")
+def container(image) -> Iterator[str]:
+    """A working container of the image; removed with everything written in it."""
+    container = imagebuild.buildah("from", "--pull-never", image).strip()
+    yield container
+    imagebuild.buildah("rm", container)
+
+
+def test_the_image_runs_as_its_own_non_root_user_and_has_every_step(image, container):
+    config = json.loads(imagebuild.buildah("inspect", "--type=image", image))["Docker"]["config"]
     assert config["User"] == f"{APP_UID}:{APP_UID}"
     assert config["Entrypoint"] == ["python", "-m"]
-    container = imagebuild.buildah("from", "--pull-never", image).strip()
-    try:
-        probe = (
-            "import os, importlib\n"
-            "for step in ('download', 'preprocess', 'train', 'evaluate', 'register'):\n"
-            "    importlib.import_module('components.' + step)\n"
-            "import torch, mlflow, kfp\n"
-            "print(os.getuid(), os.access('/app', os.W_OK), os.access('/home/app', os.W_OK))"
-        )
-        shown = imagebuild.buildah("run", container, "--", "python", "-c", probe)
-    finally:
-        imagebuild.buildah("rm", container)
+    probe = (
+        "import os, importlib\n"
+        "for step in ('download', 'preprocess', 'train', 'evaluate', 'register'):\n"
+        "    importlib.import_module('components.' + step)\n"
+        "import torch, mlflow, kfp\n"
+        "print(os.getuid(), os.access('/app', os.W_OK), os.access('/home/app', os.W_OK))"
+    )
+    shown = imagebuild.buildah("run", container, "--", "python", "-c", probe)
     assert shown.split() == [str(APP_UID), "False", "True"]  # its code read-only to itself
 
 
-def test_every_task_of_the_pipeline_runs_in_the_image(image, sample_zip, tmp_path, monkeypatch):
-    """kfp.local runs the compiled tasks, each in a fresh container of the built image."""
+def test_every_task_of_the_pipeline_runs_in_the_image(
+    image, container, sample_zip, tmp_path, monkeypatch
+):
+    """kfp.local runs the compiled tasks, each with ``buildah run`` in the built image."""
     root = tmp_path / "root"  # kfp mounts the pipeline root into each task's container
     root.mkdir()
     store = f"sqlite:///{root / 'mlflow.db'}"
@@ -63,6 +72,7 @@ def test_every_task_of_the_pipeline_runs_in_the_image(image, sample_zip, tmp_pat
     shutil.chown(root, APP_UID, APP_UID)
     shutil.chown(root / "mlflow.db", APP_UID, APP_UID)
     monkeypatch.setattr(docker_task_handler, "DockerTaskHandler", imagebuild.BuildahTaskHandler)
+    monkeypatch.setattr(imagebuild.BuildahTaskHandler, "container", container)
     monkeypatch.setattr(imagebuild.BuildahTaskHandler, "read_only", (sample_zip.parent,))
     local.init(runner=local.DockerRunner(), pipeline_root=str(root))
     settings = ClusterSettings(image=image, gpu_image=image, train_retries=0)
@@ -82,4 +92,3 @@ def test_every_task_of_the_pipeline_runs_in_the_image(image, sample_zip, tmp_pat
     assert (run_dir / "train-op/model/model.pt").is_file()
     logged = tracking.run_metrics(outputs["mlflow_run_id"])
     assert logged["test_accuracy"] == pytest.approx(outputs["test_accuracy"])
-    assert imagebuild.buildah("containers", "--quiet") == ""  # every task's container removed

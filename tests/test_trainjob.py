@@ -240,3 +240,21 @@ def test_a_retried_launcher_replaces_a_trainjob_that_failed(tmp_path):
         api.jobs[NAME] = earlier_attempt(tmp_path, condition("Failed", "FailedJobs", "lost"))
         assert launch(api, tmp_path) == "mlflow-run-7"
     assert api.deleted == [NAME, NAME] and len(api.created) == 1
+
+
+def test_the_wait_outlives_an_api_server_briefly_unavailable(tmp_path, logs):
+    def created_then_unavailable(job: dict) -> None:
+        pods_that_write_a_model(job)
+        api.unavailable_reads = 3  # the reads right after the creation: 503
+
+    with FakeKubeApi("Complete", on_create=created_then_unavailable) as api:
+        assert launch(api, tmp_path) == "mlflow-run-7"
+    assert logs.text.count("trying again") == 3 and api.deleted == [NAME]
+
+
+def test_a_trainjob_the_cluster_refuses_is_a_clear_error(tmp_path):
+    with FakeKubeApi() as api:
+        api.refuse_creation = True
+        with pytest.raises(RuntimeError, match="the cluster refused TrainJob .* 422"):
+            launch(api, tmp_path)
+    assert not (tmp_path / "shared" / NAME).exists()

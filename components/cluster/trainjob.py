@@ -20,6 +20,7 @@ from pathlib import Path
 from kubeflow_trainer_api import models
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError
 
 from components.cluster.placement import GPU, Placement
 from components.core import schema
@@ -238,8 +239,7 @@ def train_on_cluster(cfg: TrainConfig, job: ClusterJob, api_client: k8s.ApiClien
                 _delete(objects, job, wait=True)
             shutil.copytree(cfg.data, staging / "arrays", dirs_exist_ok=True)
             remote = replace(cfg, data=str(staging / "arrays"), output=str(staging / "model"))
-            body = build_trainjob(remote, job).to_dict()
-            objects.create_namespaced_custom_object(GROUP, VERSION, job.namespace, PLURAL, body)
+            _create(objects, job, build_trainjob(remote, job).to_dict())
             log.info("created TrainJob %s (%d nodes, runtime %s)", job.name, job.nodes, job.runtime)
         _wait(objects, job)
         shutil.copytree(staging / "model", cfg.output, dirs_exist_ok=True)
@@ -264,6 +264,16 @@ def _require_runtime(objects: k8s.CustomObjectsApi, name: str) -> None:
         ) from None
 
 
+def _create(objects: k8s.CustomObjectsApi, job: ClusterJob, body: dict) -> None:
+    try:
+        objects.create_namespaced_custom_object(GROUP, VERSION, job.namespace, PLURAL, body)
+    except ApiException as err:
+        raise RuntimeError(
+            f"the cluster refused TrainJob {job.name} in {job.namespace}: "
+            f"{err.status} {err.reason}: {err.body}"
+        ) from None
+
+
 def _get(objects: k8s.CustomObjectsApi, job: ClusterJob) -> dict | None:
     try:
         return objects.get_namespaced_custom_object(GROUP, VERSION, job.namespace, PLURAL, job.name)
@@ -285,7 +295,14 @@ def _outcome(body: dict) -> tuple[str | None, str]:
 def _wait(objects: k8s.CustomObjectsApi, job: ClusterJob) -> None:
     deadline = time.monotonic() + job.timeout_seconds
     while time.monotonic() < deadline:
-        body = _get(objects, job)
+        try:
+            body = _get(objects, job)
+        except (ApiException, HTTPError) as err:  # a days-long wait outlives API restarts
+            if isinstance(err, ApiException) and err.status < 500:
+                raise
+            log.warning("could not read TrainJob %s (%s); trying again", job.name, err)
+            time.sleep(job.poll_seconds)
+            continue
         if body is None:
             raise RuntimeError(f"TrainJob {job.name} was deleted before it finished")
         state, why = _outcome(body)
@@ -318,5 +335,5 @@ def _surface_logs(core: k8s.CoreV1Api, job: ClusterJob) -> None:
         for pod in pods:
             text = core.read_namespaced_pod_log(pod.metadata.name, job.namespace, container=NODE)
             log.info("--- %s ---\n%s", pod.metadata.name, text)
-    except ApiException as err:  # logs are a courtesy; the job's outcome stands
-        log.warning("could not read the logs of TrainJob %s: %s", job.name, err.reason)
+    except (ApiException, HTTPError) as err:  # logs are a courtesy; the outcome stands
+        log.warning("could not read the logs of TrainJob %s: %s", job.name, err)
