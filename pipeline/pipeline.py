@@ -109,6 +109,7 @@ def _wire(p: dict, settings: ClusterSettings) -> PipelineOutputs:
             **training,
         )
         _cpu_task(train, settings, cpu="1", memory="4Gi").set_caching_options(False)
+        _retry_training(train, settings)
         kubernetes.mount_pvc(train, pvc_name=settings.shared_pvc, mount_path="/shared")
         _with_mlflow_secret(train, settings)
     else:
@@ -223,13 +224,8 @@ def _cpu_task(task, settings: ClusterSettings, cpu: str, memory: str):
     )
 
 
-def _gpu_task(task, settings: ClusterSettings, gpus) -> None:
-    """CUDA image placed as ``settings.training`` says: GPUs, toleration, shm, retries."""
-    placement = settings.training
-    task.set_container_image(settings.gpu_image)
-    task.set_cpu_request(placement.cpu).set_cpu_limit(placement.cpu_limit)
-    task.set_memory_request(placement.memory).set_memory_limit(placement.memory)
-    task.set_accelerator_type(GPU).set_accelerator_limit(gpus)
+def _retry_training(task, settings: ClusterSettings) -> None:
+    """Retries of a training task (or of the TrainJob launcher): training resumes."""
     # Argo counts the retry window from the first attempt's start and cuts a retried pod
     # at its end; KFP's default of an hour would leave multi-hour training unretried
     task.set_retry(
@@ -238,6 +234,16 @@ def _gpu_task(task, settings: ClusterSettings, gpus) -> None:
         backoff_factor=2,
         backoff_max_duration=TRAIN_RETRY_WINDOW,
     )
+
+
+def _gpu_task(task, settings: ClusterSettings, gpus) -> None:
+    """CUDA image placed as ``settings.training`` says: GPUs, toleration, shm, retries."""
+    placement = settings.training
+    task.set_container_image(settings.gpu_image)
+    task.set_cpu_request(placement.cpu).set_cpu_limit(placement.cpu_limit)
+    task.set_memory_request(placement.memory).set_memory_limit(placement.memory)
+    task.set_accelerator_type(GPU).set_accelerator_limit(gpus)
+    _retry_training(task, settings)
     task.set_caching_options(False)
     if placement.toleration_key:
         kubernetes.add_toleration(

@@ -155,6 +155,8 @@ def test_compiled_for_several_nodes_training_is_a_trainjob_launch(tmp_path):
     spec, platform = yaml.safe_load_all(path.read_text())
     executors = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
     assert "train-op" not in spec["root"]["dag"]["tasks"]
+    retry = task(spec, "trainjob-op")["retryPolicy"]  # a retry attaches to the TrainJob
+    assert retry["maxRetryCount"] == 2 and retry["backoffMaxDuration"] == "604800s"
     launcher = task(spec, "trainjob-op")["inputs"]["parameters"]
     assert launcher["nodes"]["runtimeValue"]["constant"] == 3
     assert launcher["gpu_image"]["runtimeValue"]["constant"] == GPU_IMAGE
