@@ -27,8 +27,35 @@ def test_tutorial_cnn_is_the_tutorial_architecture():
     assert (net.fc1.in_features, net.fc1.out_features, net.fc2.out_features) == (512, 512, 2)
 
 
+def multiply_adds(net: torch.nn.Module, channels: int, size: int) -> int:
+    """Multiply-adds of one image through the net's convolutions and linear layers."""
+    total = 0
+
+    def count(module, inputs, output) -> None:
+        nonlocal total
+        if isinstance(module, torch.nn.Conv2d):
+            kernel = module.in_channels // module.groups * module.kernel_size[0] ** 2
+            total += output.numel() * kernel
+        elif isinstance(module, torch.nn.Linear):
+            total += module.in_features * module.out_features
+
+    hooks = [m.register_forward_hook(count) for m in net.modules()]
+    net.eval()(torch.zeros(1, channels, size, size))
+    for hook in hooks:
+        hook.remove()
+    return total
+
+
+def test_compact_cnn_costs_about_what_the_tutorial_net_does():
+    tutorial = multiply_adds(build_model("tutorial_cnn", 1, 50), 1, 50)
+    compact = multiply_adds(build_model("compact_cnn", 1, 50), 1, 50)
+    assert 25e6 < tutorial < 27e6 and compact < 1.35 * tutorial  # the tutorial budget's net
+
+
 def test_unknown_model_lists_the_valid_names():
-    with pytest.raises(ValueError, match="expected one of: tutorial_cnn, bn_cnn, resnet18"):
+    with pytest.raises(
+        ValueError, match="expected one of: tutorial_cnn, compact_cnn, bn_cnn, resnet18"
+    ):
         build_model("vgg", 1, 50)
 
 

@@ -77,11 +77,15 @@ def test_the_model_choices_are_the_models_that_exist():
 
 
 def test_preset_values_are_fields_of_their_step():
-    schemas = {"preprocess": preprocess.PreprocessConfig, "train": TrainConfig}
+    schemas = {
+        "preprocess": preprocess.PreprocessConfig,
+        "train": TrainConfig,
+        "register": register.RegisterConfig,
+    }
     for preset in PRESETS.values():
+        assert set(preset) == set(schemas)
         for step, values in preset.items():
-            if step in schemas:
-                assert set(values) <= {f.name for f in fields(schemas[step])}, (step, values)
+            assert set(values) <= {f.name for f in fields(schemas[step])}, (step, values)
 
 
 def test_settings_survive_the_trip_through_a_kfp_string():

@@ -147,7 +147,7 @@ def test_a_kfp_retry_of_a_run_that_diverged_stops_before_training(
 @pytest.mark.parametrize(
     "overrides, message",
     [
-        ({"model": "vgg"}, "expected one of: tutorial_cnn, bn_cnn, resnet18"),
+        ({"model": "vgg"}, "expected one of: tutorial_cnn, compact_cnn, bn_cnn, resnet18"),
         ({"schedule": "cosine"}, "expected one of: constant, onecycle"),
         ({"epochs": 0}, "expected epochs >= 1"),
         ({"lr": float("inf")}, "a finite lr > 0"),

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from components.core.names import DEFAULT_EXPERIMENT
 from components.core.schema import LOCAL, SETTING, setting
 
-MODEL_NAMES = ("tutorial_cnn", "bn_cnn", "resnet18")
+MODEL_NAMES = ("tutorial_cnn", "compact_cnn", "bn_cnn", "resnet18")
 SCHEDULES = ("constant", "onecycle")
 
 

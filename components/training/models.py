@@ -70,6 +70,29 @@ class BatchNormCNN(nn.Module):
         return self.head(self.features(x))
 
 
+class CompactCNN(nn.Module):
+    """The tutorial's cost with batch norm: four 3×3 convs (32/64/128/256), three max-pools,
+    global average pooling and dropout; about 33M multiply-adds at 50×50 (the tutorial's
+    net: 26M)."""
+
+    def __init__(self, in_channels: int, image_size: int, dropout: float = 0.2):
+        super().__init__()
+        if image_size < 16:
+            raise ValueError(f"compact_cnn needs images of at least 16 pixels, found {image_size}")
+        widths = (in_channels, 32, 64, 128, 256)
+        layers: list[nn.Module] = []
+        for index, (a, b) in enumerate(itertools.pairwise(widths)):
+            layers += [nn.Conv2d(a, b, 3, padding=1, bias=False), nn.BatchNorm2d(b)]
+            layers += [nn.ReLU(inplace=True)] + ([nn.MaxPool2d(2)] if index < 3 else [])
+        self.features = nn.Sequential(*layers)
+        self.head = nn.Sequential(
+            nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Dropout(dropout), nn.Linear(256, 2)
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.features(x))
+
+
 def small_input_resnet18(in_channels: int, image_size: int) -> nn.Module:
     """torchvision's ResNet-18, untrained, with a 3×3 stem and no max-pool below 96 pixels."""
     net = resnet18(weights=None, num_classes=2)
@@ -83,12 +106,13 @@ def small_input_resnet18(in_channels: int, image_size: int) -> nn.Module:
 
 MODELS: dict[str, Callable[[int, int], nn.Module]] = {
     "tutorial_cnn": TutorialCNN,
+    "compact_cnn": CompactCNN,
     "bn_cnn": BatchNormCNN,
     "resnet18": small_input_resnet18,
 }
 
 # models that learn better with random crops on top of flips
-WANTS_CROPS = {"bn_cnn", "resnet18"}
+WANTS_CROPS = {"compact_cnn", "bn_cnn", "resnet18"}
 
 
 def build_model(name: str, in_channels: int, image_size: int) -> nn.Module:
@@ -102,7 +126,8 @@ class Classifier(nn.Module):
     """A trained net plus its input normalisation: raw 0–255 pixels in, logits out.
 
     This is the form the model is saved, logged to MLflow and served in, so callers
-    never need to know the training set's mean and std.
+    never need to know the training set's mean and std. Its convolutions run channels-last
+    (NHWC), the layout oneDNN on CPUs and tensor cores on GPUs are fastest with.
     """
 
     scale: torch.Tensor
@@ -110,12 +135,13 @@ class Classifier(nn.Module):
 
     def __init__(self, net: nn.Module, mean: list[float], std: list[float]):
         super().__init__()
-        self.net = net
+        self.net = net.to(memory_format=torch.channels_last)
         self.register_buffer("scale", 1.0 / (255.0 * torch.tensor(std).view(1, -1, 1, 1)))
         self.register_buffer("shift", torch.tensor(mean).view(1, -1, 1, 1) * 255.0)
 
     def forward(self, pixels: torch.Tensor) -> torch.Tensor:
-        return self.net((pixels.float() - self.shift) * self.scale)
+        inputs = (pixels.float() - self.shift) * self.scale
+        return self.net(inputs.contiguous(memory_format=torch.channels_last))
 
 
 def save_classifier(path: Path, model: Classifier, spec: dict) -> None:

@@ -1,0 +1,87 @@
+"""Presets on real photos: the tutorial's loop and each preset, side by side, one run.
+
+The archive is extracted once; the tutorial script preprocesses and trains it as it is
+(10 epochs, its own 10% split); each preset runs as a user runs it (``--preset``:
+preprocess, train, evaluate the test split). Training seconds are the loops' own.
+
+    python -m benchmarks.presets --archive ../shared/data/petimages-23k.zip \\
+        --presets tutorial cpu
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from benchmarks.common import base_parser, measure, report
+from components.core.presets import preset_values
+
+
+def run_baseline(baseline: Path, images: Path, work: Path, epochs: int) -> dict:
+    npy = work / "baseline.npy"
+    measure([sys.executable, str(baseline), "preprocess", str(images / "PetImages"), str(npy)])
+    command = [sys.executable, str(baseline), "train", str(npy), "--epochs", str(epochs)]
+    return measure([*command, "--device", "cpu"]).last_json()
+
+
+def run_preset(name: str, images: Path, work: Path) -> dict:
+    arrays, model, scores = work / f"{name}-arrays", work / f"{name}-model", work / name
+    step = [sys.executable, "-m"]
+    measure(
+        [*step, "components.preprocess", "--input", str(images), "--output", str(arrays)]
+        + ["--preset", name]
+    )
+    measure(
+        [*step, "components.train", "--data", str(arrays), "--output", str(model)]
+        + ["--preset", name, "--device", "cpu"]
+    )
+    test = measure(
+        [*step, "components.evaluate", "--model", str(model), "--data", str(arrays)]
+        + ["--output", str(scores), "--device", "cpu"]
+    ).last_json()
+    history = json.loads((model / "history.json").read_text())
+    return {
+        "run": f"preset {name}",
+        "epochs": len(history),
+        "train_s": round(sum(epoch["epoch_seconds"] for epoch in history), 1),
+        "val_accuracy": round(history[-1]["val_accuracy"], 4),
+        "test_accuracy": round(test["accuracy"], 4),
+        "gate": preset_values(name, "register")["min_accuracy"],
+    }
+
+
+def main() -> None:
+    parser = base_parser(__doc__.splitlines()[0])
+    parser.add_argument("--archive", type=Path, required=True, help="petimages-23k.zip")
+    parser.add_argument("--presets", nargs="+", default=["tutorial", "cpu"])
+    parser.add_argument("--epochs", type=int, default=10, help="the tutorial loop's epochs")
+    args = parser.parse_args()
+    work = args.workdir / "presets"
+    work.mkdir(parents=True, exist_ok=True)
+    os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{work / 'mlflow.db'}"
+    images = work / "images"
+    step = [sys.executable, "-m", "components.download"]
+    measure([*step, "--source", str(args.archive.resolve()), "--output", str(images)])
+    base = run_baseline(args.baseline, images, work, args.epochs)
+    rows = [
+        {
+            "run": "tutorial loop (val: its own 10%)",
+            "epochs": base["epochs"],
+            "train_s": base["train_seconds"],
+            "val_accuracy": base["val_accuracy"],
+        }
+    ]
+    for name in args.presets:
+        rows.append(run_preset(name, images, work))
+    os.environ.pop("MLFLOW_TRACKING_URI")
+    ratios = {
+        f"{row['run']} train time / the tutorial loop's": row["train_s"] / base["train_seconds"]
+        for row in rows[1:]
+    }
+    report("presets on real photos (CPU)", rows, ratios)
+
+
+if __name__ == "__main__":
+    main()
