@@ -21,19 +21,6 @@ PRESETS: dict[str, dict[str, dict]] = {
         },
         "register": {"min_accuracy": 0.85},
     },
-    # the best a 2-core CPU trains in 15 minutes: RGB 64×64, the same net, 9 epochs
-    "cpu": {
-        "preprocess": {"image_size": 64, "channels": 3},
-        "train": {
-            "model": "compact_cnn",
-            "epochs": 9,
-            "batch_size": 100,
-            "lr": 0.004,
-            "weight_decay": 0.0005,
-            "schedule": "onecycle",
-        },
-        "register": {"min_accuracy": 0.88},
-    },
     # accuracy first, for a GPU: RGB 128×128 and a ResNet-18 with flips and crops
     "accurate": {
         "preprocess": {"image_size": 128, "channels": 3},
