@@ -7,6 +7,7 @@ these few functions, under the same names every time.
 from __future__ import annotations
 
 import contextlib
+import copy
 import importlib.util
 import logging
 import os
@@ -129,7 +130,9 @@ def log_model(model: torch.nn.Module, example: np.ndarray) -> str:
 
     Returns the model URI.
     """
-    model = model.cpu().eval()
+    # a CPU copy with the weights in the default layout: torch.export's packaging does not
+    # recognise channels-last weights as whole tensors (the input still runs channels-last)
+    model = copy.deepcopy(model).cpu().eval().to(memory_format=torch.contiguous_format)
     with torch.no_grad():
         expected = model(torch.from_numpy(example)).numpy()
     info = mlflow.pytorch.log_model(
