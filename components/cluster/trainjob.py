@@ -36,7 +36,7 @@ MANAGER = "dogs-vs-cats.kubeflow.org/pipeline"  # who owns our runtime patch
 APP_GID = 10001  # the image's user and group: fsGroup makes the shared volume theirs
 POD_LABELS = (  # the JobSet the TrainJob becomes labels its pods with these
     "jobset.sigs.k8s.io/jobset-name={name},"
-    "jobset.sigs.k8s.io/replicatedjob-name=node,"
+    f"jobset.sigs.k8s.io/replicatedjob-name={NODE},"
     "batch.kubernetes.io/job-completion-index=0"
 )
 
