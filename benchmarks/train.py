@@ -40,7 +40,7 @@ def prepare(images: Path, workdir: Path, name: str, baseline: Path) -> tuple[Pat
     return npy, arrays
 
 
-def run_baseline(baseline: Path, npy: Path, epochs: int) -> dict:
+def run_baseline(baseline: Path, npy: Path, epochs: int, device: str = "cpu") -> dict:
     run = measure(
         [
             sys.executable,
@@ -50,7 +50,7 @@ def run_baseline(baseline: Path, npy: Path, epochs: int) -> dict:
             "--epochs",
             str(epochs),
             "--device",
-            "cpu",
+            device,
         ]
     )
     return {**run.last_json(), "wall_s": run.wall_seconds, "peak_rss_mb": run.peak_rss_mb}

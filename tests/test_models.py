@@ -85,3 +85,18 @@ def test_augment_flips_and_crops_deterministically():
     flipped_only = augment(pixels, torch.Generator().manual_seed(1))
     for original, out in zip(pixels.float(), flipped_only, strict=True):
         assert torch.equal(out, original) or torch.equal(out, original.flip(2))
+
+
+def test_random_resized_crops_zoom_into_a_box_of_at_least_the_asked_area():
+    ramp = torch.arange(32, dtype=torch.float32).mul(8).expand(64, 3, 32, 32).to(torch.uint8)
+    first = augment(ramp, torch.Generator().manual_seed(2), min_crop_area=0.25)
+    again = augment(ramp, torch.Generator().manual_seed(2), min_crop_area=0.25)
+    assert first.shape == ramp.shape and torch.equal(first, again)
+    # axis-aligned: every column stays constant and every row monotonic (flipped or not)
+    assert torch.allclose(first, first[:, :, :1, :].expand_as(first), atol=1e-3)
+    steps = first[:, 0, 0, 1:] - first[:, 0, 0, :-1]
+    assert ((steps >= -1e-3).all(1) | (steps <= 1e-3).all(1)).all()
+    # a box at least sqrt(0.25 * 3/4) of the width wide, scaled up, inside the image
+    spans = first[:, 0, 0, :].amax(1) - first[:, 0, 0, :].amin(1)
+    assert spans.min() >= 0.43 * 248 * 31 / 32 - 8 and first.min() >= 0 and first.max() <= 248
+    assert (spans < 200).float().mean() > 0.5  # most crops zoom in

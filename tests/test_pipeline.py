@@ -383,7 +383,8 @@ def test_preset_expands_into_parameters_that_pairs_override():
     arguments = parse_arguments(["epochs=2"], build_pipeline(), preset="accurate")
     assert arguments["model"] == "resnet18" and arguments["image_size"] == 128
     assert arguments["channels"] == 3 and arguments["epochs"] == 2
-    assert arguments["min_accuracy"] == 0.9  # each preset's own gate
+    assert arguments["min_crop_area"] == 0.25 and arguments["label_smoothing"] == 0.1
+    assert arguments["min_accuracy"] == 0.93  # each preset's own gate
     tutorial = parse_arguments(["min_accuracy=0.5"], build_pipeline(), preset="tutorial")
     assert tutorial["model"] == "compact_cnn" and tutorial["min_accuracy"] == 0.5
 

@@ -141,3 +141,11 @@ def test_a_default_on_bool_is_turned_off_by_its_no_flag():
     argv = schema.to_argv(cfg)
     assert "--no-augment" in argv and "--resume" in argv
     assert not {"--no-amp", "--amp", "--augment", "--no-resume", "--dry-run"} & set(argv)
+
+
+@pytest.mark.parametrize(
+    "changes", [{"min_crop_area": 0.0}, {"min_crop_area": 1.5}, {"label_smoothing": 1.0}]
+)
+def test_crop_areas_and_label_smoothing_out_of_range_are_clear_errors(changes):
+    with pytest.raises(ValueError, match="expected 0 < min crop area <= 1 and 0 <= label"):
+        TrainConfig(data="d", output="o", **changes)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,16 +58,45 @@ class DeviceSplit:
 
 
 def augment(
-    pixels: torch.Tensor, generator: torch.Generator, crop_padding: int = 0
+    pixels: torch.Tensor,
+    generator: torch.Generator,
+    crop_padding: int = 0,
+    min_crop_area: float = 1.0,
 ) -> torch.Tensor:
-    """Random horizontal flips, and random crops after reflect padding, as float pixels."""
+    """Random horizontal flips, then random crops, as float pixels.
+
+    The crops are shifted crops after ``crop_padding`` pixels of reflect padding, or with
+    ``min_crop_area`` below 1 random resized crops: a box of that share of the image or
+    more, aspect 3:4 to 4:3, anywhere inside it, scaled back to the full size.
+    """
     pixels = pixels.float()
     count = len(pixels)
     flip = torch.rand(count, generator=generator, device=pixels.device) < 0.5
     pixels = torch.where(flip.view(-1, 1, 1, 1), pixels.flip(3), pixels)
+    if min_crop_area < 1:
+        return _random_resized_crop(pixels, generator, min_crop_area)
     if crop_padding:
         pixels = _random_crop(pixels, generator, crop_padding)
     return pixels
+
+
+def _random_resized_crop(
+    pixels: torch.Tensor, generator: torch.Generator, min_area: float
+) -> torch.Tensor:
+    count = len(pixels)
+
+    def uniform(low: float, high: float) -> torch.Tensor:
+        return low + (high - low) * torch.rand(count, generator=generator, device=pixels.device)
+
+    area = uniform(min_area, 1.0)
+    aspect = torch.exp(uniform(math.log(3 / 4), math.log(4 / 3)))
+    # the box's half-sides and centre in grid_sample's coordinates, where the image is [-1, 1]²
+    width, height = (area * aspect).sqrt().clamp(max=1), (area / aspect).sqrt().clamp(max=1)
+    theta = torch.zeros(count, 2, 3, device=pixels.device)
+    theta[:, 0, 0], theta[:, 1, 1] = width, height
+    theta[:, 0, 2], theta[:, 1, 2] = uniform(-1, 1) * (1 - width), uniform(-1, 1) * (1 - height)
+    grid = F.affine_grid(theta, list(pixels.shape), align_corners=False)
+    return F.grid_sample(pixels, grid, padding_mode="reflection", align_corners=False)
 
 
 def _random_crop(pixels: torch.Tensor, generator: torch.Generator, padding: int) -> torch.Tensor:

@@ -28,8 +28,19 @@ class TrainConfig:
     lr: float = setting(0.001, "peak learning rate")
     weight_decay: float = setting(0.0, "AdamW weight decay")
     schedule: str = setting("constant", "learning-rate schedule", choices=SCHEDULES)
-    augment: bool = setting(True, "random flips (and crops for bn_cnn, resnet18)")
+    augment: bool = setting(True, "random flips (and crops for compact_cnn, bn_cnn, resnet18)")
+    min_crop_area: float = setting(
+        1.0,
+        "below 1: random resized crops, each keeping this share of the image or more "
+        "(aspect 3:4 to 4:3), instead of shifted crops",
+    )
+    label_smoothing: float = setting(0.0, "share of each label's weight spread over both classes")
     amp: bool = setting(True, "bf16 autocast on CUDA")
+    compile: bool = setting(
+        False,
+        "torch.compile the net: faster epochs after a minute or so of compiling",
+        role=SETTING,
+    )
     seed: int = setting(0, "seed of the initial weights, the order and the augmentation")
     # per run
     experiment: str = setting(DEFAULT_EXPERIMENT, "MLflow experiment", role=SETTING)
@@ -69,4 +80,9 @@ class TrainConfig:
             raise ValueError(
                 f"expected epochs >= 1, batch size >= 1 and a finite lr > 0, found "
                 f"{self.epochs}, {self.batch_size} and {self.lr}"
+            )
+        if not (0 < self.min_crop_area <= 1 and 0 <= self.label_smoothing < 1):
+            raise ValueError(
+                "expected 0 < min crop area <= 1 and 0 <= label smoothing < 1, found "
+                f"{self.min_crop_area} and {self.label_smoothing}"
             )

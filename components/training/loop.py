@@ -6,6 +6,7 @@ import logging
 import math
 import time
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 from torch.nn import functional as F
@@ -16,7 +17,7 @@ from components.training import runtime
 from components.training.batches import DeviceSplit, augment
 from components.training.config import TrainConfig
 from components.training.inference import autocast, predict_logits
-from components.training.models import WANTS_CROPS, Classifier
+from components.training.models import WANTS_CROPS, Classifier, build_model
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +39,12 @@ class Learner:
 def make_optimizer(
     model: torch.nn.Module, cfg: TrainConfig, steps_per_epoch: int
 ) -> tuple[torch.optim.Optimizer, LRScheduler]:
-    """AdamW (plain Adam at weight decay 0) and a per-step learning-rate schedule."""
-    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    """AdamW (plain Adam at weight decay 0), fused into one kernel on CUDA, and a per-step
+    learning-rate schedule."""
+    on_cuda = next(model.parameters()).is_cuda
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, fused=on_cuda or None
+    )
     scheduler: LRScheduler
     if cfg.schedule == "onecycle":
         scheduler = torch.optim.lr_scheduler.OneCycleLR(
@@ -48,6 +53,26 @@ def make_optimizer(
     else:
         scheduler = torch.optim.lr_scheduler.ConstantLR(optimizer, factor=1.0)
     return optimizer, scheduler
+
+
+def new_learner(
+    cfg: TrainConfig,
+    meta: dict,
+    workers: runtime.Workers,
+    device: torch.device,
+    steps_per_epoch: int,
+    channels_last: bool = True,
+) -> Learner:
+    """The untrained net for the data's shape (initial weights fixed by the seed), wrapped
+    for DDP and compiled as ``cfg`` says, with its optimiser and schedule."""
+    torch.manual_seed(cfg.seed)
+    # every batch has the same shape: let cuDNN time its convolution algorithms once
+    torch.backends.cudnn.benchmark = device.type == "cuda"
+    net = build_model(cfg.model, meta["channels"], meta["image_size"])
+    model = Classifier(net, meta["mean"], meta["std"], channels_last).to(device)
+    parallel = runtime.wrap(model, workers, device)
+    compiled = cast(torch.nn.Module, torch.compile(parallel)) if cfg.compile else parallel
+    return Learner(model, compiled, *make_optimizer(model, cfg, steps_per_epoch))
 
 
 def epoch_seed(seed: int, epoch: int) -> int:
@@ -129,10 +154,13 @@ def train_one_epoch(
         disable=None if workers.is_main else True,
     )
     for pixels, labels in batches:
-        inputs = augment(pixels, noise, crop) if cfg.augment else pixels.float()
+        if cfg.augment:
+            inputs = augment(pixels, noise, crop, cfg.min_crop_area)
+        else:
+            inputs = pixels.float()
         with autocast(device, cfg.amp):
             logits = learner.parallel(inputs)
-            loss = F.cross_entropy(logits, labels)
+            loss = F.cross_entropy(logits, labels, label_smoothing=cfg.label_smoothing)
         learner.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         learner.optimizer.step()

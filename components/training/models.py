@@ -127,21 +127,25 @@ class Classifier(nn.Module):
 
     This is the form the model is saved, logged to MLflow and served in, so callers
     never need to know the training set's mean and std. Its convolutions run channels-last
-    (NHWC), the layout oneDNN on CPUs and tensor cores on GPUs are fastest with.
+    (NHWC), the layout oneDNN on CPUs and tensor cores on GPUs are fastest with, unless
+    ``channels_last`` is off (to measure what the layout buys).
     """
 
     scale: torch.Tensor
     shift: torch.Tensor
 
-    def __init__(self, net: nn.Module, mean: list[float], std: list[float]):
+    def __init__(
+        self, net: nn.Module, mean: list[float], std: list[float], channels_last: bool = True
+    ):
         super().__init__()
-        self.net = net.to(memory_format=torch.channels_last)
+        self.layout = torch.channels_last if channels_last else torch.contiguous_format
+        self.net = net.to(memory_format=self.layout)
         self.register_buffer("scale", 1.0 / (255.0 * torch.tensor(std).view(1, -1, 1, 1)))
         self.register_buffer("shift", torch.tensor(mean).view(1, -1, 1, 1) * 255.0)
 
     def forward(self, pixels: torch.Tensor) -> torch.Tensor:
         inputs = (pixels.float() - self.shift) * self.scale
-        return self.net(inputs.contiguous(memory_format=torch.channels_last))
+        return self.net(inputs.contiguous(memory_format=self.layout))
 
 
 def save_classifier(path: Path, model: Classifier, spec: dict) -> None:

@@ -24,8 +24,8 @@ from components.data.arrays import read_meta
 from components.training import checkpoints, runtime
 from components.training.batches import DeviceSplit
 from components.training.config import TrainConfig
-from components.training.loop import Learner, NonFiniteLossError, make_optimizer, run_epoch
-from components.training.models import Classifier, build_model, save_classifier
+from components.training.loop import NonFiniteLossError, new_learner, run_epoch
+from components.training.models import Classifier, save_classifier
 from components.training.runtime import Workers
 
 log = logging.getLogger(__name__)
@@ -75,11 +75,8 @@ def _train(cfg: TrainConfig, workers: Workers, device: torch.device) -> TrainRes
     meta = read_meta(Path(cfg.data))
     train_data = DeviceSplit.load(Path(cfg.data), "train", device)
     val_data = DeviceSplit.load(Path(cfg.data), "val", device)
-    model = _new_model(cfg, meta, device)
-    steps_per_epoch = math.ceil(len(train_data) / cfg.batch_size)
-    learner = Learner(
-        model, runtime.wrap(model, workers, device), *make_optimizer(model, cfg, steps_per_epoch)
-    )
+    learner = new_learner(cfg, meta, workers, device, math.ceil(len(train_data) / cfg.batch_size))
+    model = learner.model
     found = checkpoints.find_checkpoint(cfg) if cfg.resume and workers.is_main else None
     state = runtime.share(workers, found)
     if state:
@@ -128,13 +125,6 @@ def _refuse_a_retry_that_diverged(cfg: TrainConfig) -> None:
             "resumed from the same checkpoint with the same recipe it would stop again. "
             "Start a new run with a lower --lr or another --schedule"
         )
-
-
-def _new_model(cfg: TrainConfig, meta: dict, device: torch.device) -> Classifier:
-    """The untrained net for the data's shape, its initial weights fixed by the seed."""
-    torch.manual_seed(cfg.seed)
-    net = build_model(cfg.model, meta["channels"], meta["image_size"])
-    return Classifier(net, meta["mean"], meta["std"]).to(device)
 
 
 def run_name(cfg: TrainConfig) -> str:
