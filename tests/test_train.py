@@ -298,6 +298,7 @@ def test_the_accurate_preset_runs_end_to_end(sample_images, tmp_path, mlflow_sto
     run = MlflowClient(mlflow_store).get_run(result.run_id)
     assert run.data.params["model"] == "resnet18" and run.data.params["image_size"] == "128"
     assert run.data.params["channels"] == "3" and len(result.history) == 1
+    assert run.data.params["min_crop_area"] == "0.25" and run.data.params["epochs"] == "100"
 
 
 def test_a_bad_label_fails_before_any_mlflow_run_is_created(small_arrays, tmp_path, mlflow_store):
