@@ -23,7 +23,7 @@ PRESETS: dict[str, dict[str, dict]] = {
     },
     # accuracy first, for a GPU: RGB 128×128, an untrained ResNet-18, flips and random
     # resized crops, label smoothing; the best of four recipes by val accuracy on an H100
-    # (docs/BENCHMARKS.md), about 80 s of training there
+    # (docs/BENCHMARKS.md), 71 s of training there
     "accurate": {
         "preprocess": {"image_size": 128, "channels": 3},
         "train": {
