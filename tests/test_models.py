@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import copy
+import functools
+
 import pytest
 import torch
+from torch.nn import functional as F
 
 from components.training.batches import DeviceSplit, augment
 from components.training.models import MODELS, Classifier, build_model
@@ -50,6 +54,47 @@ def test_compact_cnn_costs_about_what_the_tutorial_net_does():
     tutorial = multiply_adds(build_model("tutorial_cnn", 1, 50), 1, 50)
     compact = multiply_adds(build_model("compact_cnn", 1, 50), 1, 50)
     assert 25e6 < tutorial < 27e6 and compact < 1.35 * tutorial  # the tutorial budget's net
+
+
+def relu_then_pool(net: torch.nn.Module) -> torch.nn.Module:
+    """A copy of ``net`` in the textbook order: every max-pool moved after its ReLU."""
+    ordered = copy.deepcopy(net)
+    for module in ordered.modules():
+        if isinstance(module, torch.nn.Sequential):
+            pools = [i for i, m in enumerate(module) if isinstance(m, torch.nn.MaxPool2d)]
+            for i in pools:
+                assert isinstance(module[i + 1], torch.nn.ReLU)
+                module[i], module[i + 1] = module[i + 1], module[i]
+    return ordered
+
+
+def tutorial_forward(net, x: torch.Tensor) -> torch.Tensor:
+    """The tutorial's own order of operations, with ``net``'s weights."""
+    for conv in (net.conv1, net.conv2, net.conv3):
+        x = F.max_pool2d(F.relu(conv(x)), 2)
+    return net.fc2(F.relu(net.fc1(torch.flatten(x, 1))))
+
+
+@pytest.mark.parametrize("name", ["tutorial_cnn", "compact_cnn", "bn_cnn"])
+def test_pooling_before_the_relu_computes_the_textbook_function(name):
+    torch.manual_seed(0)
+    net = build_model(name, 3, 50).train()
+    if name == "tutorial_cnn":
+        reference = functools.partial(tutorial_forward, copy.deepcopy(net))
+    else:
+        reference = relu_then_pool(net)
+        assert [type(m) for m in reference.modules()] != [type(m) for m in net.modules()]
+    x = torch.randn(4, 3, 50, 50)
+    torch.manual_seed(1)  # the same dropout mask for both
+    ours = net(x)
+    torch.manual_seed(1)
+    theirs = reference(x)
+    torch.testing.assert_close(ours, theirs)
+    ours.square().sum().backward()
+    theirs.square().sum().backward()
+    ref_params = reference.args[0] if name == "tutorial_cnn" else reference
+    for mine, textbook in zip(net.parameters(), ref_params.parameters(), strict=True):
+        torch.testing.assert_close(mine.grad, textbook.grad)
 
 
 def test_unknown_model_lists_the_valid_names():
