@@ -80,21 +80,21 @@ def test_pooling_before_the_relu_computes_the_textbook_function(name):
     torch.manual_seed(0)
     net = build_model(name, 3, 50).train()
     if name == "tutorial_cnn":
-        reference = functools.partial(tutorial_forward, copy.deepcopy(net))
+        textbook = copy.deepcopy(net)
+        textbook_forward = functools.partial(tutorial_forward, textbook)
     else:
-        reference = relu_then_pool(net)
-        assert [type(m) for m in reference.modules()] != [type(m) for m in net.modules()]
+        textbook = textbook_forward = relu_then_pool(net)
+        assert [type(m) for m in textbook.modules()] != [type(m) for m in net.modules()]
     x = torch.randn(4, 3, 50, 50)
     torch.manual_seed(1)  # the same dropout mask for both
     ours = net(x)
     torch.manual_seed(1)
-    theirs = reference(x)
+    theirs = textbook_forward(x)
     torch.testing.assert_close(ours, theirs)
     ours.square().sum().backward()
     theirs.square().sum().backward()
-    ref_params = reference.args[0] if name == "tutorial_cnn" else reference
-    for mine, textbook in zip(net.parameters(), ref_params.parameters(), strict=True):
-        torch.testing.assert_close(mine.grad, textbook.grad)
+    for mine, reference in zip(net.parameters(), textbook.parameters(), strict=True):
+        torch.testing.assert_close(mine.grad, reference.grad)
 
 
 def test_unknown_model_lists_the_valid_names():

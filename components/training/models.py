@@ -1,4 +1,8 @@
-"""The networks: the classic tutorial CNN and stronger ones, built by name."""
+"""The networks: the classic tutorial CNN and stronger ones, built by name.
+
+The CNNs max-pool before the ReLU, not after: both are monotone, so they commute and the
+function is the same, with the ReLU on a quarter of the values.
+"""
 
 from __future__ import annotations
 
@@ -18,9 +22,7 @@ class TutorialCNN(nn.Module):
     """The tutorial's net: 3 conv 5×5 (32/64/128) with 2×2 max-pool, fc 512, fc 2.
 
     It returns logits (the tutorial applied softmax and trained with MSE), and takes
-    1- or 3-channel input of any square size of at least 36 pixels. It pools before the
-    ReLU, not after: the same function (both are monotone, so they commute), with the ReLU
-    on a quarter of the values.
+    1- or 3-channel input of any square size of at least 36 pixels.
     """
 
     def __init__(self, in_channels: int, image_size: int):
@@ -50,7 +52,7 @@ def _conv_block(in_channels: int, out_channels: int) -> nn.Sequential:
         nn.ReLU(inplace=True),
         nn.Conv2d(out_channels, out_channels, 3, padding=1, bias=False),
         nn.BatchNorm2d(out_channels),
-        nn.MaxPool2d(2),  # before the ReLU: the same function, a quarter of the ReLU's work
+        nn.MaxPool2d(2),
         nn.ReLU(inplace=True),
     )
 
@@ -85,7 +87,6 @@ class CompactCNN(nn.Module):
         layers: list[nn.Module] = []
         for index, (a, b) in enumerate(itertools.pairwise(widths)):
             layers += [nn.Conv2d(a, b, 3, padding=1, bias=False), nn.BatchNorm2d(b)]
-            # pooling before the ReLU: the same function, a quarter of the ReLU's work
             layers += ([nn.MaxPool2d(2)] if index < 3 else []) + [nn.ReLU(inplace=True)]
         self.features = nn.Sequential(*layers)
         self.head = nn.Sequential(
