@@ -116,6 +116,30 @@ def test_classifier_normalises_raw_pixels():
     assert torch.allclose(out, torch.tensor([[0.0, 2.0]]))
 
 
+def test_mirror_averaging_predicts_the_mean_of_both_views_in_eval_mode():
+    torch.manual_seed(0)
+    net = build_model("compact_cnn", 3, 50)
+    plain = Classifier(net, [0.5] * 3, [0.25] * 3).eval()
+    mirrored = Classifier(net, [0.5] * 3, [0.25] * 3, mirror_average=True).eval()
+    pixels = torch.randint(0, 256, (4, 3, 50, 50)).float()
+    with torch.no_grad():
+        expected = (plain(pixels).softmax(1) + plain(pixels.flip(3)).softmax(1)) / 2
+        assert torch.allclose(mirrored(pixels).softmax(1), expected, atol=1e-6)
+        assert torch.allclose(mirrored(pixels), mirrored(pixels.flip(3)), atol=1e-6)
+    torch.manual_seed(1)
+    trained = mirrored.train()(pixels)
+    torch.manual_seed(1)
+    assert torch.equal(trained, plain.train()(pixels))  # training sees one view
+
+
+def test_mirror_averaging_stays_finite_when_the_net_is_certain():
+    # a symmetric image: both views give logits 0 and 2550, whose softmax underflows to 0
+    model = Classifier(torch.nn.Flatten(), [0.0], [1 / 2550], mirror_average=True).eval()
+    out = model(torch.tensor([[[[0.0, 255.0, 0.0]]]]))
+    assert torch.isfinite(out).all()
+    assert torch.allclose(out, torch.tensor([[0.0, 2550.0, 0.0]]).log_softmax(1))
+
+
 def test_batches_cover_every_sample_once_when_shuffled():
     data = DeviceSplit(torch.arange(10, dtype=torch.uint8).view(10, 1, 1, 1), torch.arange(10))
     seen = torch.cat([y for _, y in data.batches(3, torch.Generator().manual_seed(0))])

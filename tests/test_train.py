@@ -78,6 +78,20 @@ def test_model_dir_rebuilds_the_net_and_its_normalisation(sample_arrays, tmp_pat
     assert model(torch.zeros(2, 1, 40, 40)).shape == (2, 2)
 
 
+def test_a_mirror_averaging_model_keeps_it_when_saved_and_logged(
+    sample_arrays, tmp_path, mlflow_store
+):
+    result = session.train(
+        config(sample_arrays, tmp_path / "out", epochs=1, dry_run=True, mirror_average=True)
+    )
+    saved, spec = load_classifier(tmp_path / "out")
+    assert spec["mirror_average"] is True
+    pixels = torch.randint(0, 256, (3, 1, 40, 40), generator=torch.Generator().manual_seed(0))
+    for model in (saved, tracking.load_model(result.model_uri)):
+        out, mirrored = model(pixels.float()), model(pixels.flip(3).float())
+        assert torch.allclose(out, mirrored, atol=1e-6) and not torch.allclose(out[0], out[1])
+
+
 def test_resume_from_a_durable_store_after_losing_the_pod(sample_arrays, tmp_path, mlflow_store):
     store = tmp_path / "durable"
     first = session.train(

@@ -21,6 +21,23 @@ PRESETS: dict[str, dict[str, dict]] = {
         },
         "register": {"min_accuracy": 0.85},
     },
+    # at most 15 minutes of training on 2 CPU cores: RGB 50×50, the tutorial preset's net
+    # for 19 epochs with stronger weight decay, label smoothing and mirror averaging; the
+    # recipe searched on a GPU, then timed on the CPU (docs/BENCHMARKS.md)
+    "cpu": {
+        "preprocess": {"image_size": 50, "channels": 3},
+        "train": {
+            "model": "compact_cnn",
+            "epochs": 19,
+            "batch_size": 100,
+            "lr": 0.004,
+            "weight_decay": 0.05,
+            "schedule": "onecycle",
+            "label_smoothing": 0.1,
+            "mirror_average": True,
+        },
+        "register": {"min_accuracy": 0.9},
+    },
     # accuracy first, for a GPU: RGB 128×128, an untrained ResNet-18, flips and random
     # resized crops, label smoothing; the best of four recipes by val accuracy on an H100
     # (docs/BENCHMARKS.md), 71 s of training there

@@ -35,6 +35,11 @@ class TrainConfig:
         "(aspect 3:4 to 4:3), instead of shifted crops",
     )
     label_smoothing: float = setting(0.0, "share of each label's weight spread over both classes")
+    mirror_average: bool = setting(
+        False,
+        "predict (validation, test, the logged model) with the mean of each image's and its "
+        "mirror image's class probabilities",
+    )
     amp: bool = setting(True, "bf16 autocast on CUDA")
     compile: bool = setting(
         False,

@@ -69,7 +69,8 @@ def new_learner(
     # every batch has the same shape: let cuDNN time its convolution algorithms once
     torch.backends.cudnn.benchmark = device.type == "cuda"
     net = build_model(cfg.model, meta["channels"], meta["image_size"])
-    model = Classifier(net, meta["mean"], meta["std"], channels_last).to(device)
+    model = Classifier(net, meta["mean"], meta["std"], channels_last, cfg.mirror_average)
+    model = model.to(device)
     parallel = runtime.wrap(model, workers, device)
     compiled = cast(torch.nn.Module, torch.compile(parallel)) if cfg.compile else parallel
     return Learner(model, compiled, *make_optimizer(model, cfg, steps_per_epoch))

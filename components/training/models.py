@@ -7,6 +7,7 @@ function is the same, with the ReLU on a quarter of the values.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable
 from pathlib import Path
 
@@ -132,28 +133,40 @@ class Classifier(nn.Module):
     This is the form the model is saved, logged to MLflow and served in, so callers
     never need to know the training set's mean and std. Its convolutions run channels-last
     (NHWC), the layout oneDNN on CPUs and tensor cores on GPUs are fastest with, unless
-    ``channels_last`` is off (to measure what the layout buys).
+    ``channels_last`` is off (to measure what the layout buys). With ``mirror_average``, in
+    eval mode it returns the log of the mean of the image's and its mirror image's class
+    probabilities (a valid logit vector: its softmax is that mean).
     """
 
     scale: torch.Tensor
     shift: torch.Tensor
 
     def __init__(
-        self, net: nn.Module, mean: list[float], std: list[float], channels_last: bool = True
+        self,
+        net: nn.Module,
+        mean: list[float],
+        std: list[float],
+        channels_last: bool = True,
+        mirror_average: bool = False,
     ):
         super().__init__()
         self.layout = torch.channels_last if channels_last else torch.contiguous_format
+        self.mirror_average = mirror_average
         self.net = net.to(memory_format=self.layout)
         self.register_buffer("scale", 1.0 / (255.0 * torch.tensor(std).view(1, -1, 1, 1)))
         self.register_buffer("shift", torch.tensor(mean).view(1, -1, 1, 1) * 255.0)
 
     def forward(self, pixels: torch.Tensor) -> torch.Tensor:
-        inputs = (pixels.float() - self.shift) * self.scale
-        return self.net(inputs.contiguous(memory_format=self.layout))
+        inputs = ((pixels.float() - self.shift) * self.scale).contiguous(memory_format=self.layout)
+        if self.training or not self.mirror_average:
+            return self.net(inputs)
+        log_p, log_p_mirror = (self.net(x).log_softmax(1) for x in (inputs, inputs.flip(3)))
+        return torch.logaddexp(log_p, log_p_mirror) - math.log(2.0)
 
 
 def save_classifier(path: Path, model: Classifier, spec: dict) -> None:
-    """Save weights plus ``spec`` (model name, channels, image_size, mean, std, classes)."""
+    """Save weights plus ``spec`` (model name, channels, image_size, mean, std, classes,
+    mirror_average)."""
     with atomic_file(path) as handle:
         torch.save({"state_dict": model.state_dict(), **spec}, handle)
 
@@ -168,6 +181,9 @@ def load_classifier(path: Path) -> tuple[Classifier, dict]:
     saved = torch.load(path, map_location="cpu", weights_only=True)
     spec = {key: value for key, value in saved.items() if key != "state_dict"}
     net = build_model(spec["model"], spec["channels"], spec["image_size"])
-    model = Classifier(net, spec["mean"], spec["std"])
+    # models saved before mirror averaging existed have no such key
+    model = Classifier(
+        net, spec["mean"], spec["std"], mirror_average=spec.get("mirror_average", False)
+    )
     model.load_state_dict(saved["state_dict"])
     return model.eval(), spec

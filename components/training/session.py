@@ -177,6 +177,7 @@ def _write_outputs(
         "mean": meta["mean"],
         "std": meta["std"],
         "classes": meta["classes"],
+        "mirror_average": cfg.mirror_average,
     }
     save_classifier(output / "model.pt", model, spec)
     write_json(output / "history.json", history)
