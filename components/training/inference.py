@@ -14,13 +14,19 @@ def autocast(device: torch.device, enabled: bool = True):
     )
 
 
+# a CPU is fastest on batches whose activations stay in its caches (64 ran about twice as
+# fast as 1,024 on 2 cores, docs/BENCHMARKS.md); a GPU on large ones
+BATCH_SIZE = {"cpu": 64, "cuda": 1024}
+
+
 @torch.no_grad()
 def predict_logits(
-    model: torch.nn.Module, data: DeviceSplit, batch_size: int = 1024, amp: bool = True
+    model: torch.nn.Module, data: DeviceSplit, batch_size: int | None = None, amp: bool = True
 ) -> torch.Tensor:
     """Float32 logits (N×2) for every sample of ``data``, in order, on its device."""
     model.eval()
     device = data.labels.device
+    batch_size = batch_size or BATCH_SIZE.get(device.type, 1024)
     outputs = []
     for pixels, _ in data.batches(batch_size):
         with autocast(device, amp):
