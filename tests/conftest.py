@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import signal
 from pathlib import Path
 
@@ -60,9 +62,21 @@ def small_arrays(sample_arrays, tmp_path_factory) -> Path:
     return target
 
 
+@pytest.fixture(scope="session")
+def empty_mlflow_db(tmp_path_factory) -> Path:
+    """An MLflow SQLite database with its schema created, once: creating it takes seconds."""
+    from mlflow.tracking import MlflowClient
+
+    folder = tmp_path_factory.mktemp("mlflow-template")
+    with contextlib.chdir(folder):  # the Default experiment's artifacts: ./mlruns here
+        MlflowClient(f"sqlite:///{folder / 'mlflow.db'}").search_experiments()
+    return folder / "mlflow.db"
+
+
 @pytest.fixture
-def mlflow_store(tmp_path, monkeypatch) -> str:
+def mlflow_store(empty_mlflow_db, tmp_path, monkeypatch) -> str:
     """A fresh SQLite MLflow store in a temp dir, as ``MLFLOW_TRACKING_URI``; cwd moves there."""
+    shutil.copyfile(empty_mlflow_db, tmp_path / "mlflow.db")
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     monkeypatch.delenv("MLFLOW_RUN_ID", raising=False)

@@ -176,7 +176,7 @@ def test_a_brief_outage_during_training_is_survived(small_arrays, tmp_path, serv
                 "--epochs",
                 "4",
                 "--model",
-                "bn_cnn",
+                "compact_cnn",
                 "--batch-size",
                 "64",
             ]

@@ -187,7 +187,7 @@ def test_killed_and_resumed_run_ends_with_the_same_weights(small_arrays, tmp_pat
         "--epochs",
         "4",
         "--model",
-        "bn_cnn",
+        "compact_cnn",
         "--batch-size",
         "64",
         "--schedule",

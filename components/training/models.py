@@ -14,7 +14,6 @@ from pathlib import Path
 import torch
 from torch import nn
 from torch.nn import functional as F
-from torchvision.models import resnet18
 
 from components.core.atomic import atomic_file
 
@@ -100,6 +99,8 @@ class CompactCNN(nn.Module):
 
 def small_input_resnet18(in_channels: int, image_size: int) -> nn.Module:
     """torchvision's ResNet-18, untrained, with a 3×3 stem and no max-pool below 96 pixels."""
+    from torchvision.models import resnet18  # 2 s of imports (torch._dynamo): only when used
+
     net = resnet18(weights=None, num_classes=2)
     if image_size < 96:
         net.conv1 = nn.Conv2d(in_channels, 64, 3, stride=1, padding=1, bias=False)
