@@ -387,6 +387,9 @@ def test_preset_expands_into_parameters_that_pairs_override():
     assert arguments["min_accuracy"] == 0.93  # each preset's own gate
     tutorial = parse_arguments(["min_accuracy=0.5"], build_pipeline(), preset="tutorial")
     assert tutorial["model"] == "compact_cnn" and tutorial["min_accuracy"] == 0.5
+    cpu = parse_arguments(["mirror_average=false"], build_pipeline(), preset="cpu")
+    assert cpu["channels"] == 3 and cpu["epochs"] == 17 and cpu["min_accuracy"] == 0.9
+    assert cpu["mirror_average"] is False  # a bool recipe setting, overridden by a pair
 
 
 def test_the_sweep_compiles_to_a_parallel_for_of_train_and_evaluate_then_one_gate(tmp_path):
