@@ -18,7 +18,7 @@ import torch
 
 from benchmarks.common import base_parser, measure, report
 from components.training.batches import DeviceSplit
-from components.training.inference import BATCH_SIZE, predict_logits
+from components.training.inference import default_batch_size, predict_logits
 from components.training.models import Classifier, build_model
 from components.training.runtime import pick_device
 
@@ -58,27 +58,20 @@ def main() -> None:
         ]
     ).last_json()
     device = pick_device(args.device)
-    default = BATCH_SIZE.get(device.type, 1024)
-    rate, count = project_images_per_second(args.arrays, device, default)
-    large, _ = project_images_per_second(args.arrays, device, 1024)
     rows = [
         {
             "run": "baseline, per-image loop",
             "images": baseline["val_images"],
             "images_per_s": baseline["eval_images_per_s"],
-        },
-        {"run": f"project, batches of {default}", "images": count, "images_per_s": round(rate, 1)},
-        {"run": "project, batches of 1024", "images": count, "images_per_s": round(large, 1)},
+        }
     ]
-    report(
-        f"evaluate ({args.device})",
-        rows,
-        {
-            f"images/s, project (batches of {default}) / baseline": rate
-            / baseline["eval_images_per_s"],
-            "images/s, project (batches of 1024) / baseline": large / baseline["eval_images_per_s"],
-        },
-    )
+    ratios = {}
+    for batch_size in sorted({default_batch_size(device), 1024}):
+        rate, count = project_images_per_second(args.arrays, device, batch_size)
+        run = f"project, batches of {batch_size}"
+        rows.append({"run": run, "images": count, "images_per_s": round(rate, 1)})
+        ratios[f"images/s, {run} / baseline"] = rate / baseline["eval_images_per_s"]
+    report(f"evaluate ({args.device})", rows, ratios)
 
 
 if __name__ == "__main__":

@@ -14,9 +14,10 @@ def autocast(device: torch.device, enabled: bool = True):
     )
 
 
-# a CPU is fastest on batches whose activations stay in its caches (64 ran about twice as
-# fast as 1,024 on 2 cores, docs/BENCHMARKS.md); a GPU on large ones
-BATCH_SIZE = {"cpu": 64, "cuda": 1024}
+def default_batch_size(device: torch.device) -> int:
+    """64 on a CPU, whose caches then hold the activations (about twice as fast as 1,024
+    on 2 cores, docs/BENCHMARKS.md); 1,024 on a GPU, which wants large batches."""
+    return 64 if device.type == "cpu" else 1024
 
 
 @torch.no_grad()
@@ -26,7 +27,7 @@ def predict_logits(
     """Float32 logits (N×2) for every sample of ``data``, in order, on its device."""
     model.eval()
     device = data.labels.device
-    batch_size = batch_size or BATCH_SIZE.get(device.type, 1024)
+    batch_size = batch_size or default_batch_size(device)
     outputs = []
     for pixels, _ in data.batches(batch_size):
         with autocast(device, amp):
