@@ -24,13 +24,10 @@ from components.core.presets import apply_preset
 from components.core.progress import progress as progress_bar
 from components.core.schema import LOCAL, setting
 from components.data import images
-from components.data.arrays import META, SPLITS, save_split
+from components.data.arrays import MAX_IMAGE_SIZE, META, MIN_IMAGE_SIZE, SPLITS, save_split
 from components.data.layout import LabelledFiles, find_labelled_files
 
 log = logging.getLogger(__name__)
-
-
-MAX_IMAGE_SIZE = 512  # PetImages photos are about 500×375; larger only wastes memory
 
 
 def available_cores() -> int:
@@ -53,9 +50,10 @@ class PreprocessConfig:
             raise ValueError(f"expected channels 1 or 3, found {self.channels}")
         if self.workers < 0:
             raise ValueError(f"expected 0 or more workers, found {self.workers}")
-        if not 8 <= self.image_size <= MAX_IMAGE_SIZE:
+        if not MIN_IMAGE_SIZE <= self.image_size <= MAX_IMAGE_SIZE:
             raise ValueError(
-                f"expected an image size from 8 to {MAX_IMAGE_SIZE}, found {self.image_size}"
+                f"expected an image size from {MIN_IMAGE_SIZE} to {MAX_IMAGE_SIZE}, "
+                f"found {self.image_size}"
             )
         fractions = (self.val_fraction, self.test_fraction)
         if min(fractions) < 0 or sum(fractions) >= 1:

@@ -79,7 +79,7 @@ def test_missing_and_pickled_arrays_are_clear_errors(sample_arrays, tmp_path):
     np.save(
         data / "test_labels.npy", np.array([{"evil": 1}] * 200, dtype=object), allow_pickle=True
     )
-    with pytest.raises(ValueError, match="holds pickled objects"):
+    with pytest.raises(ValueError, match="reads it as pickled objects"):
         evaluate(model, data, tmp_path / "eval")
 
 

@@ -4,13 +4,20 @@ from __future__ import annotations
 
 import copy
 import functools
+from pathlib import Path
 
 import pytest
 import torch
 from torch.nn import functional as F
 
 from components.training.batches import DeviceSplit, augment
-from components.training.models import MODELS, Classifier, build_model
+from components.training.models import (
+    MODELS,
+    Classifier,
+    build_model,
+    load_classifier,
+    save_classifier,
+)
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
@@ -169,3 +176,75 @@ def test_random_resized_crops_zoom_into_a_box_of_at_least_the_asked_area():
     spans = first[:, 0, 0, :].amax(1) - first[:, 0, 0, :].amin(1)
     assert spans.min() >= 0.43 * 248 * 31 / 32 - 8 and first.min() >= 0 and first.max() <= 248
     assert (spans < 200).float().mean() > 0.5  # most crops zoom in
+
+
+SPEC = {
+    "model": "tutorial_cnn",
+    "channels": 1,
+    "image_size": 40,
+    "mean": [0.45],
+    "std": [0.25],
+    "classes": ["cat", "dog"],
+    "mirror_average": False,
+}
+
+
+def saved_model(directory: Path, **changes) -> Path:
+    """A model.pt as the train step writes it, its spec changed by ``changes``."""
+    net = build_model("tutorial_cnn", 1, 40)
+    save_classifier(directory / "model.pt", Classifier(net, [0.45], [0.25]), {**SPEC, **changes})
+    return directory
+
+
+class WritesOnLoad:
+    """Pickles as a call to ``open(witness, "w")``: what a hostile model file could hold."""
+
+    def __init__(self, witness: Path):
+        self.witness = str(witness)
+
+    def __reduce__(self):
+        return (open, (self.witness, "w"))
+
+
+def test_a_model_file_holding_code_is_refused_and_the_code_never_runs(tmp_path):
+    witness = tmp_path / "pwned"
+    torch.save({"state_dict": {}, **SPEC, "extra": WritesOnLoad(witness)}, tmp_path / "model.pt")
+    with pytest.raises(ValueError, match="only tensors and plain data are loaded, never code"):
+        load_classifier(tmp_path)
+    assert not witness.exists()
+
+
+@pytest.mark.parametrize("cut", [0, 1000], ids=["empty", "truncated"])
+def test_an_unreadable_model_file_is_a_clear_error_naming_it(tmp_path, cut):
+    whole = (saved_model(tmp_path) / "model.pt").read_bytes()
+    (tmp_path / "model.pt").write_bytes(whole[:cut])
+    with pytest.raises(ValueError, match=f"cannot load {tmp_path}/model.pt, a model from"):
+        load_classifier(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        # refused before a net for 10⁹-pixel sides is built (terabytes of weights)
+        ({"image_size": 10**9}, "image_size from 8 to 512, found 1000000000"),
+        ({"std": [0.0]}, r"std: one number in \(0, 1\] per channel"),
+        ({"classes": ["dog", "cat"]}, r"classes \['cat', 'dog'\]"),
+        ({"model": ["tutorial_cnn"]}, "expected a model name and a mirror_average flag"),
+        ({"mirror_average": "yes"}, "expected a model name and a mirror_average flag"),
+        ({"image_size": 64}, "expected weights of tutorial_cnn for 1×64×64 images in"),
+        ({"model": "resnet18"}, "expected weights of resnet18 for 1×40×40 images in"),
+    ],
+)
+def test_a_model_file_outside_the_contract_is_refused_naming_what_is_wrong(
+    tmp_path, changes, message
+):
+    with pytest.raises(ValueError, match=message):
+        load_classifier(saved_model(tmp_path, **changes))
+
+
+def test_a_model_saved_before_mirror_averaging_loads_without_it(tmp_path):
+    spec = {key: value for key, value in SPEC.items() if key != "mirror_average"}
+    net = build_model("tutorial_cnn", 1, 40)
+    save_classifier(tmp_path / "model.pt", Classifier(net, [0.45], [0.25]), spec)
+    model, loaded = load_classifier(tmp_path)
+    assert model.mirror_average is False and loaded["mirror_average"] is False

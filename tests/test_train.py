@@ -125,6 +125,31 @@ def test_resume_refuses_a_checkpoint_of_another_model(sample_arrays, tmp_path, m
         session.train(config(sample_arrays, tmp_path / "out", model="bn_cnn", resume=True))
 
 
+def test_an_unreadable_checkpoint_stops_the_resume_and_is_kept(
+    sample_arrays, tmp_path, mlflow_store
+):
+    store = tmp_path / "durable"
+    session.train(config(sample_arrays, tmp_path / "pod1", dry_run=True, checkpoint_uri=str(store)))
+    truncated = (store / "checkpoint.pt").read_bytes()[:2000]
+    (store / "checkpoint.pt").write_bytes(truncated)
+    with pytest.raises(ValueError, match=f"cannot load {store}/checkpoint.pt, a checkpoint"):
+        session.train(
+            config(sample_arrays, tmp_path / "pod2", resume=True, checkpoint_uri=str(store))
+        )
+    assert (store / "checkpoint.pt").read_bytes() == truncated  # evidence, not overwritten
+
+
+def test_a_checkpoint_whose_state_does_not_fit_the_net_is_a_clear_error(
+    sample_arrays, tmp_path, mlflow_store
+):
+    session.train(config(sample_arrays, tmp_path / "out", dry_run=True))
+    state = load_checkpoint(tmp_path / "out/checkpoint.pt")
+    state["model"]["net.fc1.weight"] = state["model"]["net.fc1.weight"][:, :10]
+    torch.save(state, tmp_path / "out/checkpoint.pt")
+    with pytest.raises(ValueError, match="cannot resume from the checkpoint after epoch 1: its"):
+        session.train(config(sample_arrays, tmp_path / "out", resume=True))
+
+
 def test_a_non_finite_loss_stops_training_and_keeps_the_last_good_outputs(
     small_arrays, tmp_path, mlflow_store
 ):

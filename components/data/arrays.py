@@ -7,8 +7,13 @@ from pathlib import Path
 
 import numpy as np
 
+from components.core.names import CLASSES
+
 SPLITS = ("train", "val", "test")
 META = "meta.json"
+MIN_IMAGE_SIZE = 8
+MAX_IMAGE_SIZE = 512  # PetImages photos are about 500×375; larger only wastes memory
+IMAGE_FIELDS = ("classes", "channels", "image_size", "mean", "std")
 
 
 def save_split(directory: Path, split: str, images: np.ndarray, labels: np.ndarray) -> None:
@@ -22,27 +27,104 @@ def save_split(directory: Path, split: str, images: np.ndarray, labels: np.ndarr
 
 
 def read_meta(directory: Path) -> dict:
+    """Read ``meta.json`` and check the fields the other steps rely on.
+
+    Raises:
+        FileNotFoundError: there is no ``meta.json``.
+        ValueError: it is not JSON, or a field is missing or outside the data contract.
+    """
     path = Path(directory) / META
     if not path.is_file():
         raise FileNotFoundError(
             f"expected {META} from the preprocess step in {directory}, found none"
         )
-    return json.loads(path.read_text())
+    try:
+        meta = json.loads(path.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(
+            f"expected JSON written by the preprocess step in {path}, found text that is "
+            f"not JSON ({err})"
+        ) from err
+    check_image_spec(meta, path)
+    counts = meta.get("counts")
+    if not (
+        isinstance(counts, dict)
+        and set(counts) == set(SPLITS)
+        and all(_counts_by_class(by_class) for by_class in counts.values())
+    ):
+        raise ValueError(
+            f"expected the count of each class in each split ({', '.join(SPLITS)}) in "
+            f"{path}, found {counts!r:.200}"
+        )
+    return meta
+
+
+def check_image_spec(spec: object, source: Path | str) -> None:
+    """Check what ``meta.json`` and a saved model both describe: classes, shape, mean, std.
+
+    Raises:
+        ValueError: ``spec`` is not a mapping, lacks a field, or has one outside the
+            data contract; the message names ``source`` and every such field.
+    """
+    if not isinstance(spec, dict):
+        raise ValueError(
+            f"expected a mapping of image fields in {source}, found {type(spec).__name__}"
+        )
+    missing = [field for field in IMAGE_FIELDS if field not in spec]
+    if missing:
+        raise ValueError(f"expected {', '.join(missing)} in {source}, found no such field")
+    channels, size = spec["channels"], spec["image_size"]
+    problems = []
+    if spec["classes"] != list(CLASSES):
+        problems.append(f"classes {list(CLASSES)}, found {spec['classes']!r:.100}")
+    if type(channels) is not int or channels not in (1, 3):
+        problems.append(f"channels 1 or 3, found {channels!r:.100}")
+    if type(size) is not int or not MIN_IMAGE_SIZE <= size <= MAX_IMAGE_SIZE:
+        problems.append(
+            f"image_size from {MIN_IMAGE_SIZE} to {MAX_IMAGE_SIZE}, found {size!r:.100}"
+        )
+    if not _fractions(spec["mean"], channels, positive=False):
+        problems.append(f"mean: one number in [0, 1] per channel, found {spec['mean']!r:.100}")
+    if not _fractions(spec["std"], channels, positive=True):
+        problems.append(f"std: one number in (0, 1] per channel, found {spec['std']!r:.100}")
+    if problems:
+        raise ValueError(f"expected in {source}: " + "; ".join(problems))
+
+
+def _fractions(values: object, count: object, positive: bool) -> bool:
+    """Whether ``values`` is a list of ``count`` numbers in [0, 1], or (0, 1] if ``positive``."""
+    return (
+        isinstance(values, list)
+        and len(values) == count
+        and all(type(v) in (int, float) and 0 <= v <= 1 for v in values)
+        and (not positive or all(v > 0 for v in values))
+    )
+
+
+def _counts_by_class(counts: object) -> bool:
+    return (
+        isinstance(counts, dict)
+        and set(counts) == set(CLASSES)
+        and all(type(n) is int and n >= 0 for n in counts.values())
+    )
 
 
 def load_split(directory: Path, split: str) -> tuple[np.ndarray, np.ndarray]:
     """Load one split's images and labels, checking they fit the data contract.
 
     Raises:
-        ValueError: an array of the wrong type or shape, an empty split, or a label
-            other than 0 (cat) and 1 (dog).
+        ValueError: an array of the wrong type, or a shape other than ``meta.json``
+            says, an empty split, or a label other than 0 (cat) and 1 (dog).
     """
     directory = Path(directory)
+    meta = read_meta(directory)
     images = _load_array(directory / f"{split}_images.npy")
     labels = _load_array(directory / f"{split}_labels.npy")
-    if images.dtype != np.uint8 or images.ndim != 4:
+    side = meta["image_size"]
+    if images.dtype != np.uint8 or images.shape[1:] != (meta["channels"], side, side):
         raise ValueError(
-            f"expected uint8 N×C×H×W in {split}_images.npy, found {images.dtype} "
+            f"expected uint8 N×{meta['channels']}×{side}×{side} in "
+            f"{directory / f'{split}_images.npy'} (as {META} says), found {images.dtype} "
             f"with shape {images.shape}"
         )
     if labels.dtype != np.int64 or labels.shape != (len(images),):
@@ -62,14 +144,21 @@ def load_split(directory: Path, split: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _load_array(path: Path) -> np.ndarray:
+    """Read a plain ``.npy`` array, refusing pickles and files shorter than their header."""
     if not path.is_file():
         raise FileNotFoundError(f"expected {path.name} in {path.parent}, found none")
     try:
-        return np.load(path, allow_pickle=False)
+        mapped = np.load(path, mmap_mode="r", allow_pickle=False)  # checks the size first
     except ValueError as err:
-        if "pickle" not in str(err):
-            raise ValueError(f"cannot read {path} as a .npy array: {err}") from err
-        raise ValueError(
-            f"refusing {path}: it holds pickled objects, and loading them could run code; "
-            "expected a plain numeric array written by the preprocess step"
-        ) from err
+        if "pickled" in str(err) or "Python objects" in str(err):
+            raise ValueError(
+                f"refusing {path}: numpy reads it as pickled objects, and loading them could "
+                "run code; expected a plain numeric array written by the preprocess step"
+            ) from err
+        raise ValueError(f"cannot read {path} as a .npy array: {err}") from err
+    except EOFError as err:
+        raise ValueError(f"cannot read {path} as a .npy array: it ends too soon ({err})") from err
+    if not isinstance(mapped, np.ndarray):
+        mapped.close()
+        raise ValueError(f"expected one .npy array in {path}, found a .npz archive")
+    return np.array(mapped)

@@ -16,10 +16,12 @@ from components.core import s3, tracking
 from components.core.atomic import atomic_file
 from components.training.config import TrainConfig
 from components.training.loop import Learner
+from components.training.models import load_tensors
 
 log = logging.getLogger(__name__)
 
 CHECKPOINT = "checkpoint.pt"
+STATE_KEYS = ("model", "optimizer", "scheduler", "epoch", "history", "config", "mlflow_run_id")
 
 
 def save_checkpoint(state: dict, path: Path) -> None:
@@ -28,9 +30,30 @@ def save_checkpoint(state: dict, path: Path) -> None:
         torch.save(state, handle)
 
 
-def load_checkpoint(path: Path) -> dict:
-    """Read a checkpoint onto the CPU; only tensors and plain data, never code."""
-    return torch.load(path, map_location="cpu", weights_only=True)
+def load_checkpoint(path: Path, source: str | None = None) -> dict:
+    """Read a checkpoint onto the CPU; only tensors and plain data, never code.
+
+    Raises:
+        ValueError: the file is not a checkpoint the train step wrote; the message
+            names ``source`` (where it was fetched from), else ``path``.
+    """
+    state = load_tensors(path, f"{source or path}, a checkpoint from the train step")
+    if not (isinstance(state, dict) and _holds_a_training_state(state)):
+        found = list(state) if isinstance(state, dict) else type(state).__name__
+        raise ValueError(
+            f"expected a checkpoint from the train step in {source or path} "
+            f"({', '.join(STATE_KEYS)}; epoch = the history's length), found {found!r:.300}"
+        )
+    return state
+
+
+def _holds_a_training_state(state: dict) -> bool:
+    return (
+        all(key in state for key in STATE_KEYS)
+        and isinstance(state["config"], dict)
+        and isinstance(state["history"], list)
+        and state["epoch"] == len(state["history"])
+    )
 
 
 class CheckpointStore:
@@ -119,10 +142,20 @@ def find_checkpoint(cfg: TrainConfig) -> dict | None:
 
 
 def restore(state: dict, learner: Learner) -> None:
-    """Load a checkpoint's weights, optimiser and schedule into ``learner``."""
-    learner.model.load_state_dict(state["model"])
-    learner.optimizer.load_state_dict(state["optimizer"])
-    learner.scheduler.load_state_dict(state["scheduler"])
+    """Load a checkpoint's weights, optimiser and schedule into ``learner``.
+
+    Raises:
+        ValueError: the checkpoint's state does not fit this run's net or optimiser.
+    """
+    try:
+        learner.model.load_state_dict(state["model"])
+        learner.optimizer.load_state_dict(state["optimizer"])
+        learner.scheduler.load_state_dict(state["scheduler"])
+    except (RuntimeError, ValueError, KeyError, TypeError) as err:
+        raise ValueError(
+            f"cannot resume from the checkpoint after epoch {state['epoch']}: its state "
+            f"does not fit this run's net, optimiser or data ({err!s:.500})"
+        ) from err
 
 
 def _candidates(cfg: TrainConfig) -> Iterator[dict]:
@@ -134,10 +167,11 @@ def _candidates(cfg: TrainConfig) -> Iterator[dict]:
     )
     with tempfile.TemporaryDirectory() as scratch:  # private to this run, removed after
         fetched = Path(scratch) / CHECKPOINT
-        if cfg.checkpoint_uri and CheckpointStore(cfg.checkpoint_uri).fetch(fetched):
-            yield load_checkpoint(fetched)
+        store = CheckpointStore(cfg.checkpoint_uri) if cfg.checkpoint_uri else None
+        if store and store.fetch(fetched):
+            yield load_checkpoint(fetched, f"{store.uri}/{CHECKPOINT}")
         if run_id and (path := tracking.download_checkpoint(run_id, Path(scratch) / "mlflow")):
-            yield load_checkpoint(path)
+            yield load_checkpoint(path, f"MLflow run {run_id}'s {CHECKPOINT}")
 
 
 def identity_tags(cfg: TrainConfig) -> dict[str, str]:
@@ -156,8 +190,8 @@ def _check_compatible(state: dict, cfg: TrainConfig) -> None:
     if cfg.schedule == "onecycle":
         keys.append("epochs")  # the schedule's length is fixed when it starts
     for key in keys:
-        if saved[key] != getattr(cfg, key):
+        if saved.get(key) != getattr(cfg, key):
             raise ValueError(
-                f"cannot resume: the checkpoint has {key}={saved[key]!r}, "
+                f"cannot resume: the checkpoint has {key}={saved.get(key)!r}, "
                 f"this run asks for {key}={getattr(cfg, key)!r}"
             )

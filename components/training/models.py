@@ -16,6 +16,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from components.core.atomic import atomic_file
+from components.data.arrays import check_image_spec
 
 
 class TutorialCNN(nn.Module):
@@ -173,18 +174,55 @@ def save_classifier(path: Path, model: Classifier, spec: dict) -> None:
 
 
 def load_classifier(path: Path) -> tuple[Classifier, dict]:
-    """Rebuild a saved classifier on the CPU; return it with its spec."""
+    """Rebuild a saved classifier on the CPU; return it with its spec.
+
+    Raises:
+        FileNotFoundError: no ``model.pt`` at ``path``.
+        ValueError: the file is not a model the train step wrote: unreadable without
+            running code, a spec outside the data contract, or weights of another shape.
+    """
     path = Path(path)
     if path.is_dir():
         path = path / "model.pt"
     if not path.is_file():
         raise FileNotFoundError(f"expected model.pt from the train step at {path}, found none")
-    saved = torch.load(path, map_location="cpu", weights_only=True)
+    saved = load_tensors(path, f"{path}, a model from the train step")
+    if not isinstance(saved, dict) or not isinstance(saved.get("state_dict"), dict):
+        raise ValueError(f"expected weights and a spec in {path}, found {type(saved).__name__}")
     spec = {key: value for key, value in saved.items() if key != "state_dict"}
-    net = build_model(spec["model"], spec["channels"], spec["image_size"])
+    check_image_spec(spec, path)
     # models saved before mirror averaging existed have no such key
-    model = Classifier(
-        net, spec["mean"], spec["std"], mirror_average=spec.get("mirror_average", False)
-    )
-    model.load_state_dict(saved["state_dict"])
+    mirror_average = spec.setdefault("mirror_average", False)
+    if not isinstance(spec.get("model"), str) or not isinstance(mirror_average, bool):
+        raise ValueError(
+            f"expected a model name and a mirror_average flag in {path}, found "
+            f"{spec.get('model')!r:.100} and {mirror_average!r:.100}"
+        )
+    net = build_model(spec["model"], spec["channels"], spec["image_size"])
+    model = Classifier(net, spec["mean"], spec["std"], mirror_average=mirror_average)
+    try:
+        model.load_state_dict(saved["state_dict"])
+    except RuntimeError as err:
+        raise ValueError(
+            f"expected weights of {spec['model']} for {spec['channels']}×{spec['image_size']}"
+            f"×{spec['image_size']} images in {path}, found others: {err}"
+        ) from err
     return model.eval(), spec
+
+
+def load_tensors(path: Path, described: str) -> object:
+    """``torch.load`` onto the CPU of tensors and plain data only, never code.
+
+    ``described`` names the file in errors: where it came from and what it should be.
+
+    Raises:
+        ValueError: the file does not load so (it holds code, or is no torch file).
+    """
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # noqa: BLE001 - a crafted file can make the unpickler raise anything
+        reason = ": ".join([type(err).__name__, *str(err).splitlines()[:1]])
+        raise ValueError(
+            f"cannot load {described}: only tensors and plain data are loaded, "
+            f"never code ({reason:.300})"
+        ) from err

@@ -1,0 +1,93 @@
+"""The data contract between steps: meta.json and the .npy arrays, checked on every read."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import shutil
+
+import numpy as np
+import pytest
+
+from components.data.arrays import load_split, read_meta
+
+
+@pytest.fixture
+def arrays(sample_arrays, tmp_path):
+    """A copy of the sample's arrays (grey 40×40) to tamper with."""
+    return shutil.copytree(sample_arrays, tmp_path / "arrays")
+
+
+def rewrite_meta(directory, **changes) -> None:
+    meta = json.loads((directory / "meta.json").read_text())
+    (directory / "meta.json").write_text(json.dumps({**meta, **changes}))
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"image_size": 100_000}, "image_size from 8 to 512, found 100000"),
+        ({"image_size": "40"}, "image_size from 8 to 512, found '40'"),
+        ({"channels": 2}, "channels 1 or 3, found 2"),
+        ({"channels": 3}, r"mean: one number in \[0, 1\] per channel, found \[0\.\d+\]"),
+        ({"classes": ["dog", "cat"]}, r"classes \['cat', 'dog'\], found \['dog', 'cat'\]"),
+        ({"std": [0.0]}, r"std: one number in \(0, 1\] per channel, found \[0\.0\]"),
+        ({"mean": [float("nan")]}, r"mean: .* found \[nan\]"),
+        ({"mean": None}, "mean: .* found None"),
+        ({"counts": {"train": {"cat": 1}}}, "expected the count of each class in each split"),
+    ],
+)
+def test_a_meta_json_outside_the_contract_is_refused_naming_the_field(arrays, changes, message):
+    rewrite_meta(arrays, **changes)
+    with pytest.raises(ValueError, match=message) as raised:
+        read_meta(arrays)
+    assert str(arrays / "meta.json") in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("{oops", "expected JSON written by the preprocess step in .*, found text that is not"),
+        ("[1, 2]", "expected a mapping of image fields in .*, found list"),
+        ('{"classes": ["cat", "dog"]}', "expected channels, image_size, mean, std in .*"),
+    ],
+)
+def test_a_meta_json_that_is_not_the_preprocess_steps_is_refused(arrays, text, message):
+    (arrays / "meta.json").write_text(text)
+    with pytest.raises(ValueError, match=message):
+        read_meta(arrays)
+
+
+def test_arrays_of_another_shape_than_meta_json_says_are_refused(arrays):
+    rewrite_meta(arrays, image_size=64)  # the arrays hold 40×40
+    with pytest.raises(ValueError, match=r"expected uint8 N×1×64×64 in .*train_images\.npy"):
+        load_split(arrays, "train")
+
+
+def test_a_npy_header_that_claims_more_than_the_file_holds_is_refused_unallocated(arrays):
+    # a few bytes claiming 26 GB: read naively, an allocation of that size
+    with open(arrays / "val_images.npy", "wb") as handle:
+        np.lib.format.write_array_header_1_0(
+            handle, {"descr": "|u1", "fortran_order": False, "shape": (100_000, 1, 512, 512)}
+        )
+        handle.write(bytes(1000))
+    with pytest.raises(ValueError, match="cannot read .*val_images.npy as a .npy array"):
+        load_split(arrays, "val")
+
+
+@pytest.mark.parametrize(
+    "content",
+    [pickle.dumps({"evil": 1}), b"neither an array nor a pickle"],
+    ids=["a pickle", "text"],
+)
+def test_a_file_that_is_not_a_plain_array_is_refused_not_unpickled(arrays, content):
+    (arrays / "val_labels.npy").write_bytes(content)
+    with pytest.raises(ValueError, match="refusing .*val_labels.npy: numpy reads it as pickled"):
+        load_split(arrays, "val")
+
+
+def test_an_npz_archive_in_place_of_an_array_is_refused(arrays):
+    with open(arrays / "val_labels.npy", "wb") as handle:
+        np.savez(handle, labels=np.zeros(200, np.int64))
+    with pytest.raises(ValueError, match="expected one .npy array in .*, found a .npz archive"):
+        load_split(arrays, "val")
