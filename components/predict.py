@@ -1,14 +1,21 @@
 """Classify image files with a trained model, from a train output or an MLflow model URI.
 
 python -m components.predict --model DIR_OR_MLFLOW_URI IMAGE [IMAGE ...]
+
+Prints a line per image: file, class, probability. Files that are not complete images
+are named on stderr with the reason, and the exit status is then 1.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
+import sys
 from pathlib import Path
 
 from components.core.logs import setup_logging
+
+log = logging.getLogger(__name__)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -31,8 +38,13 @@ def main(argv: list[str] | None = None) -> None:
     # torch loads only now: --help and a wrong argument answer at once
     from components.evaluation.predictions import predict_files
 
-    for path, label, probability in predict_files(args.model, args.images):
+    result = predict_files(args.model, args.images)
+    for path, label, probability in result.classified:
         print(f"{path}\t{label}\t{probability:.4f}")
+    for path, reason in result.skipped:
+        log.warning("skipped %s: %s", path, reason)
+    if result.skipped:
+        sys.exit(f"{len(result.skipped)} of {len(args.images)} files could not be classified")
 
 
 if __name__ == "__main__":

@@ -113,8 +113,8 @@ def test_evaluate_logs_test_metrics_into_the_training_run(
     assert "evaluation/test/confusion_matrix.png" in names
 
     images = [sample_images / "PetImages/Cat/1.jpg", sample_images / "PetImages/Dog/1.jpg"]
-    from_dir = predictions.predict_files(str(tmp_path / "m"), images)
-    from_mlflow = predictions.predict_files(result.model_uri, images)
+    from_dir = predictions.predict_files(str(tmp_path / "m"), images).classified
+    from_mlflow = predictions.predict_files(result.model_uri, images).classified
     for (_, label_a, p_a), (_, label_b, p_b) in zip(from_dir, from_mlflow, strict=True):
         assert label_a == label_b and label_a in ("cat", "dog")
         assert 0.5 <= p_a <= 1.0 and p_a == pytest.approx(p_b, abs=1e-5)
@@ -125,6 +125,37 @@ def test_predict_cli_prints_one_line_per_image(sample_images, tmp_path, capsys):
     image = sample_images / "PetImages/Cat/5002.jpg"  # a CMYK JPEG
     predict.main(["--model", str(model), str(image)])
     assert capsys.readouterr().out == f"{image}\tdog\t0.8808\n"
+
+
+def test_an_mlflow_model_taking_huge_images_is_refused_before_any_decoding(
+    sample_images, mlflow_store
+):
+    """A registry model whose signature asks for 520×520 (over the 512 limit) input."""
+    from components.core import tracking
+    from components.training.models import Classifier, build_model
+
+    net = Classifier(build_model("compact_cnn", 1, 520), [0.5], [0.25])
+    with tracking.start_run("dogs-vs-cats"):
+        uri = tracking.log_model(net, np.full((2, 1, 520, 520), 128, np.float32))
+    with pytest.raises(ValueError, match=r"found input shape \(-1, 1, 520, 520\)"):
+        predictions.predict_files(uri, [sample_images / "PetImages/Dog/1.jpg"])
+
+
+def test_predict_names_files_it_cannot_classify_and_classifies_the_rest(
+    sample_images, tmp_path, capsys, caplog
+):
+    model = always_dog_model(tmp_path / "model")
+    good = sample_images / "PetImages/Dog/1.jpg"
+    (tmp_path / "empty.jpg").write_bytes(b"")
+    (tmp_path / "cut.jpg").write_bytes(good.read_bytes()[:500])
+    files = [tmp_path / "empty.jpg", good, tmp_path / "cut.jpg", tmp_path / "missing.jpg"]
+    with pytest.raises(SystemExit, match="3 of 4 files could not be classified"):
+        predict.main(["--model", str(model), *map(str, files)])
+    assert capsys.readouterr().out == f"{good}\tdog\t0.8808\n"
+    empty, cut, missing = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert empty == f"skipped {tmp_path / 'empty.jpg'}: empty file (0 bytes)"
+    assert cut.startswith(f"skipped {tmp_path / 'cut.jpg'}: truncated or corrupt image data")
+    assert missing == f"skipped {tmp_path / 'missing.jpg'}: no such file"
 
 
 @pytest.mark.parametrize(

@@ -6,13 +6,16 @@ URI), which the command line loads only once its arguments are parsed.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from components.core.names import CLASSES
-from components.data.images import decode_bytes
+from components.data.arrays import MAX_IMAGE_SIZE, MIN_IMAGE_SIZE
+from components.data.images import decode_file
+from components.training.inference import default_batch_size
 from components.training.models import load_classifier
 
 
@@ -26,26 +29,58 @@ def load_any(model: str) -> tuple[torch.nn.Module, int, int]:
         return classifier, spec["channels"], spec["image_size"]
     from components.core import tracking
 
-    loaded = tracking.load_model(model)
-    _, channels, size, _ = tracking.model_input_shape(model)
-    return loaded, channels, size
+    shape = tracking.model_input_shape(model)
+    if not (
+        len(shape) == 4
+        and shape[1] in (1, 3)
+        and shape[2] == shape[3]
+        and MIN_IMAGE_SIZE <= shape[2] <= MAX_IMAGE_SIZE
+    ):
+        raise ValueError(
+            f"expected a model that takes N×C×S×S images (C 1 or 3, S from {MIN_IMAGE_SIZE} "
+            f"to {MAX_IMAGE_SIZE}) at {model}, found input shape {shape}"
+        )
+    return tracking.load_model(model), shape[1], shape[2]
 
 
-def predict_files(model: str, files: list[Path]) -> list[tuple[Path, str, float]]:
+@dataclass
+class Predictions:
+    """(file, class name, probability of that class) for each file that decodes, in
+    order, and (file, why) for each that does not."""
+
+    classified: list[tuple[Path, str, float]] = field(default_factory=list)
+    skipped: list[tuple[Path, str]] = field(default_factory=list)
+
+
+def predict_files(model: str, files: list[Path]) -> Predictions:
     """Classify image files, each decoded as the preprocess step decodes it.
+
+    A file that is missing, empty, oversized or not a complete image is skipped with
+    its reason, as the preprocess step skips it; the others are classified.
 
     Args:
         model: a train output directory or an MLflow model URI.
         files: the images.
-
-    Returns:
-        (file, class name, probability of that class) for each file, in order.
     """
     net, channels, size = load_any(model)
-    pixels = np.stack([decode_bytes(Path(f).read_bytes(), size, channels) for f in files])
-    with torch.no_grad():
-        probabilities = torch.softmax(net(torch.from_numpy(pixels).float()), dim=1).numpy()
-    return [
-        (f, CLASSES[int(p.argmax())], float(p.max()))
-        for f, p in zip(files, probabilities, strict=True)
-    ]
+    result, decoded = Predictions(), []
+    for file in map(Path, files):
+        if not file.is_file():
+            result.skipped.append((file, "no such file"))
+            continue
+        outcome = decode_file(file, size, channels)
+        if outcome.pixels is None:
+            result.skipped.append((file, str(outcome.reason)))
+        else:
+            decoded.append((file, outcome.pixels))
+    batch = default_batch_size(torch.device("cpu"))
+    for start in range(0, len(decoded), batch):
+        chunk = decoded[start : start + batch]
+        pixels = torch.from_numpy(np.stack([pixels for _, pixels in chunk])).float()
+        with torch.no_grad():
+            probabilities = torch.softmax(net(pixels), dim=1).numpy()
+        result.classified += [
+            (file, CLASSES[int(p.argmax())], float(p.max()))
+            for (file, _), p in zip(chunk, probabilities, strict=True)
+        ]
+    return result
