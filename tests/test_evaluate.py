@@ -11,6 +11,7 @@ import torch
 from mlflow.tracking import MlflowClient
 
 from components import predict
+from components.core import tracking
 from components.evaluate import main as evaluate_main
 from components.evaluation import metrics, predictions
 from components.evaluation.report import evaluate
@@ -131,9 +132,6 @@ def test_an_mlflow_model_taking_huge_images_is_refused_before_any_decoding(
     sample_images, mlflow_store
 ):
     """A registry model whose signature asks for 520×520 (over the 512 limit) input."""
-    from components.core import tracking
-    from components.training.models import Classifier, build_model
-
     net = Classifier(build_model("compact_cnn", 1, 520), [0.5], [0.25])
     with tracking.start_run("dogs-vs-cats"):
         uri = tracking.log_model(net, np.full((2, 1, 520, 520), 128, np.float32))
@@ -202,5 +200,5 @@ def test_a_pickled_mlflow_model_is_refused_and_its_code_never_runs(tmp_path, mlf
     )
     assert not (tmp_path / "pwned").exists()
     with pytest.raises(Exception, match="Deserializing model using pickle is disallowed"):
-        predictions.load_any(model_dir.as_uri())
+        tracking.load_model(model_dir.as_uri())  # how predict and serving load MLflow models
     assert not (tmp_path / "pwned").exists()
