@@ -9,7 +9,6 @@ import argparse
 import functools
 import logging
 import multiprocessing
-import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +17,7 @@ import numpy as np
 
 from components.core import schema
 from components.core.atomic import atomic_directory, write_json
+from components.core.cores import available_cores
 from components.core.logs import setup_logging
 from components.core.names import CLASSES
 from components.core.presets import apply_preset
@@ -30,10 +30,6 @@ from components.data.layout import LabelledFiles, find_labelled_files
 log = logging.getLogger(__name__)
 
 
-def available_cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
 @dataclass(frozen=True)
 class PreprocessConfig:
     """How images become arrays: the preprocess step's one schema."""
@@ -43,7 +39,9 @@ class PreprocessConfig:
     val_fraction: float = setting(0.1, "share of each class held out for validation")
     test_fraction: float = setting(0.1, "share of each class held out for the test")
     seed: int = setting(0, "seed of the split")
-    workers: int = setting(0, "decoding processes; 0: one per available core", role=LOCAL)
+    workers: int = setting(
+        0, "decoding processes; 0: one per core this process may use (its CPU limit)", role=LOCAL
+    )
 
     def __post_init__(self) -> None:
         if self.channels not in images.MODES:

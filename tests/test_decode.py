@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import random
+import struct
+import zlib
 
 import numpy as np
 import pytest
@@ -36,6 +38,38 @@ def test_a_file_too_large_for_a_photo_is_skipped_unread(tmp_path, monkeypatch):
     path.write_bytes(encoded(np.zeros((64, 64, 3), np.uint8), "BMP"))  # 12 KB
     result = images.decode_file(path, 16, 1)
     assert result.pixels is None and "over the 1000-byte limit" in result.reason
+
+
+def png_of_zeros(width: int, height: int) -> bytes:
+    """A valid grey PNG of ``width``×``height`` black pixels: a few kilobytes per 10⁷."""
+    packer = zlib.compressobj(9)
+    row = bytes(width + 1)  # the filter byte, then the pixels
+    data = b"".join(packer.compress(row) for _ in range(height)) + packer.flush()
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return (
+            struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+        )
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)  # 8-bit grey
+    return (
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", data) + chunk(b"IEND", b"")
+    )
+
+
+@pytest.mark.parametrize(
+    "side, reason",
+    [
+        (8_000, "8000×8000 pixels, over the 50,000,000-pixel limit for a photo"),
+        (14_000, "Image size (196000000 pixels) exceeds limit"),  # Pillow's own, at 2× its 89M
+    ],
+)
+def test_an_image_of_more_pixels_than_a_photo_is_skipped_undecoded(tmp_path, side, reason):
+    data = png_of_zeros(side, side)
+    assert len(data) < 300_000  # kilobytes that would decode to 64-196 MB per process
+    (tmp_path / "bomb.png").write_bytes(data)
+    result = images.decode_file(tmp_path / "bomb.png", 50, 3)
+    assert result.pixels is None and result.reason.startswith(reason)
 
 
 def test_corrupted_files_of_every_format_are_skipped_with_a_reason(tmp_path):

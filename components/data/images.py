@@ -25,6 +25,9 @@ class Decoded:
 
 
 MAX_FILE_BYTES = 64 * 1024**2  # far above any photo; a larger file is skipped unread
+# about a 48-megapixel photo, after a JPEG's reduced-size decode; a few kilobytes of PNG
+# can claim far more, and each decoding process would hold it whole in memory
+MAX_PIXELS = 50_000_000
 WIDE_MODES = {"I", "I;16", "I;16B", "I;16L", "I;16N", "F"}  # 16-bit, 32-bit int and float
 
 
@@ -35,7 +38,8 @@ def decode_bytes(data: bytes, size: int, channels: int) -> np.ndarray:
 
     Raises:
         ValueError: the bytes are not a complete image that PIL can decode, whatever
-            the decoder's own error was.
+            the decoder's own error was, or one of more than ``MAX_PIXELS`` pixels
+            (``TooManyPixels``, raised before decoding).
     """
     if channels not in MODES:
         raise ValueError(f"expected channels 1 or 3, found {channels}")
@@ -44,15 +48,31 @@ def decode_bytes(data: bytes, size: int, channels: int) -> np.ndarray:
             warnings.simplefilter("ignore")  # EXIF and palette chatter, not errors
             with Image.open(io.BytesIO(data)) as opened:
                 opened.draft(MODES[channels], (size, size))  # JPEG: decode at 1/2..1/8 scale
+                _check_pixels(*opened.size)
                 image = _to_8_bits(opened) if opened.mode in WIDE_MODES else opened
                 image = image.convert(MODES[channels])
                 image = image.resize((size, size), Image.Resampling.BILINEAR)
     except UnidentifiedImageError as err:
         raise ValueError("not an image (unrecognised format)") from err
+    except Image.DecompressionBombError as err:  # Pillow's own limit, twice its warning's
+        raise TooManyPixels(str(err)) from err
+    except TooManyPixels:
+        raise
     except Exception as err:  # noqa: BLE001 - a crafted file can make any decoder raise anything
         raise ValueError(f"truncated or corrupt image data ({type(err).__name__}: {err})") from err
     pixels = np.asarray(image, dtype=np.uint8)
     return pixels[None] if channels == 1 else pixels.transpose(2, 0, 1)
+
+
+class TooManyPixels(ValueError):
+    """An image larger than any photo: skipped before it is decoded."""
+
+
+def _check_pixels(width: int, height: int) -> None:
+    if width * height > MAX_PIXELS:
+        raise TooManyPixels(
+            f"{width}×{height} pixels, over the {MAX_PIXELS:,}-pixel limit for a photo"
+        )
 
 
 def _to_8_bits(image: Image.Image) -> Image.Image:

@@ -14,6 +14,8 @@ import torch
 from torch import distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
+from components.core.cores import available_cores
+
 
 @dataclass(frozen=True)
 class Workers:
@@ -50,6 +52,8 @@ def start(device_name: str) -> tuple[Workers, torch.device]:
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     device = pick_device(device_name)
     if world_size == 1:
+        if device.type == "cpu":  # not more threads than the container's CPU limit
+            torch.set_num_threads(min(torch.get_num_threads(), available_cores()))
         return Workers(), device
     local_rank = int(os.environ["LOCAL_RANK"])
     if device.type == "cuda":
@@ -57,7 +61,7 @@ def start(device_name: str) -> tuple[Workers, torch.device]:
         torch.cuda.set_device(device)
     else:  # share the cores instead of oversubscribing them
         per_node = int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // per_node))
+        torch.set_num_threads(max(1, available_cores() // per_node))
     dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
     return Workers(dist.get_rank(), world_size, local_rank), device
 
