@@ -66,7 +66,7 @@ def predict_files(model: str, files: list[Path]) -> Predictions:
     result, decoded = Predictions(), []
     for file in map(Path, files):
         if not file.is_file():
-            result.skipped.append((file, "no such file"))
+            result.skipped.append((file, "not a file" if file.exists() else "no such file"))
             continue
         outcome = decode_file(file, size, channels)
         if outcome.pixels is None:
