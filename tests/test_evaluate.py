@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
+import mlflow
 import numpy as np
 import pytest
 import torch
@@ -115,10 +117,12 @@ def test_evaluate_logs_test_metrics_into_the_training_run(
 
     images = [sample_images / "PetImages/Cat/1.jpg", sample_images / "PetImages/Dog/1.jpg"]
     from_dir = predictions.predict_files(str(tmp_path / "m"), images).classified
-    from_mlflow = predictions.predict_files(result.model_uri, images).classified
-    for (_, label_a, p_a), (_, label_b, p_b) in zip(from_dir, from_mlflow, strict=True):
-        assert label_a == label_b and label_a in ("cat", "dog")
-        assert 0.5 <= p_a <= 1.0 and p_a == pytest.approx(p_b, abs=1e-5)
+    downloaded = mlflow.artifacts.download_artifacts(result.model_uri, dst_path=str(tmp_path))
+    for uri in (result.model_uri, Path(downloaded).as_uri()):  # the registry's, a copy's
+        from_mlflow = predictions.predict_files(uri, images).classified
+        for (_, label_a, p_a), (_, label_b, p_b) in zip(from_dir, from_mlflow, strict=True):
+            assert label_a == label_b and label_a in ("cat", "dog")
+            assert 0.5 <= p_a <= 1.0 and p_a == pytest.approx(p_b, abs=1e-5)
 
 
 def test_predict_cli_prints_one_line_per_image(sample_images, tmp_path, capsys):
@@ -193,8 +197,6 @@ class Trap(torch.nn.Module):
 
 
 def test_a_pickled_mlflow_model_is_refused_and_its_code_never_runs(tmp_path, mlflow_store):
-    import mlflow
-
     trap = Trap()
     trap.witness = str(tmp_path / "pwned")
     model_dir = tmp_path / "hostile-model"

@@ -13,6 +13,7 @@ import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlparse
 
 import mlflow
 import numpy as np
@@ -203,7 +204,10 @@ def _pickle_refused() -> Iterator[None]:
 def model_input_shape(uri: str) -> tuple[int, ...]:
     """The N×C×H×W input shape from a logged model's signature (N is -1)."""
     mlflow.set_tracking_uri(tracking_uri())
-    signature = mlflow.models.get_model_info(uri).signature
+    parsed = urlparse(uri)  # MLflow reads a file:// model directory's info only as a path
+    signature = mlflow.models.get_model_info(
+        parsed.path if parsed.scheme == "file" else uri
+    ).signature
     return tuple(signature.inputs.to_dict()[0]["tensor-spec"]["shape"])
 
 
