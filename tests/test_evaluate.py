@@ -206,4 +206,6 @@ def test_a_pickled_mlflow_model_is_refused_and_its_code_never_runs(tmp_path, mlf
     assert not (tmp_path / "pwned").exists()
     with pytest.raises(Exception, match="Deserializing model using pickle is disallowed"):
         tracking.load_model(model_dir.as_uri())  # how predict and serving load MLflow models
+    with pytest.raises(ValueError, match="signature of one input tensor at .*, found no signature"):
+        predictions.load_any(model_dir.as_uri())  # predict's own path: refused before loading
     assert not (tmp_path / "pwned").exists()

@@ -208,7 +208,13 @@ def model_input_shape(uri: str) -> tuple[int, ...]:
     signature = mlflow.models.get_model_info(
         parsed.path if parsed.scheme == "file" else uri
     ).signature
-    return tuple(signature.inputs.to_dict()[0]["tensor-spec"]["shape"])
+    inputs = signature.inputs.to_dict() if signature else []
+    if len(inputs) != 1 or "tensor-spec" not in inputs[0]:
+        raise ValueError(
+            f"expected a model logged with the signature of one input tensor at {uri}, "
+            f"found {inputs or 'no signature'}"
+        )
+    return tuple(inputs[0]["tensor-spec"]["shape"])
 
 
 def use_tracking_uri(uri: str | None) -> None:
