@@ -19,6 +19,7 @@ from mlflow.tracking import MlflowClient
 
 from components import train
 from components.core import schema, tracking
+from components.data.arrays import SPLITS, load_split, save_split
 from components.training import runtime, session
 from components.training.checkpoints import load_checkpoint
 from components.training.config import TrainConfig
@@ -148,6 +149,21 @@ def test_a_checkpoint_whose_state_does_not_fit_the_net_is_a_clear_error(
     torch.save(state, tmp_path / "out/checkpoint.pt")
     with pytest.raises(ValueError, match="cannot resume from the checkpoint after epoch 1: its"):
         session.train(config(sample_arrays, tmp_path / "out", resume=True))
+
+
+def test_resume_refuses_a_checkpoint_trained_on_images_of_another_size(
+    small_arrays, tmp_path, mlflow_store
+):
+    session.train(config(small_arrays, tmp_path / "out", model="compact_cnn", dry_run=True))
+    larger = tmp_path / "larger"  # the same photos padded to 48×48: global pooling takes them
+    larger.mkdir()
+    for split in SPLITS:
+        images, labels = load_split(small_arrays, split)
+        save_split(larger, split, np.pad(images, ((0, 0), (0, 0), (4, 4), (4, 4))), labels)
+    meta = json.loads((small_arrays / "meta.json").read_text())
+    (larger / "meta.json").write_text(json.dumps({**meta, "image_size": 48}))
+    with pytest.raises(ValueError, match=r"images of channels × side \[1, 40\], the arrays"):
+        session.train(config(larger, tmp_path / "out", model="compact_cnn", resume=True))
 
 
 def test_a_non_finite_loss_stops_training_and_keeps_the_last_good_outputs(

@@ -105,11 +105,12 @@ def newest(candidates: list[dict]) -> dict | None:
 
 
 def save_everywhere(
-    cfg: TrainConfig, learner: Learner, history: list[dict], run_id: str | None
+    cfg: TrainConfig, meta: dict, learner: Learner, history: list[dict], run_id: str | None
 ) -> None:
     """The rolling checkpoint in the output, then in the store and the MLflow run."""
     path = Path(cfg.output) / CHECKPOINT
     state = {
+        "data_shape": data_shape(meta),
         "model": learner.model.state_dict(),
         "optimizer": learner.optimizer.state_dict(),
         "scheduler": learner.scheduler.state_dict(),
@@ -125,16 +126,17 @@ def save_everywhere(
     tracking.log_checkpoint(path)
 
 
-def find_checkpoint(cfg: TrainConfig) -> dict | None:
+def find_checkpoint(cfg: TrainConfig, meta: dict) -> dict | None:
     """The newest checkpoint in the output directory, the store, or this run's MLflow run.
 
     Raises:
         ValueError: the newest checkpoint was trained with settings this run cannot
-            continue (another model, batch size, seed or schedule).
+            continue (another model, batch size, seed or schedule, or images of
+            another shape).
     """
     state = newest(list(_candidates(cfg)))
     if state:
-        _check_compatible(state, cfg)
+        _check_compatible(state, cfg, meta)
         log.info("resuming after epoch %d (MLflow run %s)", state["epoch"], state["mlflow_run_id"])
     else:
         log.info("no checkpoint found to resume from; starting at epoch 1")
@@ -184,7 +186,19 @@ def identity_tags(cfg: TrainConfig) -> dict[str, str]:
     return {key: value for key, value in tags.items() if value}
 
 
-def _check_compatible(state: dict, cfg: TrainConfig) -> None:
+def data_shape(meta: dict) -> list[int]:
+    """The images' channels and side, as ``meta.json`` gives them."""
+    return [meta["channels"], meta["image_size"]]
+
+
+def _check_compatible(state: dict, cfg: TrainConfig, meta: dict) -> None:
+    # checkpoints written before the data's shape was saved carry none
+    saved_shape = state.get("data_shape", data_shape(meta))
+    if saved_shape != data_shape(meta):
+        raise ValueError(
+            f"cannot resume: the checkpoint was trained on images of channels × side "
+            f"{saved_shape}, the arrays in {cfg.data} are {data_shape(meta)}"
+        )
     saved = state["config"]
     keys = ["model", "batch_size", "seed", "schedule"]
     if cfg.schedule == "onecycle":

@@ -77,7 +77,7 @@ def _train(cfg: TrainConfig, workers: Workers, device: torch.device) -> TrainRes
     val_data = DeviceSplit.load(Path(cfg.data), "val", device)
     learner = new_learner(cfg, meta, workers, device, math.ceil(len(train_data) / cfg.batch_size))
     model = learner.model
-    found = checkpoints.find_checkpoint(cfg) if cfg.resume and workers.is_main else None
+    found = checkpoints.find_checkpoint(cfg, meta) if cfg.resume and workers.is_main else None
     state = runtime.share(workers, found)
     if state:
         checkpoints.restore(state, learner)
@@ -101,7 +101,7 @@ def _train(cfg: TrainConfig, workers: Workers, device: torch.device) -> TrainRes
             history.append({"epoch": epoch, **metrics})
             if workers.is_main:
                 tracking.log_metrics(metrics, step=epoch)
-                checkpoints.save_everywhere(cfg, learner, history, run_id)
+                checkpoints.save_everywhere(cfg, meta, learner, history, run_id)
             if cfg.dry_run:
                 break
         model_uri = _write_outputs(cfg, model, meta, history, run_id) if workers.is_main else None
