@@ -12,9 +12,12 @@ CGROUP_CPU_MAX = Path("/sys/fs/cgroup/cpu.max")  # cgroup v2: "QUOTA PERIOD" or 
 def available_cores(cpu_max: Path = CGROUP_CPU_MAX) -> int:
     """The cores this process may run on, at most its CPU quota (a Kubernetes CPU limit)
     rounded up: a pod limited to 2 CPUs on a 64-core node gets 2, not 64."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    if hasattr(os, "sched_getaffinity"):
+        cores = len(os.sched_getaffinity(0))
+    else:
+        cores = os.cpu_count() or 1
     quota = cpu_quota(cpu_max)
-    return max(1, min(cores or 1, quota or cores or 1))
+    return min(cores, quota) if quota else cores
 
 
 def cpu_quota(cpu_max: Path = CGROUP_CPU_MAX) -> int | None:

@@ -73,22 +73,28 @@ def check_image_spec(spec: object, source: Path | str) -> None:
     missing = [field for field in IMAGE_FIELDS if field not in spec]
     if missing:
         raise ValueError(f"expected {', '.join(missing)} in {source}, found no such field")
-    channels, size = spec["channels"], spec["image_size"]
-    problems = []
+    channels = spec["channels"]
+    problems = shape_problems(channels, spec["image_size"])
     if spec["classes"] != list(CLASSES):
         problems.append(f"classes {list(CLASSES)}, found {spec['classes']!r:.100}")
-    if type(channels) is not int or channels not in (1, 3):
-        problems.append(f"channels 1 or 3, found {channels!r:.100}")
-    if type(size) is not int or not MIN_IMAGE_SIZE <= size <= MAX_IMAGE_SIZE:
-        problems.append(
-            f"image_size from {MIN_IMAGE_SIZE} to {MAX_IMAGE_SIZE}, found {size!r:.100}"
-        )
     if not _fractions(spec["mean"], channels, positive=False):
         problems.append(f"mean: one number in [0, 1] per channel, found {spec['mean']!r:.100}")
     if not _fractions(spec["std"], channels, positive=True):
         problems.append(f"std: one number in (0, 1] per channel, found {spec['std']!r:.100}")
     if problems:
         raise ValueError(f"expected in {source}: " + "; ".join(problems))
+
+
+def shape_problems(channels: object, size: object) -> list[str]:
+    """What is outside the data contract in an image shape: none when it fits."""
+    problems = []
+    if type(channels) is not int or channels not in (1, 3):
+        problems.append(f"channels 1 or 3, found {channels!r:.100}")
+    if type(size) is not int or not MIN_IMAGE_SIZE <= size <= MAX_IMAGE_SIZE:
+        problems.append(
+            f"image_size from {MIN_IMAGE_SIZE} to {MAX_IMAGE_SIZE}, found {size!r:.100}"
+        )
+    return problems
 
 
 def _fractions(values: object, count: object, positive: bool) -> bool:

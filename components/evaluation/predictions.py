@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from components.core.names import CLASSES
-from components.data.arrays import MAX_IMAGE_SIZE, MIN_IMAGE_SIZE
+from components.data.arrays import shape_problems
 from components.data.images import decode_file
 from components.training.inference import default_batch_size
 from components.training.models import load_classifier
@@ -30,15 +30,12 @@ def load_any(model: str) -> tuple[torch.nn.Module, int, int]:
     from components.core import tracking
 
     shape = tracking.model_input_shape(model)
-    if not (
-        len(shape) == 4
-        and shape[1] in (1, 3)
-        and shape[2] == shape[3]
-        and MIN_IMAGE_SIZE <= shape[2] <= MAX_IMAGE_SIZE
-    ):
+    square = len(shape) == 4 and shape[2] == shape[3]
+    problems = shape_problems(shape[1], shape[2]) if square else ["square N×C×S×S images"]
+    if problems:
         raise ValueError(
-            f"expected a model that takes N×C×S×S images (C 1 or 3, S from {MIN_IMAGE_SIZE} "
-            f"to {MAX_IMAGE_SIZE}) at {model}, found input shape {shape}"
+            f"expected a model at {model} that takes {'; '.join(problems)}, "
+            f"found input shape {shape}"
         )
     return tracking.load_model(model), shape[1], shape[2]
 

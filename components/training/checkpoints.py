@@ -110,7 +110,7 @@ def save_everywhere(
     """The rolling checkpoint in the output, then in the store and the MLflow run."""
     path = Path(cfg.output) / CHECKPOINT
     state = {
-        "data_shape": data_shape(meta),
+        "data_shape": _data_shape(meta),
         "model": learner.model.state_dict(),
         "optimizer": learner.optimizer.state_dict(),
         "scheduler": learner.scheduler.state_dict(),
@@ -186,18 +186,18 @@ def identity_tags(cfg: TrainConfig) -> dict[str, str]:
     return {key: value for key, value in tags.items() if value}
 
 
-def data_shape(meta: dict) -> list[int]:
+def _data_shape(meta: dict) -> list[int]:
     """The images' channels and side, as ``meta.json`` gives them."""
     return [meta["channels"], meta["image_size"]]
 
 
 def _check_compatible(state: dict, cfg: TrainConfig, meta: dict) -> None:
     # checkpoints written before the data's shape was saved carry none
-    saved_shape = state.get("data_shape", data_shape(meta))
-    if saved_shape != data_shape(meta):
+    saved_shape = state.get("data_shape", _data_shape(meta))
+    if saved_shape != _data_shape(meta):
         raise ValueError(
             f"cannot resume: the checkpoint was trained on images of channels × side "
-            f"{saved_shape}, the arrays in {cfg.data} are {data_shape(meta)}"
+            f"{saved_shape}, the arrays in {cfg.data} are {_data_shape(meta)}"
         )
     saved = state["config"]
     keys = ["model", "batch_size", "seed", "schedule"]
