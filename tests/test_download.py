@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import io
 import json
+import random
 import shutil
 import socket
+import struct
 import tarfile
 import time
+import warnings
 import zipfile
+import zlib
 from pathlib import Path
 
 import boto3
@@ -18,7 +23,7 @@ from moto.server import ThreadedMotoServer
 
 from components import download
 from components.data import sources
-from components.data.archives import ExtractionLimits, UnsafeArchiveError
+from components.data.archives import DamagedArchiveError, ExtractionLimits, UnsafeArchiveError
 from tests.helpers import ScriptedServer, tar_gz_bytes, zip_bytes, zip_with_symlink
 
 FAST = sources.RetryPolicy(attempts=4, backoff_seconds=0.01, stall_seconds=10)
@@ -287,6 +292,64 @@ def realpath_overflow_tar() -> bytes:
     return buffer.getvalue()
 
 
+def tar_of(*entries: tuple[str, bytes], compression: str = "gz") -> bytes:
+    """A tar of ``(name, data)`` entries in order, names repeated if given so."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode=f"w:{compression}") as tf:
+        for name, data in entries:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def zip_of(*entries: tuple[str, bytes]) -> bytes:
+    """A zip of ``(name, data)`` entries in order, names repeated if given so."""
+    buffer = io.BytesIO()
+    with warnings.catch_warnings(action="ignore"), zipfile.ZipFile(buffer, "w") as zf:
+        for name, data in entries:
+            zf.writestr(name, data)
+    return buffer.getvalue()
+
+
+def tar_gz_cut_after(*sizes: int) -> bytes:
+    """A tar.gz of entries declaring ``sizes``, its stream cut after the last header.
+
+    Reading the whole archive fails at the cut; an extractor that checks each entry as it
+    comes refuses an entry over a limit before it gets there.
+    """
+    raw = io.BytesIO()
+    stream = gzip.GzipFile(fileobj=raw, mode="wb")
+    for index, size in enumerate(sizes):
+        info = tarfile.TarInfo(f"PetImages/Cat/{index}.jpg")
+        info.size = size
+        stream.write(info.tobuf() + bytes(min(size, 1 << 20) + -size % tarfile.BLOCKSIZE))
+    stream.flush(zlib.Z_SYNC_FLUSH)  # all written so far can be read, then the stream ends
+    return raw.getvalue()
+
+
+def zip_patched(data: bytes, *, flags: int = 0, method: int | None = None) -> bytes:
+    """``data``, a zip, with ``flags`` set and ``method`` written in every entry's headers."""
+    patched = bytearray(data)
+    for signature, flags_at in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):
+        start = patched.find(signature)
+        while start >= 0:
+            struct.pack_into("<H", patched, start + flags_at, patched[start + flags_at] | flags)
+            if method is not None:
+                struct.pack_into("<H", patched, start + flags_at + 2, method)
+            start = patched.find(signature, start + 4)
+    return bytes(patched)
+
+
+def tar_of_noise(count: int, compression: str) -> bytes:
+    """A tar of ``count`` files of 5,000 bytes that do not compress (photos do not either)."""
+    noise = random.Random(0)
+    return tar_of(
+        *[(f"PetImages/Cat/{i}.jpg", noise.randbytes(5000)) for i in range(count)],
+        compression=compression,
+    )
+
+
 MALICIOUS = {
     "zip-slip": zip_bytes({"PetImages/ok.jpg": b"1", "../../evil.txt": b"pwned"}),
     "zip-absolute": zip_bytes({"/tmp/evil-absolute.txt": b"pwned"}),
@@ -304,6 +367,13 @@ MALICIOUS = {
     "tar-fifo": special_tar(tarfile.FIFOTYPE),
     "tar-device": special_tar(tarfile.CHRTYPE),
     "tar-cve-2025-4517": realpath_overflow_tar(),
+    # the same name twice: which copy wins differs between tools
+    "zip-twice": zip_of(("PetImages/Cat/1.jpg", b"cat"), ("PetImages/Cat/1.jpg", b"other")),
+    "tar-twice": tar_of(("PetImages/Cat/1.jpg", b"cat"), ("PetImages/Cat/1.jpg", b"other")),
+    "zip-file-as-folder": zip_of(("PetImages", b"x"), ("PetImages/Cat/1.jpg", b"cat")),
+    "tar-file-without-name": tar_of(("PetImages/Cat/1.jpg", b"cat"), ("", b"x")),
+    "zip-encrypted": zip_patched(zip_of(("PetImages/Cat/1.jpg", b"cat")), flags=0x1),
+    "zip-name-too-long": zip_of(("PetImages/" + "a" * 300 + ".jpg", b"cat")),
 }
 
 
@@ -342,6 +412,43 @@ def test_a_compression_bomb_is_refused_by_its_ratio(tmp_path):
     # the limit is the user's to raise
     fetch(str(archive), tmp_path, limits=ExtractionLimits(max_ratio=2000))
     assert (tmp_path / "out/PetImages/Cat/0.jpg").stat().st_size == 20_000_000
+
+
+def test_a_tar_bomb_is_refused_at_the_entry_over_the_limit_before_the_rest_is_read(tmp_path):
+    archive = tmp_path / "bomb.tar.gz"
+    archive.write_bytes(tar_gz_cut_after(4 * 1024**3))  # 4 GiB declared, 4 KB sent
+    with pytest.raises(UnsafeArchiveError, match="max_ratio 50.0"):
+        fetch(str(archive), tmp_path)
+    archive.write_bytes(tar_gz_cut_after(*[100] * 11))
+    with pytest.raises(UnsafeArchiveError, match="max_files"):
+        fetch(str(archive), tmp_path, limits=ExtractionLimits(max_files=10))
+    assert not (tmp_path / "out").exists()
+
+
+DAMAGED = {
+    "zip-bad-crc": zip_of(("PetImages/Cat/1.jpg", b"cat" * 100)).replace(
+        b"cat" * 100, b"dog" * 100
+    ),
+    "zip-unknown-method": zip_patched(zip_of(("PetImages/Cat/1.jpg", b"cat")), method=99),
+    "tar-gz-cut-short": tar_of_noise(20, "gz")[:50_000],
+    "tar-cut-in-an-entry": tar_of_noise(20, "")[:50_000],
+    # tarfile reads an unreadable header as the end: the last 19 photos would go unnoticed
+    "tar-header-overwritten": tar_of_noise(20, "")[:6000]
+    + b"garbage" * 100
+    + tar_of_noise(20, "")[6700:],
+}
+
+
+@pytest.mark.parametrize("kind", sorted(DAMAGED))
+def test_a_damaged_archive_is_named_as_such_and_the_good_output_survives(tmp_path, kind):
+    good = tmp_path / "good.zip"
+    good.write_bytes(PAYLOAD)
+    fetch(str(good), tmp_path)
+    archive = tmp_path / f"{kind}.archive"
+    archive.write_bytes(DAMAGED[kind])
+    with pytest.raises(DamagedArchiveError, match=f"cannot extract {archive}: .* cut short or"):
+        fetch(str(archive), tmp_path)
+    assert len(list((tmp_path / "out/PetImages/Cat").iterdir())) == 8
 
 
 def test_not_an_archive_is_a_clear_error(tmp_path):

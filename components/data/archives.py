@@ -2,19 +2,37 @@
 
 from __future__ import annotations
 
-import logging
+import errno
+import gzip
+import lzma
 import shutil
 import stat
 import tarfile
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import IO
 
-log = logging.getLogger(__name__)
+ENCRYPTED = 0x1  # the zip entry flag bit of a password-protected entry
+# what Python's readers raise on data cut short or corrupt (and zipfile on a method it lacks)
+DAMAGE = (
+    zipfile.BadZipFile,
+    tarfile.TarError,
+    zlib.error,
+    gzip.BadGzipFile,
+    lzma.LZMAError,
+    EOFError,
+    NotImplementedError,
+)
 
 
 class UnsafeArchiveError(ValueError):
     """An archive entry would escape the target directory or exceed the limits."""
+
+
+class DamagedArchiveError(ValueError):
+    """An archive's data is cut short or corrupt."""
 
 
 @dataclass(frozen=True)
@@ -30,115 +48,169 @@ class ExtractionLimits:
 def extract(archive: Path, target: Path, limits: ExtractionLimits = ExtractionLimits()) -> int:
     """Extract a zip or tar ``archive`` (told by content) into ``target``.
 
-    Only regular files and folders are written, by this code and not the tarfile
-    module's extraction filters, so safety does not hang on the interpreter's patch
-    level (CVE-2025-4517). Links of any kind and special files are refused: a photo
-    archive has no use for them.
+    Only regular files are written, by this code and not the tarfile module's
+    extraction filters, so safety does not hang on the interpreter's patch level
+    (CVE-2025-4517). Links of any kind, special files, encrypted entries and names
+    given twice are refused: a photo archive has no use for them. A tar is read one
+    entry at a time, so an archive bomb is refused at the entry that crosses a limit,
+    not after decompressing all of it. On an error ``target`` may hold part of the
+    archive: extract into a staging directory.
 
     Returns:
         The number of files written.
 
     Raises:
-        UnsafeArchiveError: an entry escapes ``target``, is a link or a special file, or
-            the archive exceeds a limit.
+        UnsafeArchiveError: an entry escapes ``target``, is a link, a special file,
+            encrypted or given twice, or the archive exceeds a limit.
+        DamagedArchiveError: the archive's data is cut short or corrupt.
         ValueError: ``archive`` is neither a zip nor a tar file.
     """
     budget = min(limits.max_bytes, int(limits.max_ratio * max(archive.stat().st_size, 1)))
+    tally = _Tally(archive, limits, budget)
     if zipfile.is_zipfile(archive):
-        return _extract_zip(archive, target, limits, budget)
-    if tarfile.is_tarfile(archive):
-        return _extract_tar(archive, target, limits, budget)
-    raise ValueError(f"expected a .zip or .tar(.gz) archive at {archive}, found neither")
+        unpack = _extract_zip
+    elif tarfile.is_tarfile(archive):
+        unpack = _extract_tar
+    else:
+        raise ValueError(
+            f"expected a .zip or .tar(.gz) archive at {archive}, found neither "
+            "(a zip cut short has lost the directory at its end)"
+        )
+    try:
+        unpack(archive, target.resolve(), tally)
+    except DAMAGE as err:
+        reason = str(err) or type(err).__name__
+        raise DamagedArchiveError(
+            f"cannot extract {archive}: its data is cut short or corrupt ({reason})"
+        ) from err
+    return tally.files
 
 
-def _safe_member_path(name: str, target: Path, archive: Path) -> Path:
+class _Tally:
+    """Counts an archive's files and declared bytes against the limits as they come."""
+
+    def __init__(self, archive: Path, limits: ExtractionLimits, budget: int) -> None:
+        self.archive, self.limits, self.budget = archive, limits, budget
+        self.files = self.declared = self.written = 0
+
+    def admit(self, size: int) -> None:
+        """Count one more file of ``size`` declared bytes; refuse it over a limit."""
+        self.files += 1
+        self.declared += size
+        if self.files > self.limits.max_files:
+            raise UnsafeArchiveError(
+                f"refusing {self.archive}: more than {self.limits.max_files} files "
+                "(max_files limit)"
+            )
+        if self.declared > self.budget:
+            raise UnsafeArchiveError(
+                f"refusing {self.archive}: it declares over {self.budget} bytes uncompressed, "
+                f"more than allowed (max_bytes {self.limits.max_bytes}, max_ratio "
+                f"{self.limits.max_ratio} × its size)"
+            )
+
+
+def _member_path(name: str, archive: Path) -> PurePosixPath:
+    """The entry's relative path, refused if it is absolute, climbs out or is empty."""
     pure = PurePosixPath(name.replace("\\", "/"))
     if pure.is_absolute() or name.startswith(("/", "\\")) or (pure.parts and ":" in pure.parts[0]):
         raise UnsafeArchiveError(f"refusing {archive}: entry {name!r} has an absolute path")
     if ".." in pure.parts:
         raise UnsafeArchiveError(f"refusing {archive}: entry {name!r} climbs out with '..'")
-    destination = (target / pure).resolve()
-    if not destination.is_relative_to(target.resolve()):
-        raise UnsafeArchiveError(f"refusing {archive}: entry {name!r} lands outside {target}")
-    return destination
+    return pure
 
 
-def _check_limits(
-    files: int, size: int, limits: ExtractionLimits, budget: int, archive: Path
-) -> None:
-    if files > limits.max_files:
-        raise UnsafeArchiveError(
-            f"refusing {archive}: more than {limits.max_files} files (max_files limit)"
-        )
-    if size > budget:
-        raise UnsafeArchiveError(
-            f"refusing {archive}: it declares {size} bytes uncompressed, over the {budget} "
-            f"allowed (max_bytes {limits.max_bytes}, max_ratio {limits.max_ratio} × its size)"
-        )
-
-
-def _refuse_link(archive: Path, name: str, kind: str) -> None:
+def _refuse(archive: Path, name: str, kind: str) -> None:
     raise UnsafeArchiveError(
-        f"refusing {archive}: entry {name!r} is a {kind}; a photo archive holds only "
+        f"refusing {archive}: entry {name!r} is {kind}; a photo archive holds only "
         "files and folders"
     )
 
 
-def _extract_zip(archive: Path, target: Path, limits: ExtractionLimits, budget: int) -> int:
+def _extract_zip(archive: Path, root: Path, tally: _Tally) -> None:
+    """Check every entry from the zip's directory first (no data is read), then write."""
     with zipfile.ZipFile(archive) as zf:
-        members = zf.infolist()
-        for info in members:
-            _safe_member_path(info.filename, target, archive)
+        files = []
+        for info in zf.infolist():
+            _member_path(info.filename, archive)
             if stat.S_ISLNK(info.external_attr >> 16):
-                _refuse_link(archive, info.filename, "symbolic link")
-        files = [m for m in members if not m.is_dir()]
-        _check_limits(len(files), sum(m.file_size for m in files), limits, budget, archive)
-        written = 0
+                _refuse(archive, info.filename, "a symbolic link")
+            if info.flag_bits & ENCRYPTED:
+                _refuse(archive, info.filename, "encrypted")
+            if not info.is_dir():
+                tally.admit(info.file_size)
+                files.append(info)
         for info in files:
             with zf.open(info) as source:
-                written += _write_file(source, info.filename, target, budget - written, archive)
-    return len(files)
+                _write_file(source, info.filename, root, tally)
 
 
-def _extract_tar(archive: Path, target: Path, limits: ExtractionLimits, budget: int) -> int:
+def _extract_tar(archive: Path, root: Path, tally: _Tally) -> None:
+    """Check and write entry by entry: listing a tar first means decompressing all of it."""
     with tarfile.open(archive) as tf:
-        members = tf.getmembers()
-        for member in members:
-            _safe_member_path(member.name, target, archive)
+        for member in tf:
+            _member_path(member.name, archive)
             if member.issym() or member.islnk():
-                _refuse_link(archive, member.name, "link")
+                _refuse(archive, member.name, "a link")
             if not (member.isfile() or member.isdir()):
-                _refuse_link(archive, member.name, "special file")
-        files = [m for m in members if m.isfile()]
-        _check_limits(len(files), sum(m.size for m in files), limits, budget, archive)
-        written = 0
-        for member in files:
-            source = tf.extractfile(member)
-            assert source is not None  # a regular file always has contents
-            with source:
-                written += _write_file(source, member.name, target, budget - written, archive)
-    return len(files)
+                _refuse(archive, member.name, "a special file")
+            if member.isfile():
+                tally.admit(member.size)
+                source = tf.extractfile(member)
+                assert source is not None  # a regular file always has contents
+                with source:
+                    _write_file(source, member.name, root, tally)
+        _check_end(tf)
 
 
-def _write_file(source, name: str, target: Path, budget: int, archive: Path) -> int:
-    """Write one entry as a new regular file under ``target``; the bytes written."""
-    destination = _safe_member_path(name, target, archive)
-    destination.parent.mkdir(parents=True, exist_ok=True)
-    with open(destination, "xb") as sink:  # never through an existing file or link
-        return _copy_limited(source, sink, budget, archive)
+def _check_end(tf: tarfile.TarFile) -> None:
+    """Refuse what follows the last entry unless it is the end marker's zeros.
+
+    tarfile takes an unreadable header for the end of the archive; without this check
+    a tar damaged in the middle would extract as a shorter archive, silently.
+    """
+    assert tf.fileobj is not None  # an open archive
+    tf.fileobj.seek(tf.offset)
+    while chunk := tf.fileobj.read(1 << 16):
+        if chunk.strip(b"\0"):
+            raise tarfile.ReadError(f"an unreadable entry header at byte {tf.offset} of the tar")
 
 
-def _copy_limited(src, dst, budget: int, archive: Path) -> int:
-    """Copy at most ``budget`` bytes: declared sizes in a hostile archive may lie."""
-    copied = 0
-    while chunk := src.read(1 << 20):
-        copied += len(chunk)
-        if copied > budget:
+def _write_file(source: IO[bytes], name: str, root: Path, tally: _Tally) -> None:
+    """Write one entry as a new regular file under ``root``, never through a link."""
+    pure = _member_path(name, tally.archive)
+    if not pure.parts:
+        _refuse(tally.archive, name, "a file without a name")
+    destination = root / pure
+    if not destination.resolve().is_relative_to(root):
+        raise UnsafeArchiveError(f"refusing {tally.archive}: entry {name!r} lands outside {root}")
+    try:
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        with open(destination, "xb") as sink:  # never through an existing file or link
+            _copy_limited(source, sink, tally)
+    except (FileExistsError, NotADirectoryError) as err:
+        raise UnsafeArchiveError(
+            f"refusing {tally.archive}: entry {name!r} clashes with an earlier entry: the "
+            "same name twice, or a file where a folder is needed"
+        ) from err
+    except OSError as err:
+        if err.errno != errno.ENAMETOOLONG:
+            raise
+        raise UnsafeArchiveError(
+            f"refusing {tally.archive}: entry {name[:80]!r}... has a name too long to write"
+        ) from err
+
+
+def _copy_limited(source: IO[bytes], sink: IO[bytes], tally: _Tally) -> None:
+    """Copy while the budget lasts: declared sizes in a hostile archive may lie."""
+    while chunk := source.read(1 << 20):
+        tally.written += len(chunk)
+        if tally.written > tally.budget:
             raise UnsafeArchiveError(
-                f"refusing {archive}: its data expands beyond the {budget} bytes allowed"
+                f"refusing {tally.archive}: its data expands beyond the {tally.budget} "
+                "bytes allowed"
             )
-        dst.write(chunk)
-    return copied
+        sink.write(chunk)
 
 
 def copy_tree(source: Path, target: Path) -> int:
