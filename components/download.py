@@ -66,7 +66,8 @@ def fetch(
         s3_endpoint_url: an S3 endpoint such as MinIO's; None: ``$AWS_ENDPOINT_URL``.
         cache_dir: where downloads are kept and resumed.
         retry: attempts, back-off, stall timeout and deadline of a download.
-        limits: the most files and bytes an archive may expand to.
+        limits: the most files and bytes an archive may expand to; a download may
+            bring no more bytes than it may expand to either.
 
     Returns:
         What was fetched: source, bytes, sha256 and file count (``download.json``).
@@ -77,7 +78,9 @@ def fetch(
         log.info("reusing %s: it already holds %s (sha256 %s)", output, source, sha256)
         return previous
     if sources.is_remote(source):
-        archive = _cached_archive(source, sha256, s3_endpoint_url, cache_dir, retry)
+        archive = _cached_archive(
+            source, sha256, s3_endpoint_url, cache_dir, retry, limits.max_bytes
+        )
     else:
         archive = sources.local_path(source)
         if not archive.exists():
@@ -105,7 +108,7 @@ def _reusable_record(output: Path, source: str, sha256: str | None) -> DownloadR
     return None
 
 
-def _cached_archive(source, sha256, s3_endpoint_url, cache_dir, retry) -> Path:
+def _cached_archive(source, sha256, s3_endpoint_url, cache_dir, retry, max_bytes) -> Path:
     """The archive in the cache, downloaded unless a copy with the wanted digest is there."""
     name = Path(urlparse(source).path).name or "archive"
     key = hashlib.sha256(source.encode()).hexdigest()[:16]
@@ -114,7 +117,12 @@ def _cached_archive(source, sha256, s3_endpoint_url, cache_dir, retry) -> Path:
         log.info("reusing the cached archive %s", archive)
         return archive
     sources.fetch_remote(
-        source, archive, sha256=sha256, s3_endpoint_url=s3_endpoint_url, retry=retry
+        source,
+        archive,
+        sha256=sha256,
+        s3_endpoint_url=s3_endpoint_url,
+        retry=retry,
+        max_bytes=max_bytes,
     )
     return archive
 
@@ -173,7 +181,9 @@ class DownloadConfig:
         archives.ExtractionLimits.max_files, "most files an archive may hold", role=LOCAL
     )
     max_bytes: int = setting(
-        archives.ExtractionLimits.max_bytes, "most bytes an archive may expand to", role=LOCAL
+        archives.ExtractionLimits.max_bytes,
+        "most bytes an archive may expand to, and a download may bring",
+        role=LOCAL,
     )
     max_ratio: float = setting(
         archives.ExtractionLimits.max_ratio,

@@ -67,7 +67,8 @@ class ScriptedServer(LocalHTTPServer):
 
     ``script`` holds one action per request, then ``ok`` for ever: ``ok``, ``503``,
     ``404``, ``drop:N`` (send the headers and N bytes, then close the socket),
-    ``trickle`` (one byte every 0.1 s, for up to 20 s) or ``hang`` (say nothing for 5 s).
+    ``trickle`` (one byte every 0.1 s, for up to 20 s), ``hang`` (say nothing for 5 s) or
+    ``endless`` (no length announced, zeros until the client hangs up, 256 MiB at most).
     Range requests are honoured when ``ranges`` is true, and ``If-Range`` is checked
     against the payload's ETag (sent when ``etag`` is true) as RFC 9110 says. After
     the first ``drop``, the payload becomes ``then`` when given: a file that changed.
@@ -114,6 +115,9 @@ class ScriptedServer(LocalHTTPServer):
                 if action == "hang":
                     time.sleep(5)
                     return
+                if action == "endless":
+                    self._endless()
+                    return
                 start = self._start(headers)
                 body = server.payload[start:]
                 self.send_response(206 if start else 200)
@@ -141,6 +145,15 @@ class ScriptedServer(LocalHTTPServer):
                 if headers["If-Range"] and headers["If-Range"] != server.current_etag():
                     return 0  # changed since: the whole new file
                 return int(headers["Range"].removeprefix("bytes=").split("-")[0])
+
+            def _endless(self) -> None:
+                self.send_response(200)
+                self.send_header("Connection", "close")
+                self.end_headers()
+                self.close_connection = True
+                with contextlib.suppress(OSError):
+                    for _ in range(4096):
+                        self.wfile.write(bytes(1 << 16))
 
             def _trickle(self, body: bytes) -> None:
                 with contextlib.suppress(OSError):

@@ -147,6 +147,19 @@ def test_server_without_ranges_restarts_from_zero(tmp_path):
     assert record.sha256 == DIGEST
 
 
+def test_a_download_over_max_bytes_is_refused_announced_or_streamed(tmp_path):
+    limits = ExtractionLimits(max_bytes=len(PAYLOAD) - 1)
+    with ScriptedServer(PAYLOAD) as server:
+        with pytest.raises(sources.DownloadError, match=f"announces {len(PAYLOAD)} bytes, over"):
+            fetch(server.url(), tmp_path, limits=limits)
+    with ScriptedServer(PAYLOAD, script=["endless"]) as server:
+        with pytest.raises(sources.DownloadError, match=r"streams at least .* \(--max-bytes\)"):
+            fetch(server.url(), tmp_path, limits=ExtractionLimits(max_bytes=1_000_000))
+    assert len(server.requests) == 1  # refused, not retried
+    assert list((tmp_path / "cache").iterdir()) == []
+    assert not (tmp_path / "out").exists()
+
+
 def test_client_error_is_not_retried(tmp_path):
     with ScriptedServer(PAYLOAD, script=["404"]) as server:
         with pytest.raises(sources.DownloadError, match="HTTP 404"):
@@ -222,6 +235,10 @@ def test_s3_endpoint_from_environment_and_missing_key(tmp_path, s3_endpoint, mon
     boto3.client("s3").create_bucket(Bucket="datasets")
     with pytest.raises(sources.DownloadError, match="s3://datasets/missing.zip"):
         fetch("s3://datasets/missing.zip", tmp_path)
+    boto3.client("s3").put_object(Bucket="datasets", Key="big.zip", Body=PAYLOAD)
+    with pytest.raises(sources.DownloadError, match=f"holds {len(PAYLOAD)} bytes, over the 1000"):
+        fetch("s3://datasets/big.zip", tmp_path, limits=ExtractionLimits(max_bytes=1000))
+    assert list((tmp_path / "cache").iterdir()) == []
 
 
 def test_directory_source_is_copied(tmp_path):

@@ -29,6 +29,10 @@ class DownloadError(RuntimeError):
     """A source could not be fetched; the message says why and what was tried."""
 
 
+class DownloadTooLargeError(DownloadError):
+    """The source is, or streams, more bytes than a download may bring."""
+
+
 class DigestMismatchError(ValueError):
     """The fetched bytes do not have the sha256 the caller asked for."""
 
@@ -90,6 +94,7 @@ def fetch_remote(
     source: str,
     destination: Path,
     *,
+    max_bytes: int,
     sha256: str | None = None,
     s3_endpoint_url: str | None = None,
     retry: RetryPolicy = RetryPolicy(),
@@ -100,17 +105,17 @@ def fetch_remote(
     but only from the same version of the file: the resume asks with ``If-Range`` for
     the ETag or Last-Modified date the first response carried. The ``.part`` becomes
     ``destination`` only once complete and verified, and is deleted when the digest
-    does not match.
+    does not match or the source is over ``max_bytes`` (announced or streamed).
     """
     part = destination.with_name(destination.name + ".part")
     destination.parent.mkdir(parents=True, exist_ok=True)
-    if urlparse(source).scheme == "s3":
-        _fetch_s3(source, part, s3_endpoint_url, retry)
-    else:
-        _fetch_http(source, part, retry)
     try:
+        if urlparse(source).scheme == "s3":
+            _fetch_s3(source, part, s3_endpoint_url, retry, max_bytes)
+        else:
+            _fetch_http(source, part, retry, max_bytes)
         digest = verify_digest(part, sha256, source)
-    except DigestMismatchError:
+    except (DigestMismatchError, DownloadTooLargeError):
         discard_partial(part)
         raise
     os.replace(part, destination)
@@ -128,11 +133,19 @@ def _version_file(part: Path) -> Path:
     return part.with_name(part.name + ".version.json")
 
 
-def _fetch_http(url: str, part: Path, retry: RetryPolicy) -> None:
+def _check_size(source: str, size: int, max_bytes: int, verb: str) -> None:
+    if size > max_bytes:
+        raise DownloadTooLargeError(
+            f"refusing {source}: it {verb} {size} bytes, over the {max_bytes} a download may "
+            "bring (--max-bytes)"
+        )
+
+
+def _fetch_http(url: str, part: Path, retry: RetryPolicy, max_bytes: int) -> None:
     deadline = time.monotonic() + retry.deadline_seconds
     for attempt in range(1, retry.attempts + 1):
         try:
-            _http_attempt(url, part, retry.stall_seconds, deadline)
+            _http_attempt(url, part, retry.stall_seconds, deadline, max_bytes)
             return
         except (_TransientError, requests.ConnectionError, requests.Timeout) as err:
             delay = retry.backoff_seconds * 2 ** (attempt - 1)
@@ -155,7 +168,9 @@ def _fetch_http(url: str, part: Path, retry: RetryPolicy) -> None:
             time.sleep(delay)
 
 
-def _http_attempt(url: str, part: Path, stall_seconds: float, deadline: float) -> None:
+def _http_attempt(
+    url: str, part: Path, stall_seconds: float, deadline: float, max_bytes: int
+) -> None:
     version = _resumable_version(url, part)
     offset = part.stat().st_size if version else 0
     headers = {}
@@ -171,6 +186,8 @@ def _http_attempt(url: str, part: Path, stall_seconds: float, deadline: float) -
         if response.status_code >= 400:
             raise DownloadError(f"HTTP {response.status_code} {response.reason} from {url}")
         total = _content_total(response)
+        if total is not None:
+            _check_size(url, total, max_bytes, "announces")
         resumed = (
             version is not None
             and offset > 0
@@ -186,7 +203,14 @@ def _http_attempt(url: str, part: Path, stall_seconds: float, deadline: float) -
                 _version_file(part), {"url": url, "validator": _validator(response), "total": total}
             )
         _stream_to(
-            response, part, "ab" if resumed else "wb", offset, total, stall_seconds, deadline
+            response,
+            part,
+            "ab" if resumed else "wb",
+            offset,
+            total,
+            stall_seconds,
+            deadline,
+            max_bytes,
         )
     size = part.stat().st_size
     if total is not None and size != total:
@@ -242,6 +266,7 @@ def _stream_to(
     total: int | None,
     stall_seconds: float,
     deadline: float,
+    max_bytes: int,
 ) -> None:
     """Append the body to ``part``, failing on a stall, a deadline or a body too long.
 
@@ -260,6 +285,7 @@ def _stream_to(
                 offset += len(chunk)
                 if total is not None and offset > total:
                     raise _TransientError(f"the body is longer than the {total} bytes announced")
+                _check_size(response.url, offset, max_bytes, "streams at least")
                 if time.monotonic() > deadline:
                     raise DownloadError(
                         f"gave up on {response.url}: its deadline passed after {offset} bytes "
@@ -294,7 +320,9 @@ class _Progress:
             )
 
 
-def _fetch_s3(uri: str, part: Path, endpoint_url: str | None, retry: RetryPolicy) -> None:
+def _fetch_s3(
+    uri: str, part: Path, endpoint_url: str | None, retry: RetryPolicy, max_bytes: int
+) -> None:
     from botocore.exceptions import BotoCoreError, ClientError
 
     parsed = urlparse(uri)
@@ -304,6 +332,7 @@ def _fetch_s3(uri: str, part: Path, endpoint_url: str | None, retry: RetryPolicy
     client = s3.client(endpoint_url, timeout=retry.stall_seconds, attempts=retry.attempts)
     try:
         size = client.head_object(Bucket=bucket, Key=key)["ContentLength"]
+        _check_size(uri, size, max_bytes, "holds")
         with progress(total=size, unit="B", unit_scale=True, desc=key) as bar:
             client.download_file(bucket, key, str(part), Callback=bar.update)
     except ClientError as err:
