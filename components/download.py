@@ -102,7 +102,11 @@ def _reusable_record(output: Path, source: str, sha256: str | None) -> DownloadR
     path = output / RECORD
     if not sha256 or not path.is_file():
         return None
-    record = DownloadRecord(**json.loads(path.read_text()))
+    try:
+        record = DownloadRecord(**json.loads(path.read_text()))
+    except (ValueError, TypeError) as err:
+        log.warning("not reusing %s: %s does not read as a download record (%s)", output, path, err)
+        return None
     if record.source == source and record.sha256 == sha256.lower():
         return record
     return None

@@ -192,7 +192,11 @@ def test_second_run_with_same_digest_reuses_output(tmp_path):
         shutil.rmtree(tmp_path / "out")  # the output is gone: the cached archive serves
         fetch(server.url(), tmp_path, sha256=DIGEST)
         assert len(server.requests) == 1
-    assert (tmp_path / "out/download.json").is_file()
+        for damage in ("{", '{"source": 1}', "[]"):  # a record that does not read: extract again
+            (tmp_path / "out/download.json").write_text(damage)
+            fetch(server.url(), tmp_path, sha256=DIGEST)
+            assert json.loads((tmp_path / "out/download.json").read_text())["sha256"] == DIGEST
+        assert len(server.requests) == 1
 
 
 @pytest.fixture
