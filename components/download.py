@@ -10,6 +10,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from urllib.parse import urlparse
@@ -27,6 +28,7 @@ PETIMAGES_URL = (
     "3E1C3F21-ECDB-4869-8368-6DEBA77B919F/kagglecatsanddogs_5340.zip"
 )
 RECORD = "download.json"
+SHA256_HEX = re.compile(r"[0-9a-fA-F]{64}")
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,8 @@ def fetch(
         What was fetched: source, bytes, sha256 and file count (``download.json``).
     """
     output = Path(output)
+    if sha256 and not SHA256_HEX.fullmatch(sha256):
+        raise ValueError(f"expected a sha256 of 64 hex digits (or none), found {sha256!r}")
     previous = _reusable_record(output, source, sha256)
     if previous:
         log.info("reusing %s: it already holds %s (sha256 %s)", output, source, sha256)
@@ -194,6 +198,19 @@ class DownloadConfig:
         "most uncompressed bytes per archive byte (archive bombs)",
         role=LOCAL,
     )
+
+    def __post_init__(self) -> None:
+        limits = {
+            "retries": self.retries,
+            "stall_seconds": self.stall_seconds,
+            "deadline_seconds": self.deadline_seconds,
+            "max_files": self.max_files,
+            "max_bytes": self.max_bytes,
+            "max_ratio": self.max_ratio,
+        }
+        wrong = [f"{name}={value}" for name, value in limits.items() if not value > 0]  # NaN too
+        if wrong:
+            raise ValueError(f"expected {', '.join(limits)} above 0, found {', '.join(wrong)}")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -54,7 +54,7 @@ class PreprocessConfig:
                 f"found {self.image_size}"
             )
         fractions = (self.val_fraction, self.test_fraction)
-        if min(fractions) < 0 or sum(fractions) >= 1:
+        if not (min(fractions) >= 0 and sum(fractions) < 1):  # NaN fails too
             raise ValueError(
                 "expected val and test fractions >= 0 that sum to less than 1, found "
                 f"val={self.val_fraction}, test={self.test_fraction}"

@@ -31,6 +31,13 @@ class RegisterConfig:
     )
     alias: str = setting("candidate", "alias the registered version gets", role=LOCAL)
 
+    def __post_init__(self) -> None:
+        if not (0 <= self.min_accuracy <= 1 and 0 <= self.test_accuracy <= 1):  # NaN fails too
+            raise ValueError(
+                "expected the minimum and the test accuracy from 0 to 1, found "
+                f"{self.min_accuracy} and {self.test_accuracy}"
+            )
+
 
 @dataclass(frozen=True)
 class GateDecision:

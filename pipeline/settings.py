@@ -46,6 +46,8 @@ class ClusterSettings:
 
     def __post_init__(self) -> None:
         backend_version(self.kfp_backend)
+        if self.nodes < 1:
+            raise ValueError(f"expected 1 or more training nodes, found {self.nodes}")
 
     @property
     def optional_secrets(self) -> bool:

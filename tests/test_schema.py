@@ -10,6 +10,7 @@ from dataclasses import dataclass, fields
 import pytest
 
 from components import download, evaluate, preprocess, register, train
+from components.cluster.placement import Placement
 from components.core import schema
 from components.core.presets import PRESETS
 from components.core.schema import LOCAL, RECIPE, SETTING, setting
@@ -17,7 +18,7 @@ from components.evaluation.config import EvaluateConfig
 from components.training.config import MODEL_NAMES, TrainConfig
 from components.training.models import MODELS
 from pipeline.pipeline import STEP_SCHEMAS, build_pipeline
-from pipeline.settings import PipelineOnly
+from pipeline.settings import ClusterSettings, PipelineOnly
 
 STEPS = {
     download.DownloadConfig: download.build_parser,
@@ -149,3 +150,42 @@ def test_a_default_on_bool_is_turned_off_by_its_no_flag():
 def test_crop_areas_and_label_smoothing_out_of_range_are_clear_errors(changes):
     with pytest.raises(ValueError, match="expected 0 < min crop area <= 1 and 0 <= label"):
         TrainConfig(data="d", output="o", **changes)
+
+
+NAN = float("nan")
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (lambda: download.DownloadConfig(retries=0), "above 0, found retries=0$"),
+        (
+            lambda: download.DownloadConfig(stall_seconds=-1, max_ratio=NAN),
+            "found stall_seconds=-1, max_ratio=nan",
+        ),
+        (lambda: preprocess.PreprocessConfig(val_fraction=NAN), "found val=nan, test=0.1"),
+        (lambda: TrainConfig(data="d", output="o", weight_decay=-0.1), "weight decay >= 0"),
+        (
+            lambda: register.RegisterConfig(mlflow_run_id="r", test_accuracy=0.9, min_accuracy=85),
+            "from 0 to 1, found 85 and 0.9",
+        ),
+        (
+            lambda: register.RegisterConfig(mlflow_run_id="r", test_accuracy=NAN),
+            "from 0 to 1, found 0.85 and nan",
+        ),
+        (lambda: Placement(cpu="0"), "CPU request above 0, found '0'"),
+        (lambda: Placement(cpu="two"), "CPU quantity such as 3, 1.5 or 500m, found 'two'"),
+        (lambda: Placement(memory="12GB"), "memory as a quantity .* found '12GB'"),
+        (lambda: Placement(shm_size="-2Gi"), "shm_size as a quantity .* found '-2Gi'"),
+        (lambda: ClusterSettings(nodes=0), "1 or more training nodes, found 0"),
+        (lambda: download.fetch("archive.zip", "out", sha256="abc"), "64 hex digits .* 'abc'"),
+    ],
+)
+def test_values_out_of_range_are_refused_before_any_work(build, message):
+    with pytest.raises(ValueError, match=message):
+        build()
+
+
+def test_cpu_limits_are_twice_the_request_in_cores_or_millicores():
+    limits = {cpu: Placement(cpu=cpu).cpu_limit for cpu in ("3", "1.5", "500m", "0.25")}
+    assert limits == {"3": "6", "1.5": "3000m", "500m": "1000m", "0.25": "500m"}

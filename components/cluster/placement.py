@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass
 
 from components.core.schema import LOCAL, setting
@@ -10,6 +11,9 @@ from components.core.schema import LOCAL, setting
 GPU = "nvidia.com/gpu"
 S3_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL")
 MLFLOW_KEYS = ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD")
+# the Kubernetes quantities that KFP's compiler also accepts
+CPU_QUANTITY = re.compile(r"(?P<cores>\d+(\.\d{1,3})?)|(?P<millicores>\d+)m")
+MEMORY_QUANTITY = re.compile(r"\d+(\.\d+)?([EPTGM]i?|Ki)?")
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,15 @@ class Placement:
             raise ValueError(
                 f"expected a node selector KEY=VALUE (or empty), found {self.node_selector!r}"
             )
+        if millicores(self.cpu) < 1:
+            raise ValueError(f"expected a CPU request above 0, found {self.cpu!r}")
+        for name in ("memory", "shm_size"):
+            value = getattr(self, name)
+            if not MEMORY_QUANTITY.fullmatch(value) or not float(value.rstrip("EPTGMKi")):
+                raise ValueError(
+                    f"expected the {name} as a quantity above 0 such as 12Gi or 512Mi, "
+                    f"found {value!r}"
+                )
 
     @property
     def node_label(self) -> tuple[str, str] | None:
@@ -67,9 +80,10 @@ class Placement:
 
     @property
     def cpu_limit(self) -> str:
-        if self.cpu.endswith("m"):
-            return f"{int(self.cpu[:-1]) * 2}m"
-        return str(int(self.cpu) * 2)
+        """Twice the request: "6" for "3", "3000m" for "1.5"."""
+        if self.cpu.isdigit():
+            return str(int(self.cpu) * 2)
+        return f"{millicores(self.cpu) * 2}m"
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -77,3 +91,17 @@ class Placement:
     @classmethod
     def from_json(cls, text: str) -> Placement:
         return cls(**json.loads(text))
+
+
+def millicores(cpu: str) -> int:
+    """A CPU quantity ("3", "1.5", "500m") in thousandths of a core.
+
+    Raises:
+        ValueError: ``cpu`` is not such a quantity.
+    """
+    match = CPU_QUANTITY.fullmatch(cpu)
+    if not match:
+        raise ValueError(f"expected a CPU quantity such as 3, 1.5 or 500m, found {cpu!r}")
+    if match["millicores"]:
+        return int(match["millicores"])
+    return round(float(match["cores"]) * 1000)

@@ -91,3 +91,5 @@ class TrainConfig:
                 "expected 0 < min crop area <= 1 and 0 <= label smoothing < 1, found "
                 f"{self.min_crop_area} and {self.label_smoothing}"
             )
+        if not 0 <= self.weight_decay < float("inf"):
+            raise ValueError(f"expected a finite weight decay >= 0, found {self.weight_decay}")
