@@ -139,7 +139,7 @@ def _unpack(source, archive: Path, target: Path, sha256, limits) -> DownloadReco
     if archive.is_dir():
         if sha256:
             raise ValueError(f"a sha256 applies to an archive file; {source} is a directory")
-        count = archives.copy_tree(archive, target)
+        count = archives.copy_tree(archive, target, limits)
         size = sum(p.stat().st_size for p in target.rglob("*") if p.is_file())
         return DownloadRecord(source=source, bytes=size, sha256=None, file_count=count)
     digest = sources.verify_digest(archive, sha256, source)

@@ -6,6 +6,7 @@ import gzip
 import hashlib
 import io
 import json
+import os
 import random
 import shutil
 import socket
@@ -252,6 +253,31 @@ def test_directory_source_is_copied(tmp_path):
     record = fetch(f"file://{tmp_path / 'src'}", tmp_path)
     assert (tmp_path / "out/PetImages/Cat/1.jpg").read_bytes() == b"x"
     assert record.file_count == 1
+
+
+def test_a_directory_source_follows_links_to_photos_and_refuses_loops_pipes_devices(tmp_path):
+    elsewhere = tmp_path / "elsewhere/2.jpg"
+    elsewhere.parent.mkdir()
+    elsewhere.write_bytes(b"photo")
+    cats = tmp_path / "src/PetImages/Cat"
+    cats.mkdir(parents=True)
+    (cats / "2.jpg").symlink_to(elsewhere)
+    fetch(str(tmp_path / "src"), tmp_path)
+    copied = tmp_path / "out/PetImages/Cat/2.jpg"
+    assert copied.read_bytes() == b"photo" and not copied.is_symlink()
+    with pytest.raises(UnsafeArchiveError, match="max_files"):
+        fetch(str(tmp_path / "src"), tmp_path / "b", limits=ExtractionLimits(max_files=0))
+    for name, make, error, message in [
+        ("loop", lambda p: p.symlink_to(".."), UnsafeArchiveError, "reached through a link"),
+        ("pipe.jpg", os.mkfifo, UnsafeArchiveError, "is a special file"),
+        ("zero.jpg", lambda p: p.symlink_to("/dev/zero"), UnsafeArchiveError, "special file"),
+        ("gone.jpg", lambda p: p.symlink_to(tmp_path / "nothing"), OSError, "link to nothing"),
+    ]:
+        make(cats / name)
+        with pytest.raises(error, match=message):
+            fetch(str(tmp_path / "src"), tmp_path)
+        (cats / name).unlink()
+    assert sorted(p.name for p in (tmp_path / "out/PetImages/Cat").iterdir()) == ["2.jpg"]
 
 
 def test_a_digest_for_a_directory_source_is_an_error(tmp_path):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import errno
 import gzip
 import lzma
-import shutil
+import os
 import stat
 import tarfile
 import zipfile
@@ -213,7 +213,36 @@ def _copy_limited(source: IO[bytes], sink: IO[bytes], tally: _Tally) -> None:
         sink.write(chunk)
 
 
-def copy_tree(source: Path, target: Path) -> int:
-    """Copy a directory source into ``target``; return the file count."""
-    shutil.copytree(source, target, symlinks=False, dirs_exist_ok=True)
-    return sum(1 for p in target.rglob("*") if p.is_file())
+def copy_tree(source: Path, target: Path, limits: ExtractionLimits = ExtractionLimits()) -> int:
+    """Copy the files under the directory ``source`` into ``target``; return their count.
+
+    Links are followed (a folder of links to photos elsewhere is copied as photos), but a
+    folder reached twice through links (a loop) and what is not a file or a folder (a
+    pipe, a device) are refused, and the copy keeps within ``max_files`` and ``max_bytes``.
+    """
+    tally = _Tally(source, limits, limits.max_bytes)
+    root = target.resolve()
+    folders: set[Path] = set()
+    for folder, _, names in os.walk(source, onerror=_raise, followlinks=True):
+        real = Path(folder).resolve()
+        if real in folders:
+            raise UnsafeArchiveError(
+                f"refusing {source}: {folder} is {real} again, reached through a link (a loop)"
+            )
+        folders.add(real)
+        for name in sorted(names):
+            path = Path(folder, name)
+            if not path.exists():
+                raise FileNotFoundError(f"expected a file at {path}, found a link to nothing")
+            info = path.stat()
+            relative = path.relative_to(source).as_posix()
+            if not stat.S_ISREG(info.st_mode):
+                _refuse(source, relative, "a special file")
+            tally.admit(info.st_size)
+            with open(path, "rb") as handle:
+                _write_file(handle, relative, root, tally)
+    return tally.files
+
+
+def _raise(error: OSError) -> None:
+    raise error  # os.walk would skip a folder it cannot read, silently
