@@ -75,8 +75,7 @@ def fetch(
         What was fetched: source, bytes, sha256 and file count (``download.json``).
     """
     output = Path(output)
-    if sha256 and not SHA256_HEX.fullmatch(sha256):
-        raise ValueError(f"expected a sha256 of 64 hex digits (or none), found {sha256!r}")
+    check_sha256(sha256)
     previous = _reusable_record(output, source, sha256)
     if previous:
         log.info("reusing %s: it already holds %s (sha256 %s)", output, source, sha256)
@@ -100,6 +99,12 @@ def fetch(
         raise
     log.info("extracted %d files from %s into %s", record.file_count, source, output)
     return record
+
+
+def check_sha256(sha256: str | None) -> None:
+    """Refuse a digest that cannot be a sha256 before anything is downloaded."""
+    if sha256 and not SHA256_HEX.fullmatch(sha256):
+        raise ValueError(f"expected a sha256 of 64 hex digits (or none), found {sha256!r}")
 
 
 def _reusable_record(output: Path, source: str, sha256: str | None) -> DownloadRecord | None:
@@ -200,6 +205,7 @@ class DownloadConfig:
     )
 
     def __post_init__(self) -> None:
+        check_sha256(self.sha256)
         limits = {
             "retries": self.retries,
             "stall_seconds": self.stall_seconds,

@@ -7,6 +7,7 @@ python -m pipeline sweep --local lr=0.001,0.003 model=tutorial_cnn,bn_cnn [name=
 """
 
 import argparse
+import dataclasses
 import inspect
 import json
 import logging
@@ -22,8 +23,8 @@ from components.core import schema
 from components.core.logs import setup_logging
 from components.core.presets import PRESETS, pipeline_arguments
 from components.training.config import TrainConfig
-from pipeline.pipeline import PARAMETERS, build_pipeline
-from pipeline.settings import CURRENT_BACKEND, ClusterSettings
+from pipeline.pipeline import PARAMETERS, STEP_SCHEMAS, build_pipeline
+from pipeline.settings import CURRENT_BACKEND, ClusterSettings, PipelineOnly
 from pipeline.sweep import SWEEPABLE, grid, split_pairs
 
 log = logging.getLogger(__name__)
@@ -35,19 +36,46 @@ LOCAL_SETTINGS = ClusterSettings(train_retries=0, sweep_parallelism=1)
 def parse_arguments(pairs: list[str], pipeline, preset: str | None = None) -> dict:
     """``name=value`` pairs, each value converted to the type of the pipeline's parameter.
 
-    A ``preset``'s values come first; explicit pairs override them.
+    A ``preset``'s values come first; explicit pairs override them. Every step's settings
+    are then checked (``SystemExit`` with the step's own message).
     """
-    parameters = inspect.signature(pipeline.pipeline_func).parameters
     arguments = pipeline_arguments(preset) if preset else {}
-    for pair in pairs:
-        name, sep, value = pair.partition("=")
-        if not sep or name not in parameters:
-            raise SystemExit(
-                f"expected name=value with a name among: {', '.join(parameters)}; found {pair!r}"
-            )
-        kind = type(parameters[name].default)
-        arguments[name] = value.lower() in ("1", "true", "yes") if kind is bool else kind(value)
+    arguments.update(typed_value(pair, pipeline) for pair in pairs)
+    check_arguments(arguments, pipeline)
     return arguments
+
+
+def typed_value(pair: str, pipeline) -> tuple[str, object]:
+    """``name=value`` as the name and the value in its pipeline parameter's type."""
+    parameters = inspect.signature(pipeline.pipeline_func).parameters
+    name, sep, value = pair.partition("=")
+    if not sep or name not in parameters:
+        raise SystemExit(
+            f"expected name=value with a name among: {', '.join(parameters)}; found {pair!r}"
+        )
+    try:
+        return name, schema.convert(type(parameters[name].default), value, name)
+    except ValueError as err:
+        raise SystemExit(str(err)) from None
+
+
+def check_arguments(arguments: dict, pipeline) -> None:
+    """Build every step's settings from ``arguments`` (defaults for the rest, placeholders
+    for what a step learns at run time): a bad value is refused now, not when its step
+    runs, maybe hours into the run."""
+    parameters = inspect.signature(pipeline.pipeline_func).parameters
+    values = {name: arguments.get(name, parameters[name].default) for name in parameters}
+    for step in (*STEP_SCHEMAS, PipelineOnly):
+        settings = {}
+        for field in dataclasses.fields(step):
+            if field.name in values:
+                settings[field.name] = values[field.name]
+            elif field.default is dataclasses.MISSING:
+                settings[field.name] = schema.field_type(step, field)()  # "" or 0.0
+        try:
+            step(**settings)
+        except ValueError as err:
+            raise SystemExit(f"refused before the run starts: {err}") from None
 
 
 def compile_pipeline(output: Path, settings: ClusterSettings, sweep: bool = False) -> Path:
@@ -86,7 +114,7 @@ def sweep_arguments(pairs: list[str], pipeline, preset: str | None = None) -> di
     parameters = inspect.signature(pipeline.pipeline_func).parameters
     arguments["grid"] = grid(
         {
-            name: [parse_arguments([f"{name}={value}"], pipeline)[name] for value in values]
+            name: [typed_value(f"{name}={value}", pipeline)[1] for value in values]
             for name, values in axes.items()
         }
     )

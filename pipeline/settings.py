@@ -66,3 +66,7 @@ class PipelineOnly:
     checkpoint_root: str = setting(
         "", "durable checkpoints: s3://BUCKET/PREFIX or a path; empty: MLflow's", role=SETTING
     )
+
+    def __post_init__(self) -> None:
+        if self.gpus < 1:
+            raise ValueError(f"expected 1 or more GPUs for the train task, found {self.gpus}")

@@ -392,6 +392,28 @@ def test_preset_expands_into_parameters_that_pairs_override():
     assert cpu["mirror_average"] is False  # a bool recipe setting, overridden by a pair
 
 
+@pytest.mark.parametrize(
+    ("pairs", "message"),
+    [
+        (["epochs=abc"], "expected epochs to be int, found 'abc'"),
+        (["augment=maybe"], "expected augment to be bool, found 'maybe'"),
+        (["epochs=0"], "starts: expected epochs >= 1"),
+        (["lr=nan"], "finite lr > 0, found 10, 100 and nan"),
+        (["val_fraction=0.5", "test_fraction=0.5"], "sum to less than 1, found val=0.5"),
+        (["min_accuracy=93"], "accuracy from 0 to 1, found 93.0"),
+        (["gpus=0"], "1 or more GPUs for the train task, found 0"),
+        (["sha256=abc"], "sha256 of 64 hex digits"),
+        (["image_size=1000"], "image size from 8 to 512, found 1000"),
+    ],
+)
+def test_bad_pipeline_arguments_are_refused_before_the_run_starts(pairs, message):
+    from pipeline.__main__ import parse_arguments
+    from pipeline.pipeline import build_pipeline
+
+    with pytest.raises(SystemExit, match=message):
+        parse_arguments(pairs, build_pipeline())
+
+
 def test_the_sweep_compiles_to_a_parallel_for_of_train_and_evaluate_then_one_gate(tmp_path):
     path = tmp_path / "sweep.yaml"
     pipeline_main(["compile", "--sweep", "--output", str(path), "--image", IMAGE])
