@@ -111,7 +111,7 @@ class _Tally:
 
 
 def _member_path(name: str, archive: Path) -> PurePosixPath:
-    """The entry's relative path, refused if it is absolute, climbs out or is empty."""
+    """The entry's relative path, refused if it is absolute or climbs out."""
     pure = PurePosixPath(name.replace("\\", "/"))
     if pure.is_absolute() or name.startswith(("/", "\\")) or (pure.parts and ":" in pure.parts[0]):
         raise UnsafeArchiveError(f"refusing {archive}: entry {name!r} has an absolute path")
@@ -122,8 +122,8 @@ def _member_path(name: str, archive: Path) -> PurePosixPath:
 
 def _refuse(archive: Path, name: str, kind: str) -> None:
     raise UnsafeArchiveError(
-        f"refusing {archive}: entry {name!r} is {kind}; a photo archive holds only "
-        "files and folders"
+        f"refusing {archive}: entry {name!r} is {kind}; photos come only as plain files "
+        "in folders"
     )
 
 
@@ -136,7 +136,7 @@ def _extract_zip(archive: Path, root: Path, tally: _Tally) -> None:
             if stat.S_ISLNK(info.external_attr >> 16):
                 _refuse(archive, info.filename, "a symbolic link")
             if info.flag_bits & ENCRYPTED:
-                _refuse(archive, info.filename, "encrypted")
+                _refuse(archive, info.filename, "an encrypted file")
             if not info.is_dir():
                 tally.admit(info.file_size)
                 files.append(info)
