@@ -122,8 +122,7 @@ def _member_path(name: str, archive: Path) -> PurePosixPath:
 
 def _refuse(archive: Path, name: str, kind: str) -> None:
     raise UnsafeArchiveError(
-        f"refusing {archive}: entry {name!r} is {kind}; photos come only as plain files "
-        "in folders"
+        f"refusing {archive}: entry {name!r} is {kind}; photos come only as plain files in folders"
     )
 
 
