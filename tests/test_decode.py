@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 import random
 import struct
 import zlib
@@ -101,3 +102,21 @@ def test_palette_and_alpha_images_decode(channels):
     buffer = io.BytesIO()
     palette.save(buffer, "GIF")
     assert images.decode_bytes(buffer.getvalue(), 10, channels).shape == (channels, 10, 10)
+
+
+def test_a_postscript_file_named_jpg_never_reaches_ghostscript(tmp_path, monkeypatch):
+    """Pillow hands EPS files to Ghostscript: a program run on the file's say-so."""
+    from PIL import EpsImagePlugin
+
+    witness = tmp_path / "ghostscript-ran"
+    fake = tmp_path / "bin/gs"
+    fake.parent.mkdir()
+    fake.write_text(f"#!/bin/sh\ntouch {witness}\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}:{os.environ['PATH']}")
+    monkeypatch.setattr(EpsImagePlugin, "gs_binary", None)  # look for gs again, on this PATH
+    photo = tmp_path / "1.jpg"
+    photo.write_bytes(b"%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 10 10\nshowpage\n%%EOF\n")
+    result = images.decode_file(photo, 16, 1)
+    assert result.pixels is None and result.reason.startswith("not an image in a photo format")
+    assert not witness.exists()

@@ -13,6 +13,9 @@ from PIL import Image, UnidentifiedImageError
 
 MODES = {1: "L", 3: "RGB"}
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp"}
+# what a photo comes as (JPEG includes a camera's MPO); never a format whose decoder
+# runs a program (EPS runs Ghostscript) or that only crafted files use
+PHOTO_FORMATS = ("JPEG", "PNG", "GIF", "BMP", "WEBP", "TIFF")
 
 
 @dataclass(frozen=True)
@@ -32,7 +35,7 @@ WIDE_MODES = {"I", "I;16", "I;16B", "I;16L", "I;16N", "F"}  # 16-bit, 32-bit int
 
 
 def decode_bytes(data: bytes, size: int, channels: int) -> np.ndarray:
-    """Decode image bytes of any format PIL reads; return uint8 ``channels×size×size``.
+    """Decode image bytes of a photo format, told by content; return uint8 ``channels×size×size``.
 
     16-bit, 32-bit and floating-point images are scaled to 8 bits, not clipped.
 
@@ -46,14 +49,14 @@ def decode_bytes(data: bytes, size: int, channels: int) -> np.ndarray:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # EXIF and palette chatter, not errors
-            with Image.open(io.BytesIO(data)) as opened:
+            with Image.open(io.BytesIO(data), formats=PHOTO_FORMATS) as opened:
                 opened.draft(MODES[channels], (size, size))  # JPEG: decode at 1/2..1/8 scale
                 _check_pixels(*opened.size)
                 image = _to_8_bits(opened) if opened.mode in WIDE_MODES else opened
                 image = image.convert(MODES[channels])
                 image = image.resize((size, size), Image.Resampling.BILINEAR)
     except UnidentifiedImageError as err:
-        raise ValueError("not an image (unrecognised format)") from err
+        raise ValueError(f"not an image in a photo format ({', '.join(PHOTO_FORMATS)})") from err
     except Image.DecompressionBombError as err:  # Pillow's own limit, twice its warning's
         raise TooManyPixels(str(err)) from err
     except TooManyPixels:
