@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
 import urllib.parse
 
 from components.core import schema
@@ -17,6 +18,7 @@ from components.core.schema import RECIPE
 from components.training.config import TrainConfig
 
 BEST_TAG = "sweep.best"
+MAX_COMBINATIONS = 1000  # each is a training run; a grid beyond this is a typo, not a plan
 SWEEPABLE = [field.name for field in schema.fields_of(TrainConfig, RECIPE)]
 
 
@@ -44,7 +46,17 @@ def split_pairs(pairs: list[str]) -> tuple[list[str], dict[str, list[str]]]:
 
 
 def grid(axes: dict[str, list[object]]) -> list[str]:
-    """Every combination of the axes' typed values, each a JSON object of recipe settings."""
+    """Every combination of the axes' typed values, each a JSON object of recipe settings.
+
+    Raises:
+        SystemExit: the grid has more than ``MAX_COMBINATIONS`` combinations.
+    """
+    count = math.prod(len(values) for values in axes.values())
+    if count > MAX_COMBINATIONS:
+        sizes = " × ".join(f"{len(values)} {name}" for name, values in axes.items())
+        raise SystemExit(
+            f"expected a grid of at most {MAX_COMBINATIONS} training runs, found {sizes} = {count}"
+        )
     names = list(axes)
     return [
         json.dumps(dict(zip(names, values, strict=True)), sort_keys=True)

@@ -451,3 +451,8 @@ def test_sweep_pairs_become_a_grid_and_a_bad_combination_is_refused_before_runni
         sweep_arguments(["image_size=40,64"], pipeline)
     with pytest.raises(SystemExit, match="expected at least one name=v1,v2 pair"):
         sweep_arguments(["lr=0.001"], pipeline)
+    seeds, rates = ",".join(map(str, range(100))), ",".join(f"0.00{i}" for i in range(1, 10))
+    with pytest.raises(
+        SystemExit, match="at most 1000 training runs, found 100 seed × 9 lr × 2 epochs = 1800"
+    ):
+        sweep_arguments([f"seed={seeds}", f"lr={rates}", "epochs=1,2"], pipeline)
