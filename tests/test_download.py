@@ -461,6 +461,25 @@ def test_a_compression_bomb_is_refused_by_its_ratio(tmp_path):
     assert (tmp_path / "out/PetImages/Cat/0.jpg").stat().st_size == 20_000_000
 
 
+def test_a_zip_directory_too_big_for_max_files_is_refused_before_it_is_listed(tmp_path):
+    names = [f"PetImages/Cat/{'long-name-' * 20}{i}.jpg" for i in range(30)]  # 264 bytes listed
+    archive = tmp_path / "listing.zip"
+    archive.write_bytes(zip_of(*[(name, b"") for name in names]))
+    with pytest.raises(UnsafeArchiveError, match=r"directory of entries takes \d+ bytes, more"):
+        fetch(str(archive), tmp_path, limits=ExtractionLimits(max_files=20))
+    assert fetch(str(archive), tmp_path, limits=ExtractionLimits(max_files=40)).file_count == 30
+
+
+def test_a_zip64_directory_size_is_read_from_the_zip64_record(tmp_path, monkeypatch):
+    monkeypatch.setattr(zipfile, "ZIP_FILECOUNT_LIMIT", 1)  # write zip64 end records
+    data = bytearray(zip_of(*[(f"PetImages/Cat/{i}.jpg", b"cat") for i in range(3)]))
+    end = data.rfind(b"PK\x05\x06")
+    struct.pack_into("<L", data, end + 12, 0xFFFFFFFF)  # the size as a zip64 writer leaves it
+    archive = tmp_path / "zip64.zip"
+    archive.write_bytes(bytes(data))
+    assert fetch(str(archive), tmp_path, limits=ExtractionLimits(max_files=3)).file_count == 3
+
+
 def test_a_tar_bomb_is_refused_at_the_entry_over_the_limit_before_the_rest_is_read(tmp_path):
     archive = tmp_path / "bomb.tar.gz"
     archive.write_bytes(tar_gz_cut_after(4 * 1024**3))  # 4 GiB declared, 4 KB sent
