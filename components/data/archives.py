@@ -163,15 +163,14 @@ def _check_directory_size(archive: Path, limits: ExtractionLimits) -> None:
     allowed = limits.max_files * DIRECTORY_BYTES_PER_FILE
     with open(archive, "rb") as handle:
         size = handle.seek(0, os.SEEK_END)
-        handle.seek(max(size - END_RECORD.size - 0xFFFF, 0))  # the record, then a comment
+        reach = END_RECORD.size + 0xFFFF + ZIP64_LOCATOR.size + ZIP64_END_RECORD.size
+        handle.seek(max(size - reach, 0))  # the records, then a comment of up to 64 KiB
         tail = handle.read()
-        at = tail.rfind(b"PK\x05\x06")
-        directory = END_RECORD.unpack_from(tail, at)[5] if at >= 0 else 0
-        locator = tail[max(at - ZIP64_LOCATOR.size, 0) : max(at, 0)]
-        if directory == 0xFFFFFFFF and locator[:4] == b"PK\x06\x07":
-            handle.seek(ZIP64_LOCATOR.unpack(locator)[2])
-            record = handle.read(ZIP64_END_RECORD.size)
-            directory = ZIP64_END_RECORD.unpack(record)[7]
+    at = tail.rfind(b"PK\x05\x06", 0, len(tail) - END_RECORD.size + 4)  # as zipfile finds it
+    directory = END_RECORD.unpack_from(tail, at)[5] if at >= 0 else 0
+    zip64_at = at - ZIP64_LOCATOR.size - ZIP64_END_RECORD.size  # where zipfile reads it
+    if directory == 0xFFFFFFFF and zip64_at >= 0 and tail[zip64_at : zip64_at + 4] == b"PK\x06\x06":
+        directory = ZIP64_END_RECORD.unpack_from(tail, zip64_at)[7]
     if directory > allowed:
         raise UnsafeArchiveError(
             f"refusing {archive}: its directory of entries takes {directory} bytes, more than "
