@@ -189,3 +189,11 @@ def test_values_out_of_range_are_refused_before_any_work(build, message):
 def test_cpu_limits_are_twice_the_request_in_cores_or_millicores():
     limits = {cpu: Placement(cpu=cpu).cpu_limit for cpu in ("3", "1.5", "500m", "0.25")}
     assert limits == {"3": "6", "1.5": "3000m", "500m": "1000m", "0.25": "500m"}
+
+
+def test_a_refused_flag_ends_the_command_with_one_line_not_a_traceback(tmp_path):
+    with pytest.raises(SystemExit, match="^error: expected retries, .* found retries=0$"):
+        download.main(["--output", str(tmp_path / "out"), "--retries", "0"])
+    with pytest.raises(SystemExit, match="^error: expected epochs >= 1, .* and -1.0$"):
+        train.main(["--data", str(tmp_path), "--output", str(tmp_path / "out"), "--lr", "-1"])
+    assert list(tmp_path.iterdir()) == []

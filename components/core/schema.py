@@ -95,8 +95,16 @@ def add_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup, sch
 
 
 def from_namespace(schema: type, namespace: argparse.Namespace) -> Any:
-    """The schema instance that a parsed command line describes."""
-    return schema(**{field.name: getattr(namespace, field.name) for field in fields_of(schema)})
+    """The schema instance that a parsed command line describes.
+
+    Raises:
+        SystemExit: the schema refuses a value; its message is the command's one line of
+            error, not a traceback.
+    """
+    try:
+        return schema(**{field.name: getattr(namespace, field.name) for field in fields_of(schema)})
+    except ValueError as err:
+        raise SystemExit(f"error: {err}") from None
 
 
 def to_argv(config: Any) -> list[str]:
