@@ -103,7 +103,7 @@ def test_where_training_runs_is_chosen_at_compile_time(tmp_path):
     assert train["nodeSelector"]["labels"] == {"cloud.google.com/gke-accelerator": "nvidia-l4"}
     assert "tolerations" not in train
     assert train["emptyDirMounts"][0]["sizeLimit"] == "4Gi"
-    with pytest.raises(ValueError, match="expected a node selector KEY=VALUE"):
+    with pytest.raises(SystemExit, match="^error: expected a node selector KEY=VALUE"):
         pipeline_main(["compile", "--output", str(path), "--node-selector", "gpu"])
 
 
