@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gzip
 import hashlib
 import io
 import subprocess
@@ -72,6 +73,8 @@ class ScriptedServer(LocalHTTPServer):
     Range requests are honoured when ``ranges`` is true, and ``If-Range`` is checked
     against the payload's ETag (sent when ``etag`` is true) as RFC 9110 says. After
     the first ``drop``, the payload becomes ``then`` when given: a file that changed.
+    ``gzip`` is ``"accepted"`` to send the body gzip-encoded when the request accepts
+    that (as many servers do), ``"always"`` to send it so whatever the request says.
     """
 
     def __init__(
@@ -81,8 +84,10 @@ class ScriptedServer(LocalHTTPServer):
         ranges: bool = True,
         etag: bool = True,
         then: bytes | None = None,
+        gzip: str = "never",
     ):
         self.payload = payload
+        self.gzip = gzip
         self.script = list(script or [])
         self.ranges = ranges
         self.etag = etag
@@ -126,6 +131,10 @@ class ScriptedServer(LocalHTTPServer):
                     self.send_header("Content-Range", f"bytes {start}-{total - 1}/{total}")
                 if server.etag:
                     self.send_header("ETag", server.current_etag())
+                accepted = "gzip" in (self.headers.get("Accept-Encoding") or "")
+                if server.gzip == "always" or server.gzip == "accepted" and accepted:
+                    body = gzip.compress(body)
+                    self.send_header("Content-Encoding", "gzip")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 if action.startswith("drop:"):

@@ -161,6 +161,15 @@ def test_a_download_over_max_bytes_is_refused_announced_or_streamed(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+def test_the_archive_comes_as_its_own_bytes_not_as_a_server_re_encodes_it(tmp_path):
+    with ScriptedServer(PAYLOAD, gzip="accepted") as server:  # a server that gzips on request
+        assert fetch(server.url(), tmp_path, sha256=DIGEST).file_count == 8
+    with ScriptedServer(PAYLOAD, gzip="always") as server:
+        with pytest.raises(sources.DownloadError, match="came gzip-encoded although"):
+            fetch(server.url(), tmp_path / "b")
+    assert len(server.requests) == 1  # not retried
+
+
 def test_client_error_is_not_retried(tmp_path):
     with ScriptedServer(PAYLOAD, script=["404"]) as server:
         with pytest.raises(sources.DownloadError, match="HTTP 404"):

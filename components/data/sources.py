@@ -173,9 +173,10 @@ def _http_attempt(
 ) -> None:
     version = _resumable_version(url, part)
     offset = part.stat().st_size if version else 0
-    headers = {}
+    # the file's own bytes: what the digest, the length and a resumed range refer to
+    headers = {"Accept-Encoding": "identity"}
     if version and offset:
-        headers = {"Range": f"bytes={offset}-", "If-Range": version["validator"]}
+        headers |= {"Range": f"bytes={offset}-", "If-Range": version["validator"]}
     timeout = min(stall_seconds, max(deadline - time.monotonic(), 0.1))
     with requests.get(url, headers=headers, stream=True, timeout=timeout) as response:
         if response.status_code == 416:
@@ -185,6 +186,12 @@ def _http_attempt(
             raise _TransientError(f"HTTP {response.status_code} {response.reason}")
         if response.status_code >= 400:
             raise DownloadError(f"HTTP {response.status_code} {response.reason} from {url}")
+        encoding = response.headers.get("Content-Encoding", "identity")
+        if encoding.lower() != "identity":
+            raise DownloadError(
+                f"{url} came {encoding}-encoded although the file's own bytes were asked for "
+                "(Accept-Encoding: identity); a proxy or server re-encodes it"
+            )
         total = _content_total(response)
         if total is not None:
             _check_size(url, total, max_bytes, "announces")
