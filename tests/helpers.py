@@ -68,8 +68,9 @@ class ScriptedServer(LocalHTTPServer):
 
     ``script`` holds one action per request, then ``ok`` for ever: ``ok``, ``503``,
     ``404``, ``drop:N`` (send the headers and N bytes, then close the socket),
-    ``trickle`` (one byte every 0.1 s, for up to 20 s), ``hang`` (say nothing for 5 s) or
-    ``endless`` (no length announced, zeros until the client hangs up, 256 MiB at most).
+    ``trickle`` (one byte every 0.1 s, for up to 20 s), ``hang`` (say nothing for 5 s),
+    ``endless`` (no length announced, zeros until the client hangs up, 256 MiB at most)
+    or ``redirect:LOCATION``.
     Range requests are honoured when ``ranges`` is true, and ``If-Range`` is checked
     against the payload's ETag (sent when ``etag`` is true) as RFC 9110 says. After
     the first ``drop``, the payload becomes ``then`` when given: a file that changed.
@@ -122,6 +123,12 @@ class ScriptedServer(LocalHTTPServer):
                     return
                 if action == "endless":
                     self._endless()
+                    return
+                if action.startswith("redirect:"):
+                    self.send_response(302)
+                    self.send_header("Location", action.removeprefix("redirect:"))
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
                     return
                 start = self._start(headers)
                 body = server.payload[start:]

@@ -170,6 +170,17 @@ def test_the_archive_comes_as_its_own_bytes_not_as_a_server_re_encodes_it(tmp_pa
     assert len(server.requests) == 1  # not retried
 
 
+@pytest.mark.parametrize(
+    ("location", "error"),
+    [("file:///etc/passwd", "InvalidSchema"), ("/archive.zip", "TooManyRedirects")],
+)
+def test_a_redirect_off_http_or_in_a_loop_is_a_clear_error(tmp_path, location, error):
+    with ScriptedServer(PAYLOAD, script=[f"redirect:{location}"] * 40) as server:
+        with pytest.raises(sources.DownloadError, match=f"cannot download {server.url()}: {error}"):
+            fetch(server.url(), tmp_path)
+    assert not (tmp_path / "out").exists()
+
+
 def test_client_error_is_not_retried(tmp_path):
     with ScriptedServer(PAYLOAD, script=["404"]) as server:
         with pytest.raises(sources.DownloadError, match="HTTP 404"):

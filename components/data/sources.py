@@ -166,6 +166,8 @@ def _fetch_http(url: str, part: Path, retry: RetryPolicy, max_bytes: int) -> Non
                 delay,
             )
             time.sleep(delay)
+        except requests.RequestException as err:  # redirects to ftp:// or file://, or in a loop
+            raise DownloadError(f"cannot download {url}: {type(err).__name__}: {err}") from err
 
 
 def _http_attempt(
