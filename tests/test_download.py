@@ -300,6 +300,24 @@ def test_a_directory_source_follows_links_to_photos_and_refuses_loops_pipes_devi
     assert sorted(p.name for p in (tmp_path / "out/PetImages/Cat").iterdir()) == ["2.jpg"]
 
 
+def test_a_folder_of_the_source_that_cannot_be_read_stops_the_copy(tmp_path, monkeypatch):
+    """Unreadable as permissions would make it: a stand-in, since the tests run as root."""
+    (tmp_path / "src/PetImages/Cat").mkdir(parents=True)
+    (tmp_path / "src/PetImages/Dog").mkdir()
+    (tmp_path / "src/PetImages/Cat/1.jpg").write_bytes(b"x")
+    scandir = os.scandir
+
+    def refuse_dogs(path="."):
+        if isinstance(path, str) and Path(path).name == "Dog":
+            raise PermissionError(13, "Permission denied", str(path))
+        return scandir(path)
+
+    monkeypatch.setattr(os, "scandir", refuse_dogs)
+    with pytest.raises(PermissionError, match="Dog"):
+        fetch(str(tmp_path / "src"), tmp_path)
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_digest_for_a_directory_source_is_an_error(tmp_path):
     (tmp_path / "src/PetImages").mkdir(parents=True)
     with pytest.raises(ValueError, match="sha256 applies to an archive file"):
