@@ -68,6 +68,19 @@ def test_dropped_connection_resumes_with_range(tmp_path):
     assert record.sha256 == DIGEST
 
 
+@pytest.mark.parametrize("damage", ["[]", "{", '{"url": "URL", "validator": "W/x"}'])
+def test_a_partial_download_whose_record_does_not_read_starts_over(tmp_path, damage):
+    once = sources.RetryPolicy(attempts=1, stall_seconds=10)
+    with ScriptedServer(PAYLOAD, script=["drop:200000"]) as server:
+        with pytest.raises(sources.DownloadError):  # leaves a .part and its version record
+            download.fetch(server.url(), tmp_path / "out", cache_dir=tmp_path / "cache", retry=once)
+        (version,) = (tmp_path / "cache").glob("*.version.json")
+        version.write_text(damage.replace("URL", server.url()))  # the last: no total
+        record = fetch(server.url(), tmp_path, sha256=DIGEST)
+    assert [r["range"] for r in server.requests] == [None, None]
+    assert record.sha256 == DIGEST
+
+
 def test_a_file_changed_between_attempts_is_fetched_again_not_spliced(tmp_path):
     changed = zip_bytes({f"PetImages/Dog/{i}.jpg": bytes([i + 1]) * 50_000 for i in range(8)})
     with ScriptedServer(PAYLOAD, script=["drop:200000"], then=changed) as server:

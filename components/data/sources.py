@@ -235,7 +235,9 @@ def _resumable_version(url: str, part: Path) -> dict | None:
         version = json.loads(path.read_text())
     except ValueError:
         return None
-    if version.get("url") != url or not version.get("validator"):
+    if not isinstance(version, dict) or version.get("url") != url:
+        return None
+    if not (version.get("validator") and "total" in version):
         return None
     return version
 
