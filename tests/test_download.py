@@ -300,6 +300,8 @@ def test_a_directory_source_follows_links_to_photos_and_refuses_loops_pipes_devi
     assert copied.read_bytes() == b"photo" and not copied.is_symlink()
     with pytest.raises(UnsafeArchiveError, match="max_files"):
         fetch(str(tmp_path / "src"), tmp_path / "b", limits=ExtractionLimits(max_files=0))
+    with pytest.raises(UnsafeArchiveError, match=r"more than allowed \(max_bytes 3\)$"):
+        fetch(str(tmp_path / "src"), tmp_path / "b", limits=ExtractionLimits(max_bytes=3))
     for name, make, error, message in [
         ("loop", lambda p: p.symlink_to(".."), UnsafeArchiveError, "reached through a link"),
         ("pipe.jpg", os.mkfifo, UnsafeArchiveError, "is a special file"),

@@ -111,10 +111,12 @@ class _Tally:
                 "(max_files limit)"
             )
         if self.declared > self.budget:
+            limit = f"max_bytes {self.limits.max_bytes}"
+            if self.budget < self.limits.max_bytes:  # an archive's size set a lower budget
+                limit = f"max_ratio {self.limits.max_ratio} × its size, under {limit}"
             raise UnsafeArchiveError(
-                f"refusing {self.archive}: it declares over {self.budget} bytes uncompressed, "
-                f"more than allowed (max_bytes {self.limits.max_bytes}, max_ratio "
-                f"{self.limits.max_ratio} × its size)"
+                f"refusing {self.archive}: its files come to over {self.budget} bytes, more "
+                f"than allowed ({limit})"
             )
 
 
