@@ -32,7 +32,7 @@ def direct_steps(sample: Path, work: Path) -> float:
         ],
         [
             "components.evaluate",
-            "--model",
+            "--model-dir",
             str(work / "model"),
             "--data",
             str(work / "arrays"),

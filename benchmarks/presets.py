@@ -32,7 +32,7 @@ def run_preset(name: str, images: Path, work: Path) -> dict:
         + ["--preset", name, "--device", "cpu"]
     )
     test = measure(
-        [*step, "components.evaluate", "--model", str(model), "--data", str(arrays)]
+        [*step, "components.evaluate", "--model-dir", str(model), "--data", str(arrays)]
         + ["--output", str(scores), "--device", "cpu"]
     ).last_json()
     history = json.loads((model / "history.json").read_text())
@@ -43,7 +43,7 @@ def run_preset(name: str, images: Path, work: Path) -> dict:
         "train_step_wall_s": round(trained.wall_seconds, 1),
         "val_accuracy": round(history[-1]["val_accuracy"], 4),
         "test_accuracy": round(test["accuracy"], 4),
-        "gate": preset_values(name, "register")["min_accuracy"],
+        "gate": preset_values(name)["min_accuracy"],
     }
 
 

@@ -6,251 +6,30 @@ python -m components.download --source URI --output DIR [--sha256 HEX]
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import logging
-import os
-import re
-from dataclasses import asdict, dataclass
-from pathlib import Path
-from urllib.parse import urlparse
+from dataclasses import asdict
 
 from components.core import schema
-from components.core.atomic import atomic_directory, write_json
 from components.core.logs import setup_logging
-from components.core.schema import LOCAL, SETTING, setting
-from components.data import archives, sources
+from components.downloading.config import DownloadConfig
+from components.downloading.fetch import download
 
 log = logging.getLogger(__name__)
-
-PETIMAGES_URL = (
-    "https://download.microsoft.com/download/3/E/1/"
-    "3E1C3F21-ECDB-4869-8368-6DEBA77B919F/kagglecatsanddogs_5340.zip"
-)
-RECORD = "download.json"
-SHA256_HEX = re.compile(r"[0-9a-fA-F]{64}")
-
-
-@dataclass(frozen=True)
-class DownloadRecord:
-    """What ``download.json`` says about the extracted data."""
-
-    source: str
-    bytes: int
-    sha256: str | None
-    file_count: int
-
-
-def default_cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "dogs-vs-cats"
-
-
-def fetch(
-    source: str,
-    output: Path,
-    *,
-    sha256: str | None = None,
-    s3_endpoint_url: str | None = None,
-    cache_dir: Path | None = None,
-    retry: sources.RetryPolicy = sources.RetryPolicy(),
-    limits: archives.ExtractionLimits = archives.ExtractionLimits(),
-) -> DownloadRecord:
-    """Fetch ``source`` into ``output``: an extracted archive or a copied directory.
-
-    ``output`` is replaced whole, or left untouched on any error. A previous
-    output of the same source with the same verified digest is reused as it is.
-
-    Args:
-        source: https://, http://, s3://BUCKET/KEY, file:// or a path.
-        output: the directory to extract into.
-        sha256: the archive's expected digest; None: only recorded.
-        s3_endpoint_url: an S3 endpoint such as MinIO's; None: ``$AWS_ENDPOINT_URL``.
-        cache_dir: where downloads are kept and resumed.
-        retry: attempts, back-off, stall timeout and deadline of a download.
-        limits: the most files and bytes an archive may expand to; a download may
-            bring no more bytes than it may expand to either.
-
-    Returns:
-        What was fetched: source, bytes, sha256 and file count (``download.json``).
-    """
-    output = Path(output)
-    check_sha256(sha256)
-    previous = _reusable_record(output, source, sha256)
-    if previous:
-        log.info("reusing %s: it already holds %s (sha256 %s)", output, source, sha256)
-        return previous
-    if sources.is_remote(source):
-        archive = _cached_archive(
-            source, sha256, s3_endpoint_url, cache_dir, retry, limits.max_bytes
-        )
-    else:
-        archive = sources.local_path(source)
-        if not archive.exists():
-            raise FileNotFoundError(f"expected an archive or directory at {archive}, found nothing")
-    try:
-        with atomic_directory(output, "download") as staging:
-            record = _unpack(source, archive, staging, sha256, limits)
-            write_json(staging / RECORD, asdict(record))
-    except ValueError:
-        if sources.is_remote(source) and not sha256:
-            # no digest vouches for it: whatever the server sent is not kept for next time
-            archive.unlink(missing_ok=True)
-        raise
-    log.info("extracted %d files from %s into %s", record.file_count, source, output)
-    return record
-
-
-def check_sha256(sha256: str | None) -> None:
-    """Refuse a digest that cannot be a sha256 before anything is downloaded."""
-    if sha256 and not SHA256_HEX.fullmatch(sha256):
-        raise ValueError(f"expected a sha256 of 64 hex digits (or none), found {sha256!r}")
-
-
-def _reusable_record(output: Path, source: str, sha256: str | None) -> DownloadRecord | None:
-    path = output / RECORD
-    if not sha256 or not path.is_file():
-        return None
-    try:
-        record = DownloadRecord(**json.loads(path.read_text()))
-    except (ValueError, TypeError) as err:
-        log.warning("not reusing %s: %s does not read as a download record (%s)", output, path, err)
-        return None
-    if record.source == source and record.sha256 == sha256.lower():
-        return record
-    return None
-
-
-def _cached_archive(source, sha256, s3_endpoint_url, cache_dir, retry, max_bytes) -> Path:
-    """The archive in the cache, downloaded unless a copy with the wanted digest is there."""
-    name = Path(urlparse(source).path).name or "archive"
-    key = hashlib.sha256(source.encode()).hexdigest()[:16]
-    archive = (cache_dir or default_cache_dir()) / f"{key}-{name}"
-    if sha256 and archive.is_file() and sources.sha256_of(archive) == sha256.lower():
-        log.info("reusing the cached archive %s", archive)
-        return archive
-    sources.fetch_remote(
-        source,
-        archive,
-        sha256=sha256,
-        s3_endpoint_url=s3_endpoint_url,
-        retry=retry,
-        max_bytes=max_bytes,
-    )
-    return archive
-
-
-def _unpack(source, archive: Path, target: Path, sha256, limits) -> DownloadRecord:
-    if archive.is_dir():
-        if sha256:
-            raise ValueError(f"a sha256 applies to an archive file; {source} is a directory")
-        count = archives.copy_tree(archive, target, limits)
-        size = sum(p.stat().st_size for p in target.rglob("*") if p.is_file())
-        return DownloadRecord(source=source, bytes=size, sha256=None, file_count=count)
-    digest = sources.verify_digest(archive, sha256, source)
-    count = archives.extract(archive, target, limits)
-    if count == 0:
-        raise ValueError(f"expected photos in the archive from {source}, found no files in it")
-    return DownloadRecord(
-        source=source, bytes=archive.stat().st_size, sha256=digest, file_count=count
-    )
-
-
-@dataclass(frozen=True)
-class DownloadConfig:
-    """Where the photos come from and how to fetch them: the download step's schema."""
-
-    source: str = setting(
-        PETIMAGES_URL,
-        "https://, http://, s3://BUCKET/KEY, file:// or a path to a .zip, .tar.gz or directory",
-        role=SETTING,
-    )
-    sha256: str = setting(
-        "",
-        "expected sha256 of the archive, a mismatch is an error; empty: only recorded",
-        role=SETTING,
-    )
-    s3_endpoint_url: str | None = setting(
-        None, "S3 endpoint for MinIO and the like ($AWS_ENDPOINT_URL when unset)", role=LOCAL
-    )
-    cache_dir: str | None = setting(
-        None,
-        "where downloaded archives are kept and resumed (unset: $XDG_CACHE_HOME/dogs-vs-cats "
-        "or ~/.cache/dogs-vs-cats)",
-        role=LOCAL,
-    )
-    retries: int = setting(5, "attempts per download", role=LOCAL)
-    stall_seconds: float = setting(
-        sources.RetryPolicy.stall_seconds,
-        "an attempt that receives less than 64 KiB in this time has stalled and is retried",
-        role=LOCAL,
-    )
-    deadline_seconds: float = setting(
-        sources.RetryPolicy.deadline_seconds,
-        "the whole download, all attempts and back-offs, ends with an error after this",
-        role=LOCAL,
-    )
-    max_files: int = setting(
-        archives.ExtractionLimits.max_files, "most files an archive may hold", role=LOCAL
-    )
-    max_bytes: int = setting(
-        archives.ExtractionLimits.max_bytes,
-        "most bytes an archive may expand to, and a download may bring",
-        role=LOCAL,
-    )
-    max_ratio: float = setting(
-        archives.ExtractionLimits.max_ratio,
-        "most uncompressed bytes per archive byte (archive bombs)",
-        role=LOCAL,
-    )
-
-    def __post_init__(self) -> None:
-        check_sha256(self.sha256)
-        limits = {
-            "retries": self.retries,
-            "stall_seconds": self.stall_seconds,
-            "deadline_seconds": self.deadline_seconds,
-            "max_files": self.max_files,
-            "max_bytes": self.max_bytes,
-            "max_ratio": self.max_ratio,
-        }
-        wrong = [f"{name}={value}" for name, value in limits.items() if not value > 0]  # NaN too
-        if wrong:
-            raise ValueError(f"expected {', '.join(limits)} above 0, found {', '.join(wrong)}")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m components.download", description=__doc__.splitlines()[0]
     )
-    parser.add_argument(
-        "--output",
-        type=Path,
-        required=True,
-        help="directory to extract into; replaced whole on success",
-    )
     schema.add_arguments(parser, DownloadConfig)
     return parser
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = build_parser().parse_args(argv)
-    cfg = schema.from_namespace(DownloadConfig, args)
+    cfg = schema.from_namespace(DownloadConfig, build_parser().parse_args(argv))
     setup_logging()
-    record = fetch(
-        cfg.source,
-        args.output,
-        sha256=cfg.sha256 or None,
-        s3_endpoint_url=cfg.s3_endpoint_url,
-        cache_dir=Path(cfg.cache_dir) if cfg.cache_dir else None,
-        retry=sources.RetryPolicy(
-            attempts=cfg.retries,
-            stall_seconds=cfg.stall_seconds,
-            deadline_seconds=cfg.deadline_seconds,
-        ),
-        limits=archives.ExtractionLimits(cfg.max_files, cfg.max_bytes, cfg.max_ratio),
-    )
-    log.info("%s", json.dumps(asdict(record)))
+    log.info("%s", json.dumps(asdict(download(cfg))))
 
 
 if __name__ == "__main__":

@@ -6,259 +6,17 @@ python -m components.preprocess --input DIR --output DIR [--image-size 50] [--ch
 from __future__ import annotations
 
 import argparse
-import functools
-import logging
-import multiprocessing
-from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
-from pathlib import Path
-
-import numpy as np
 
 from components.core import schema
-from components.core.atomic import atomic_directory, write_json
-from components.core.cores import available_cores
 from components.core.logs import setup_logging
-from components.core.names import CLASSES
 from components.core.presets import apply_preset
-from components.core.progress import progress as progress_bar
-from components.core.schema import LOCAL, setting
-from components.data import images
-from components.data.arrays import MAX_IMAGE_SIZE, META, MIN_IMAGE_SIZE, SPLITS, save_split
-from components.data.layout import LabelledFiles, find_labelled_files
-
-log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class PreprocessConfig:
-    """How images become arrays: the preprocess step's one schema."""
-
-    image_size: int = setting(50, "square side in pixels")
-    channels: int = setting(1, "1 = grey, 3 = RGB", choices=(1, 3))
-    val_fraction: float = setting(0.1, "share of each class held out for validation")
-    test_fraction: float = setting(0.1, "share of each class held out for the test")
-    seed: int = setting(0, "seed of the split")
-    workers: int = setting(
-        0, "decoding processes; 0: one per core this process may use (its CPU limit)", role=LOCAL
-    )
-
-    def __post_init__(self) -> None:
-        if self.channels not in images.MODES:
-            raise ValueError(f"expected channels 1 or 3, found {self.channels}")
-        if self.workers < 0:
-            raise ValueError(f"expected 0 or more workers, found {self.workers}")
-        if not MIN_IMAGE_SIZE <= self.image_size <= MAX_IMAGE_SIZE:
-            raise ValueError(
-                f"expected an image size from {MIN_IMAGE_SIZE} to {MAX_IMAGE_SIZE}, "
-                f"found {self.image_size}"
-            )
-        fractions = (self.val_fraction, self.test_fraction)
-        if not (min(fractions) >= 0 and sum(fractions) < 1):  # NaN fails too
-            raise ValueError(
-                "expected val and test fractions >= 0 that sum to less than 1, found "
-                f"val={self.val_fraction}, test={self.test_fraction}"
-            )
-
-
-@dataclass
-class DecodedImages:
-    """The kept images in file order, and the files left out with reasons."""
-
-    pixels: np.ndarray
-    labels: np.ndarray
-    skipped: list[dict] = field(default_factory=list)
-    duplicates_removed: int = 0
-
-
-def build_arrays(input_dir: Path, output_dir: Path, cfg: PreprocessConfig) -> dict:
-    """Decode every image under ``input_dir`` and write the split arrays to ``output_dir``.
-
-    ``output_dir`` is replaced whole, or left untouched if anything fails.
-
-    Args:
-        input_dir: the download step's output (PetImages or Kaggle layout).
-        output_dir: where the arrays and meta.json go.
-        cfg: image shape, split fractions, seed and worker count.
-
-    Returns:
-        The ``meta.json`` contents.
-    """
-    found = find_labelled_files(Path(input_dir))
-    log.info("found %d image files (%s layout) under %s", len(found.files), found.layout, input_dir)
-    decoded = decode_unique(found, cfg)
-    _check_both_classes(decoded, input_dir)
-    splits = split_indices(decoded.labels, cfg.val_fraction, cfg.test_fraction, cfg.seed)
-    mean, std = channel_stats(decoded.pixels[np.sort(splits["train"])])
-    meta = _meta(found, decoded, splits, cfg, mean, std)
-    with atomic_directory(Path(output_dir), "preprocess") as staging:
-        for split, index in splits.items():
-            save_split(staging, split, decoded.pixels[index], decoded.labels[index])
-        write_json(staging / META, meta)
-    log.info(
-        "kept %s, skipped %d broken files, removed %d duplicates -> %s",
-        meta["kept"],
-        len(decoded.skipped),
-        decoded.duplicates_removed,
-        output_dir,
-    )
-    return meta
-
-
-def decode_unique(found: LabelledFiles, cfg: PreprocessConfig) -> DecodedImages:
-    """Decode all files in parallel; drop broken ones and exact duplicates (same bytes)."""
-    paths = [path for path, _ in found.files]
-    _check_memory(len(paths), cfg)
-    pixels = np.empty((len(paths), cfg.channels, cfg.image_size, cfg.image_size), np.uint8)
-    keep: list[int] = []
-    skipped: list[dict] = []
-    first_seen: dict[str | None, list[int]] = {}
-    for i, result in enumerate(_decode_in_order(paths, cfg)):
-        if result.pixels is None:
-            skipped.append({"file": found.name(paths[i]), "reason": result.reason})
-            continue
-        pixels[i] = result.pixels
-        first_seen.setdefault(result.sha256, []).append(i)
-    labels = np.array([label for _, label in found.files], np.int64)
-    duplicates = 0
-    for copies in first_seen.values():
-        if len({labels[i] for i in copies}) > 1:
-            names = ", ".join(found.name(paths[i]) for i in copies)
-            skipped += [
-                {
-                    "file": found.name(paths[i]),
-                    "reason": f"identical files under both classes: {names}",
-                }
-                for i in copies
-            ]
-            continue
-        keep.append(copies[0])
-        duplicates += len(copies) - 1
-    keep.sort()
-    return DecodedImages(pixels[keep], labels[keep], skipped, duplicates)
-
-
-def _check_memory(count: int, cfg: PreprocessConfig) -> None:
-    """Refuse, before decoding, arrays that would not fit in the memory available."""
-    needed = 2 * count * cfg.channels * cfg.image_size**2  # the decoded array, then the splits
-    available = available_memory()
-    if available is not None and needed > 0.8 * available:
-        raise MemoryError(
-            f"expected arrays that fit in memory: {count} images at {cfg.channels}×"
-            f"{cfg.image_size}×{cfg.image_size} need about {needed / 2**30:.1f} GiB, "
-            f"{available / 2**30:.1f} GiB is available; lower --image-size or use --channels 1"
-        )
-
-
-def available_memory() -> int | None:
-    """Bytes of memory available to this process (MemAvailable), or None where unknown."""
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
-
-
-def _check_both_classes(decoded: DecodedImages, input_dir: Path) -> None:
-    counts = np.bincount(decoded.labels, minlength=len(CLASSES))
-    if counts.min() == 0:
-        found = ", ".join(f"{n} {name}" for name, n in zip(CLASSES, counts, strict=True))
-        raise ValueError(
-            f"expected photos of both classes under {input_dir} that decode, found {found} "
-            f"({len(decoded.skipped)} files skipped as broken)"
-        )
-
-
-def _decode_in_order(paths: list[Path], cfg: PreprocessConfig):
-    work = functools.partial(images.decode_file, size=cfg.image_size, channels=cfg.channels)
-    progress = functools.partial(progress_bar, total=len(paths), unit="img", desc="decode")
-    workers = cfg.workers or available_cores()
-    if workers <= 1:
-        yield from progress(map(work, paths))
-        return
-    # chunks small enough that no core idles long at the end
-    chunksize = max(1, min(256, len(paths) // (workers * 32)))
-    # forkserver: safe when the caller has threads (fork is not); a worker that dies
-    # raises BrokenProcessPool here instead of leaving the run waiting for ever. The
-    # server imports the decoder (numpy, Pillow) once, and each worker forks with it.
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload([images.__name__])
-    with ProcessPoolExecutor(workers, mp_context=context) as pool:
-        yield from progress(pool.map(work, paths, chunksize=chunksize))
-
-
-def split_indices(
-    labels: np.ndarray, val_fraction: float, test_fraction: float, seed: int
-) -> dict[str, np.ndarray]:
-    """Stratified, seeded split of ``range(len(labels))`` into train/val/test index arrays."""
-    rng = np.random.default_rng(seed)
-    parts: dict[str, list[np.ndarray]] = {split: [] for split in SPLITS}
-    for label in np.unique(labels):
-        index = rng.permutation(np.flatnonzero(labels == label))
-        n_test = round(len(index) * test_fraction)
-        n_val = round(len(index) * val_fraction)
-        parts["test"].append(index[:n_test])
-        parts["val"].append(index[n_test : n_test + n_val])
-        parts["train"].append(index[n_test + n_val :])
-    return {split: rng.permutation(np.concatenate(p)) for split, p in parts.items()}
-
-
-def channel_stats(pixels: np.ndarray, chunk: int = 2048) -> tuple[list[float], list[float]]:
-    """Per-channel mean and std of uint8 N×C×H×W pixels, scaled to [0, 1]."""
-    if len(pixels) == 0:
-        raise ValueError("expected at least one training image, found none")
-    total = np.zeros(pixels.shape[1])
-    squares = np.zeros(pixels.shape[1])
-    for start in range(0, len(pixels), chunk):
-        block = pixels[start : start + chunk].astype(np.float64) / 255.0
-        total += block.sum(axis=(0, 2, 3))
-        squares += np.square(block).sum(axis=(0, 2, 3))
-    count = pixels.shape[0] * pixels.shape[2] * pixels.shape[3]
-    mean = total / count
-    std = np.sqrt(np.maximum(squares / count - mean**2, 0.0))
-    return mean.round(6).tolist(), std.round(6).tolist()
-
-
-def _meta(found, decoded, splits, cfg, mean, std) -> dict:
-    counts = {
-        split: {
-            name: int((decoded.labels[index] == label).sum()) for label, name in enumerate(CLASSES)
-        }
-        for split, index in splits.items()
-    }
-    return {
-        "classes": list(CLASSES),
-        "image_size": cfg.image_size,
-        "channels": cfg.channels,
-        "layout": found.layout,
-        "counts": counts,
-        "kept": {name: int((decoded.labels == label).sum()) for label, name in enumerate(CLASSES)},
-        "skipped": decoded.skipped,
-        "ignored": [found.name(p) for p in found.ignored],
-        "duplicates_removed": decoded.duplicates_removed,
-        "mean": mean,
-        "std": std,
-        "config": schema.params(cfg),
-    }
+from components.preprocessing.build import build_arrays
+from components.preprocessing.config import PreprocessConfig
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m components.preprocess", description=__doc__.splitlines()[0]
-    )
-    parser.add_argument(
-        "--input",
-        type=Path,
-        required=True,
-        help="directory with PetImages/Cat and PetImages/Dog, or cat.N.jpg files",
-    )
-    parser.add_argument(
-        "--output",
-        type=Path,
-        required=True,
-        help="directory for the arrays and meta.json; replaced whole on success",
     )
     schema.add_arguments(parser, PreprocessConfig)
     return parser
@@ -266,10 +24,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> None:
     parser = build_parser()
-    apply_preset(parser, argv, "preprocess")
-    args = parser.parse_args(argv)
+    apply_preset(parser, argv, PreprocessConfig)
+    cfg = schema.from_namespace(PreprocessConfig, parser.parse_args(argv))
     setup_logging()
-    build_arrays(args.input, args.output, schema.from_namespace(PreprocessConfig, args))
+    build_arrays(cfg)
 
 
 if __name__ == "__main__":

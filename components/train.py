@@ -25,7 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
 def parse_config(argv: list[str] | None = None) -> TrainConfig:
     """The TrainConfig of a command line, ``--preset`` applied under the explicit flags."""
     parser = build_parser()
-    apply_preset(parser, argv, "train")
+    apply_preset(parser, argv, TrainConfig)
     return schema.from_namespace(TrainConfig, parser.parse_args(argv))
 
 

@@ -71,7 +71,7 @@ def summary(outputs: dict, tracking_uri: str, workdir: Path, log_path: Path) -> 
         lines = [
             f"best run:      {outputs['best_run_id']} (val accuracy "
             f"{outputs['best_val_accuracy']:.4f}, test accuracy {outputs['test_accuracy']:.4f})",
-            f"quality gate:  {outputs['gate']}",
+            f"registration:  {outputs['registration']}",
             f"sweep run:     {outputs['parent_run_id']} (the children nest under it) "
             f"at {tracking_uri}",
             f"compare:       {outputs['compare_url']}",
@@ -79,8 +79,8 @@ def summary(outputs: dict, tracking_uri: str, workdir: Path, log_path: Path) -> 
     else:
         lines = [
             f"test accuracy: {outputs['test_accuracy']:.4f}",
-            f"quality gate:  {outputs['gate']}",
-            f"model:         {_newest(workdir.glob('outputs/*/*-op/model'))}",
+            f"registration:  {outputs['registration']}",
+            f"model:         {_newest(workdir.glob('outputs/*/*-op/trained_model'))}",
             f"MLflow run:    {outputs['mlflow_run_id']} at {tracking_uri}",
         ]
     lines += [f"outputs:       {workdir / 'outputs'}", f"log:           {log_path}"]

@@ -1,5 +1,11 @@
 """Lightweight KFP components: typed interfaces, each a few lines that call ``components``.
 
+Each pipeline field of a step's schema is an input of its own, of the field's name and
+type: KFP shows each in its UI and hands each over as it was given, so no value can
+change another (``tests/pipeline/test_ops.py`` holds every component's inputs to its
+schema). A body takes its schema's fields from its own arguments (``locals()``, before
+anything else is bound) and builds the step's config, which checks them.
+
 The bodies run inside our images (kfp and this project already installed), or in this
 Python under ``kfp.local.SubprocessRunner``; they import what they need themselves, as
 KFP requires. ``pipeline.pipeline`` sets each task's image at compile time. (No
@@ -20,7 +26,7 @@ from kfp.dsl import (
     Output,
 )
 
-from pipeline.settings import IMAGE
+from pipeline.target import IMAGE
 
 component = dsl.component(base_image=IMAGE, install_kfp_package=False)
 
@@ -36,41 +42,66 @@ def download_op(source: str, sha256: str, dataset: Output[Dataset]):
     """
     from pathlib import Path
 
-    from components.download import fetch
+    from components.downloading.fetch import fetch
 
     record = fetch(source, Path(dataset.path), sha256=sha256 or None)
     dataset.metadata.update(sha256=record.sha256, file_count=record.file_count)
 
 
 @component
-def preprocess_op(raw: Input[Dataset], settings: str, arrays: Output[Dataset]):
+def preprocess_op(
+    raw: Input[Dataset],
+    arrays: Output[Dataset],
+    image_size: int,
+    channels: int,
+    val_fraction: float,
+    test_fraction: float,
+    split_seed: int,
+):
     """Decode, de-duplicate and split the images into uint8 arrays plus meta.json.
 
     Args:
         raw: the download step's extracted archive.
-        settings: the preprocess recipe as JSON (``pipeline.pipeline.settings_for``).
         arrays: where the arrays and meta.json are written.
+        image_size: square side in pixels.
+        channels: 1 = grey, 3 = RGB.
+        val_fraction: share of each class held out for validation.
+        test_fraction: share of each class held out for the test.
+        split_seed: seed of the train/val/test split.
     """
-    from pathlib import Path
+    recipe = dict(locals())
+    from components.core.schema import pick
+    from components.preprocessing.build import build_arrays
+    from components.preprocessing.config import PreprocessConfig
 
-    from components.core.schema import decode
-    from components.preprocess import PreprocessConfig, build_arrays
-
-    cfg = PreprocessConfig(**decode(PreprocessConfig, settings))
-    meta = build_arrays(Path(raw.path), Path(arrays.path), cfg)
+    cfg = PreprocessConfig(input=raw.path, output=arrays.path, **pick(PreprocessConfig, recipe))
+    meta = build_arrays(cfg)
     arrays.metadata.update(kept=meta["kept"], skipped=len(meta["skipped"]))
 
 
 @component
 def train_op(
     arrays: Input[Dataset],
-    settings: str,
+    trained_model: Output[Model],
     gpus: int,
     tracking_uri: str,
     checkpoint_root: str,
     kfp_run_id: str,
     pipeline_name: str,
-    model: Output[Model],
+    model: str,
+    epochs: int,
+    batch_size: int,
+    lr: float,
+    weight_decay: float,
+    schedule: str,
+    augment: bool,
+    min_crop_area: float,
+    label_smoothing: float,
+    mirror_average: bool,
+    amp: bool,
+    compile: bool,
+    seed: int,
+    experiment: str,
     combination: str = "",
 ) -> str:
     """Train on this node (torchrun, one process per GPU, when gpus > 1).
@@ -79,19 +110,23 @@ def train_op(
 
     Args:
         arrays: the preprocess step's output.
-        settings: the train recipe and settings as JSON.
+        trained_model: where model.pt, the checkpoint and the history are written.
         gpus: processes to start, one per GPU.
         tracking_uri: the MLflow tracking server.
         checkpoint_root: durable checkpoint prefix; empty: the MLflow run's artifacts.
         kfp_run_id: this pipeline run, which the MLflow run is tagged with.
         pipeline_name: tagged on the MLflow run too.
-        model: where model.pt, the checkpoint and the history are written.
-        combination: in a sweep, this child's recipe settings as JSON, over ``settings``;
-            the run is nested under the sweep's parent run of the same KFP run.
+        model, epochs, batch_size, lr, weight_decay, schedule, augment, min_crop_area,
+            label_smoothing, mirror_average, amp, compile, seed, experiment: the train
+            step's recipe and per-run fields (``TrainConfig`` says what each means).
+        combination: in a sweep, this child's recipe fields as a JSON object (from
+            ``pipeline.sweep.grid``), over the ones above; the run is nested under the
+            sweep's parent run of the same KFP run.
 
     Returns:
         The MLflow run id.
     """
+    recipe = dict(locals())
     from components.core.tracking import use_tracking_uri
     from components.training.session import train_processes
     from pipeline.steps import pipeline_train_config
@@ -99,22 +134,22 @@ def train_op(
     use_tracking_uri(tracking_uri)
     cfg = pipeline_train_config(
         arrays=arrays.path,
-        output=model.path,
-        settings=settings,
+        output=trained_model.path,
+        recipe=recipe,
         checkpoint_root=checkpoint_root,
         kfp_run_id=kfp_run_id,
         pipeline_name=pipeline_name,
         combination=combination,
     )
     run_id = train_processes(cfg, gpus)
-    model.metadata["mlflow_run_id"] = run_id
+    trained_model.metadata["mlflow_run_id"] = run_id
     return run_id
 
 
 @component
 def trainjob_op(
     arrays: Input[Dataset],
-    settings: str,
+    trained_model: Output[Model],
     nodes: int,
     gpus: int,
     gpu_image: str,
@@ -125,13 +160,26 @@ def trainjob_op(
     checkpoint_root: str,
     kfp_run_id: str,
     pipeline_name: str,
-    model: Output[Model],
+    model: str,
+    epochs: int,
+    batch_size: int,
+    lr: float,
+    weight_decay: float,
+    schedule: str,
+    augment: bool,
+    min_crop_area: float,
+    label_smoothing: float,
+    mirror_average: bool,
+    amp: bool,
+    compile: bool,
+    seed: int,
+    experiment: str,
 ) -> str:
     """Train across ``nodes`` nodes as a Kubeflow Trainer TrainJob.
 
     Args:
         arrays: the preprocess step's output, copied to the shared volume.
-        settings: the train recipe and settings as JSON.
+        trained_model: where the trained model is copied back to.
         nodes: nodes to train on.
         gpus: GPUs (and processes) per node.
         gpu_image: the CUDA image the job's pods run.
@@ -142,19 +190,22 @@ def trainjob_op(
         checkpoint_root: durable checkpoint prefix; empty: the MLflow run's artifacts.
         kfp_run_id: this pipeline run.
         pipeline_name: tagged on the MLflow run.
-        model: where the trained model is copied back to.
+        model, epochs, batch_size, lr, weight_decay, schedule, augment, min_crop_area,
+            label_smoothing, mirror_average, amp, compile, seed, experiment: the train
+            step's recipe and per-run fields (``TrainConfig`` says what each means).
 
     Returns:
         The MLflow run id.
     """
+    recipe = dict(locals())
     from components.cluster import trainjob
     from components.cluster.placement import Placement
     from pipeline.steps import pipeline_train_config
 
     cfg = pipeline_train_config(
         arrays=arrays.path,
-        output=model.path,
-        settings=settings,
+        output=trained_model.path,
+        recipe=recipe,
         checkpoint_root=checkpoint_root,
         kfp_run_id=kfp_run_id,
         pipeline_name=pipeline_name,
@@ -171,7 +222,7 @@ def trainjob_op(
         placement=Placement.from_json(placement),
     )
     run_id = trainjob.train_on_cluster(cfg, job, trainjob.in_cluster_client())
-    model.metadata["mlflow_run_id"] = run_id
+    trained_model.metadata["mlflow_run_id"] = run_id
     return run_id
 
 
@@ -181,7 +232,7 @@ def evaluate_op(
     model: Input[Model],
     mlflow_run_id: str,
     tracking_uri: str,
-    settings: str,
+    experiment: str,
     evaluation: Output[Artifact],
     metrics: Output[Metrics],
     classification: Output[ClassificationMetrics],
@@ -194,7 +245,7 @@ def evaluate_op(
         model: the train step's output.
         mlflow_run_id: the training run the test metrics are logged into.
         tracking_uri: the MLflow tracking server.
-        settings: the evaluate settings as JSON.
+        experiment: the MLflow experiment of the run.
         evaluation: metrics.json, roc.json and the PNGs.
         metrics: scalar metrics for the KFP UI.
         classification: confusion matrix and ROC curve for the KFP UI.
@@ -203,45 +254,54 @@ def evaluate_op(
     Returns:
         The test accuracy and, passed through, the MLflow run id.
     """
-    from dataclasses import replace
-
-    from components.core.schema import decode
     from components.core.tracking import use_tracking_uri
     from components.evaluation.config import EvaluateConfig
     from components.evaluation.report import evaluate
     from pipeline.reports import publish_evaluation
 
     use_tracking_uri(tracking_uri)
-    cfg = replace(EvaluateConfig(**decode(EvaluateConfig, settings)), mlflow_run_id=mlflow_run_id)
-    result = evaluate(model.path, arrays.path, evaluation.path, cfg)
+    cfg = EvaluateConfig(
+        model_dir=model.path,
+        data=arrays.path,
+        output=evaluation.path,
+        experiment=experiment,
+        mlflow_run_id=mlflow_run_id,
+    )
+    result = evaluate(cfg)
     publish_evaluation(result, evaluation.path, mlflow_run_id, metrics, classification, report)
     return (result["metrics"]["accuracy"], mlflow_run_id)
 
 
 @component
 def register_op(
-    mlflow_run_id: str, test_accuracy: float, tracking_uri: str, settings: str
-) -> NamedTuple("GateOutputs", registered=bool, reason=str):  # type: ignore[valid-type]
-    """The quality gate: register the model as ``candidate`` only if it is accurate enough.
+    mlflow_run_id: str,
+    test_accuracy: float,
+    tracking_uri: str,
+    min_accuracy: float,
+    registered_model_name: str,
+) -> NamedTuple("RegisterOutputs", registered=bool, reason=str):  # type: ignore[valid-type]
+    """Register the model as ``candidate`` only if it is accurate enough.
 
     Args:
         mlflow_run_id: the training run whose model is judged.
         test_accuracy: its test accuracy.
         tracking_uri: the MLflow tracking server.
-        settings: the gate's settings (minimum accuracy, registry name) as JSON.
+        min_accuracy: lowest test accuracy that is registered.
+        registered_model_name: name in the MLflow Model Registry.
 
     Returns:
         Whether the model was registered, and why.
     """
-    from components.core.schema import decode
     from components.core.tracking import use_tracking_uri
-    from components.register import RegisterConfig, register_if_accurate
+    from components.registration.config import RegisterConfig
+    from components.registration.decision import register_if_accurate
 
     use_tracking_uri(tracking_uri)
     cfg = RegisterConfig(
         mlflow_run_id=mlflow_run_id,
         test_accuracy=test_accuracy,
-        **decode(RegisterConfig, settings),
+        min_accuracy=min_accuracy,
+        registered_model_name=registered_model_name,
     )
     decision = register_if_accurate(cfg)
     return (decision.registered, decision.reason)
@@ -254,7 +314,7 @@ def sweep_parent_op(
     """Open the sweep's parent MLflow run, which the children are nested under.
 
     Args:
-        grid: the combinations, each a JSON object of recipe settings.
+        grid: the combinations, each a JSON object of recipe fields.
         experiment: the MLflow experiment.
         tracking_uri: the MLflow tracking server.
         kfp_run_id: this pipeline run, tagged on the parent.

@@ -1,15 +1,17 @@
 """Glue the training components share: a pipeline run's training config."""
 
-from components.core.schema import decode
+from typing import Any
+
+from components.core.schema import decode, pick
 from components.training.config import TrainConfig
-from pipeline.sweep import combination_key
+from pipeline.sweep import SWEEPABLE, combination_key
 
 
 def pipeline_train_config(
     *,
     arrays: str,
     output: str,
-    settings: str,
+    recipe: dict[str, Any],
     checkpoint_root: str,
     kfp_run_id: str,
     pipeline_name: str,
@@ -20,14 +22,17 @@ def pipeline_train_config(
     Args:
         arrays: the preprocess output.
         output: the train task's model directory.
-        settings: the recipe and settings as JSON (``pipeline.pipeline.settings_for``).
+        recipe: the task's inputs by name; the ``TrainConfig`` pipeline fields among them
+            are taken.
         checkpoint_root: durable checkpoint prefix; empty: the MLflow run's artifacts.
         kfp_run_id: this pipeline run.
         pipeline_name: the pipeline's name.
-        combination: in a sweep, this child's recipe settings as JSON, over ``settings``.
+        combination: in a sweep, this child's recipe fields as a JSON object, over
+            ``recipe``.
     """
     key = f"{kfp_run_id}/{combination_key(combination)}" if combination else kfp_run_id
     checkpoint_uri = f"{checkpoint_root.rstrip('/')}/{key}" if checkpoint_root else None
+    swept = decode(TrainConfig, combination, SWEEPABLE) if combination else {}
     return TrainConfig(
         data=arrays,
         output=output,
@@ -36,5 +41,5 @@ def pipeline_train_config(
         kfp_run_id=kfp_run_id,
         pipeline_name=pipeline_name,
         combination=combination or None,
-        **{**decode(TrainConfig, settings), **decode(TrainConfig, combination or "{}")},
+        **{**pick(TrainConfig, recipe), **swept},
     )

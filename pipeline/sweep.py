@@ -2,7 +2,7 @@
 
 ``lr=0.001,0.003 model=tutorial_cnn,bn_cnn`` is a grid of four combinations; the
 pipeline trains and evaluates each (KFP's ``ParallelFor``), marks the child with the best
-validation accuracy, and sends that child alone through the quality gate.
+validation accuracy, and sends that child alone to registration.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def split_pairs(pairs: list[str]) -> tuple[list[str], dict[str, list[str]]]:
             axes[name] = value.split(",")
         else:
             raise SystemExit(
-                f"expected a sweep over training recipe settings ({', '.join(SWEEPABLE)}); "
+                f"expected a sweep over training recipe fields ({', '.join(SWEEPABLE)}); "
                 f"found {pair!r}"
             )
     if not axes:
@@ -46,7 +46,7 @@ def split_pairs(pairs: list[str]) -> tuple[list[str], dict[str, list[str]]]:
 
 
 def grid(axes: dict[str, list[object]]) -> list[str]:
-    """Every combination of the axes' typed values, each a JSON object of recipe settings.
+    """Every combination of the axes' typed values, each a JSON object of recipe fields.
 
     Raises:
         SystemExit: the grid has more than ``MAX_COMBINATIONS`` combinations.

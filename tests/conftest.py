@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from components import download, preprocess
 from components.core.names import CLASSES
 from components.data.arrays import load_split, save_split
+from components.downloading.fetch import fetch
+from components.preprocessing.build import build_arrays
+from components.preprocessing.config import PreprocessConfig
 from tests import processes
 
 REPO = Path(__file__).resolve().parents[1]
@@ -33,7 +35,7 @@ def sample_zip() -> Path:
 def sample_images(sample_zip, tmp_path_factory) -> Path:
     """The sample archive, extracted by the download step."""
     target = tmp_path_factory.mktemp("sample") / "raw"
-    download.fetch(str(sample_zip), target)
+    fetch(str(sample_zip), target)
     return target
 
 
@@ -41,8 +43,11 @@ def sample_images(sample_zip, tmp_path_factory) -> Path:
 def sample_arrays(sample_images, tmp_path_factory) -> Path:
     """The sample, preprocessed to grey 40×40 arrays (small, so training tests are quick)."""
     target = tmp_path_factory.mktemp("sample") / "arrays"
-    cfg = preprocess.PreprocessConfig(image_size=40, channels=1, workers=2)
-    preprocess.build_arrays(sample_images, target, cfg)
+    build_arrays(
+        PreprocessConfig(
+            input=str(sample_images), output=str(target), image_size=40, channels=1, workers=2
+        )
+    )
     return target
 
 

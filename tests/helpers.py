@@ -196,3 +196,10 @@ def run_to_end(args: list[str], env: dict, cwd: Path) -> None:
         train_cli(args), cwd=cwd, env=env, capture_output=True, text=True, timeout=600
     )
     assert done.returncode == 0, done.stderr[-4000:]
+
+
+def train_config(sample_arrays, output, **overrides):
+    """A TrainConfig over ``sample_arrays`` into ``output``."""
+    from components.training.config import TrainConfig
+
+    return TrainConfig(data=str(sample_arrays), output=str(output), **overrides)

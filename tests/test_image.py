@@ -19,7 +19,7 @@ from kfp.local import docker_task_handler
 from components.core import tracking
 from components.core.names import DEFAULT_EXPERIMENT
 from pipeline.pipeline import build_pipeline
-from pipeline.settings import ClusterSettings
+from pipeline.target import ClusterTarget
 from tests import imagebuild
 
 pytestmark = [pytest.mark.image, pytest.mark.slow]
@@ -77,20 +77,20 @@ def test_every_task_of_the_pipeline_runs_in_the_image(
     monkeypatch.setattr(imagebuild.BuildahTaskHandler, "container", container)
     monkeypatch.setattr(imagebuild.BuildahTaskHandler, "read_only", (sample_zip.parent,))
     local.init(runner=local.DockerRunner(), pipeline_root=str(root))
-    settings = ClusterSettings(image=image, gpu_image=image, train_retries=0)
+    settings = ClusterTarget(image=image, gpu_image=image, train_retries=0)
     pipeline = build_pipeline(settings)
 
     outputs = pipeline(
         source=str(sample_zip), tracking_uri=store, epochs=1, image_size=40, min_accuracy=0.0
     ).outputs
 
-    assert 0.5 < outputs["test_accuracy"] <= 1.0 and outputs["gate"].startswith("registered")
+    assert 0.5 < outputs["test_accuracy"] <= 1.0 and outputs["registration"].startswith("registered")
     (run_dir,) = [path for path in root.iterdir() if (path / "train-op").is_dir()]
     for task in TASKS:
         written = [path for path in (run_dir / task).rglob("*") if path.is_file()]
         assert written, task
         # every file a task wrote belongs to the image's user: no task ran as root
         assert {path.stat().st_uid for path in written} == {APP_UID}, task
-    assert (run_dir / "train-op/model/model.pt").is_file()
+    assert (run_dir / "train-op/trained_model/model.pt").is_file()
     logged = tracking.run_metrics(outputs["mlflow_run_id"])
     assert logged["test_accuracy"] == pytest.approx(outputs["test_accuracy"])

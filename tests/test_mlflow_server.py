@@ -22,6 +22,7 @@ import torch
 from mlflow.tracking import MlflowClient
 
 from components.core import tracking
+from components.evaluation.config import EvaluateConfig
 from components.evaluation.report import evaluate
 from components.training import session
 from components.training.config import TrainConfig
@@ -106,7 +107,11 @@ def test_train_and_evaluate_over_http_with_artifacts_in_s3(small_arrays, tmp_pat
     result = session.train(
         TrainConfig(data=str(small_arrays), output=str(tmp_path / "m"), epochs=2)
     )
-    evaluate(tmp_path / "m", small_arrays, tmp_path / "eval")
+    evaluate(
+        EvaluateConfig(
+            model_dir=str(tmp_path / "m"), data=str(small_arrays), output=str(tmp_path / "eval")
+        )
+    )
     client = MlflowClient(server.url)
     run = client.get_run(result.run_id)
     assert run.data.params["model"] == "tutorial_cnn"

@@ -6,12 +6,14 @@ choices and role drive, from this one place:
 - the step's command-line flags (``--epochs``; ``--no-augment`` for a default-on bool),
 - the pipeline's parameters and their defaults (fields whose role is not ``LOCAL``),
 - the MLflow params of a run (``RECIPE`` fields: what defines the result),
-- the JSON string that carries a step's settings through a KFP component, by name.
+- the inputs of the step's KFP component: one typed input per pipeline field, so KFP
+  shows each and hands it over as it was given (``tests/pipeline/test_ops.py`` holds
+  each component's inputs to its schema).
 
 Roles:
     RECIPE: defines the result (model, epochs, image size …): a flag, a pipeline
         parameter and an MLflow param.
-    SETTING: chosen per run but does not change the result (the experiment's name, the
+    PER_RUN: chosen per run but does not change the result (the experiment's name, the
         data's source): a flag and a pipeline parameter.
     LOCAL: where and how this process runs (paths, device, resume): a flag only.
 """
@@ -23,10 +25,12 @@ import dataclasses
 import json
 import types
 import typing
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, TypeVar
 
-RECIPE, SETTING, LOCAL = "recipe", "setting", "local"
+RECIPE, PER_RUN, LOCAL = "recipe", "per_run", "local"
+PIPELINE_ROLES = (RECIPE, PER_RUN)  # the roles a pipeline parameter has
+T = TypeVar("T")
 _TRUE, _FALSE = {"true", "1", "yes"}, {"false", "0", "no"}
 
 
@@ -125,23 +129,50 @@ def params(config: Any) -> dict[str, Any]:
     return {field.name: getattr(config, field.name) for field in fields_of(type(config), RECIPE)}
 
 
-def encode(values: dict[str, Any]) -> str:
-    """Settings as one JSON object of strings (what a KFP component receives); None left out."""
-    return json.dumps({name: str(value) for name, value in values.items() if value is not None})
+def pipeline_values(config: Any) -> dict[str, Any]:
+    """The fields of ``config`` that are pipeline parameters, by name: a task's inputs."""
+    return {
+        field.name: getattr(config, field.name)
+        for field in fields_of(type(config), *PIPELINE_ROLES)
+    }
 
 
-def decode(schema: type, text: str) -> dict[str, Any]:
-    """Settings from :func:`encode` (or a KFP placeholder string), each as its field's type.
+def pick(schema: type, values: Mapping[str, Any]) -> dict[str, Any]:
+    """The entries of ``values`` that name a pipeline field of ``schema``."""
+    return {
+        field.name: values[field.name]
+        for field in fields_of(schema, *PIPELINE_ROLES)
+        if field.name in values
+    }
+
+
+def unchecked(schema: type[T], values: Mapping[str, Any]) -> T:
+    """A ``schema`` instance holding the pipeline fields' ``values`` without its checks.
+
+    For the pipeline's wiring, where the values are KFP channels that no check can
+    read yet (they are checked where the task builds the real config); the fields that
+    are not pipeline parameters are left unset.
+    """
+    instance = object.__new__(schema)
+    for name, value in pick(schema, values).items():
+        object.__setattr__(instance, name, value)
+    return instance
+
+
+def decode(schema: type, text: str, names: Sequence[str]) -> dict[str, Any]:
+    """A JSON object of some of ``schema``'s fields (``names``), each as its field's type.
 
     Raises:
-        ValueError: ``text`` is not a JSON object, names a field ``schema`` does not
-            have, or holds a value that does not convert to its field's type.
+        ValueError: ``text`` is not a JSON object, names a field outside ``names``, or
+            holds a value that does not convert to its field's type.
     """
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as err:
         raise ValueError(f"expected a JSON object of {schema.__name__} settings: {err}") from err
-    known = {field.name: field for field in fields_of(schema)}
+    if not isinstance(raw, dict):
+        raise ValueError(f"expected a JSON object of {schema.__name__} settings, found {text!r}")
+    known = {field.name: field for field in fields_of(schema) if field.name in names}
     unknown = sorted(set(raw) - set(known))
     if unknown:
         raise ValueError(

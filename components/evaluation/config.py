@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from components.core.names import DEFAULT_EXPERIMENT
-from components.core.schema import LOCAL, SETTING, setting
+from components.core.schema import LOCAL, PER_RUN, setting
 from components.data.arrays import SPLITS
 
 
@@ -13,8 +13,11 @@ from components.data.arrays import SPLITS
 class EvaluateConfig:
     """Which split is scored, where, and into which MLflow run: the evaluate step's schema."""
 
+    model_dir: str = setting(help="directory written by the train step", role=LOCAL)
+    data: str = setting(help="directory written by the preprocess step", role=LOCAL)
+    output: str = setting(help="directory for metrics.json, roc.json and the PNGs", role=LOCAL)
     split: str = setting("test", "split to score", choices=SPLITS, role=LOCAL)
-    experiment: str = setting(DEFAULT_EXPERIMENT, "MLflow experiment", role=SETTING)
+    experiment: str = setting(DEFAULT_EXPERIMENT, "MLflow experiment", role=PER_RUN)
     mlflow_run_id: str | None = setting(
         None, "MLflow run to log into (default: the one in MODEL/mlflow_run_id)", role=LOCAL
     )

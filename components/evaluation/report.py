@@ -27,23 +27,19 @@ from components.training.runtime import pick_device
 log = logging.getLogger(__name__)
 
 
-def evaluate(
-    model_dir: Path, data_dir: Path, output_dir: Path, cfg: EvaluateConfig | None = None
-) -> dict:
+def evaluate(cfg: EvaluateConfig) -> dict:
     """Score the model on a split; write metrics.json, roc.json and PNGs; log them to MLflow.
 
     Args:
-        model_dir: the train step's output.
-        data_dir: the preprocess step's output.
-        output_dir: where the report files go.
-        cfg: the split, device and MLflow run; the MLflow run defaults to the one the
-            train step recorded beside the model, and with neither nothing is logged.
+        cfg: the model directory (the train step's output), the data (the preprocess step's), the
+            output for the report files, the split, device and MLflow run; the MLflow run
+            defaults to the one the train step recorded beside the model, and with
+            neither nothing is logged.
 
     Returns:
         The report: metrics, confusion matrix and ROC points.
     """
-    cfg = cfg or EvaluateConfig()
-    model_dir, data_dir, output_dir = Path(model_dir), Path(data_dir), Path(output_dir)
+    model_dir, data_dir, output_dir = Path(cfg.model_dir), Path(cfg.data), Path(cfg.output)
     run_id = cfg.mlflow_run_id or _recorded_run_id(model_dir)
     if run_id:
         tracking.check_server()

@@ -12,8 +12,9 @@ from urllib.parse import urlparse
 
 import torch
 
-from components.core import s3, tracking
+from components.core import s3, schema, tracking
 from components.core.atomic import atomic_file
+from components.core.schema import RECIPE
 from components.training.config import TrainConfig
 from components.training.loop import Learner
 from components.training.models import load_tensors
@@ -200,12 +201,13 @@ def _check_compatible(state: dict, cfg: TrainConfig, meta: dict) -> None:
             f"{saved_shape}, the arrays in {cfg.data} are {_data_shape(meta)}"
         )
     saved = state["config"]
-    keys = ["model", "batch_size", "seed", "schedule"]
-    if cfg.schedule == "onecycle":
-        keys.append("epochs")  # the schedule's length is fixed when it starts
-    for key in keys:
-        if saved.get(key) != getattr(cfg, key):
+    for field in schema.fields_of(TrainConfig, RECIPE):
+        if field.name == "epochs" and cfg.schedule != "onecycle":
+            continue  # a constant schedule may be extended; one-cycle's length is fixed
+        # a checkpoint written before a recipe field existed trained with its default
+        was, now = saved.get(field.name, field.default), getattr(cfg, field.name)
+        if was != now:
             raise ValueError(
-                f"cannot resume: the checkpoint has {key}={saved.get(key)!r}, "
-                f"this run asks for {key}={getattr(cfg, key)!r}"
+                f"cannot resume: the checkpoint has {field.name}={was!r}, "
+                f"this run asks for {field.name}={now!r}"
             )

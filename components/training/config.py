@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from components.core.names import DEFAULT_EXPERIMENT
-from components.core.schema import LOCAL, SETTING, setting
+from components.core.schema import LOCAL, PER_RUN, setting
 
 MODEL_NAMES = ("tutorial_cnn", "compact_cnn", "bn_cnn", "resnet18")
 SCHEDULES = ("constant", "onecycle")
@@ -44,11 +44,11 @@ class TrainConfig:
     compile: bool = setting(
         False,
         "torch.compile the net: faster epochs after a minute or so of compiling",
-        role=SETTING,
+        role=PER_RUN,
     )
     seed: int = setting(0, "seed of the initial weights, the order and the augmentation")
     # per run
-    experiment: str = setting(DEFAULT_EXPERIMENT, "MLflow experiment", role=SETTING)
+    experiment: str = setting(DEFAULT_EXPERIMENT, "MLflow experiment", role=PER_RUN)
     device: str = setting("auto", "auto, cpu, cuda or cuda:N", role=LOCAL)
     resume: bool = setting(
         False, "continue from the newest checkpoint and its MLflow run", role=LOCAL

@@ -1,10 +1,11 @@
-"""Compile-time cluster settings, and the parameters only the pipeline has."""
+"""What a compiled spec targets (images, placement, nodes, backend), and the parameters
+only the pipeline has."""
 
 import importlib.metadata
 from dataclasses import dataclass, field
 
 from components.cluster.placement import Placement
-from components.core.schema import SETTING, setting
+from components.core.schema import PER_RUN, setting
 
 VERSION = importlib.metadata.version("dogs-vs-cats-kfp")
 REGISTRY = "ghcr.io/dogs-vs-cats"
@@ -31,8 +32,9 @@ def backend_version(text: str) -> tuple[int, int]:
 
 
 @dataclass(frozen=True)
-class ClusterSettings:
-    """Images (pin tags or digests: KFP's cache keys on them) and where training runs."""
+class ClusterTarget:
+    """The cluster a spec is compiled for: images (pin digests: KFP's cache keys on them),
+    where training runs, the oldest backend it must run on."""
 
     image: str = IMAGE
     gpu_image: str = GPU_IMAGE
@@ -59,12 +61,12 @@ class ClusterSettings:
 class PipelineOnly:
     """Pipeline parameters that no single step has as a flag."""
 
-    gpus: int = setting(1, "GPUs for the train task (torchrun when more than 1)", role=SETTING)
+    gpus: int = setting(1, "GPUs for the train task (torchrun when more than 1)", role=PER_RUN)
     tracking_uri: str = setting(
-        CLUSTER_TRACKING_URI, "MLflow tracking server every step logs to", role=SETTING
+        CLUSTER_TRACKING_URI, "MLflow tracking server every step logs to", role=PER_RUN
     )
     checkpoint_root: str = setting(
-        "", "durable checkpoints: s3://BUCKET/PREFIX or a path; empty: MLflow's", role=SETTING
+        "", "durable checkpoints: s3://BUCKET/PREFIX or a path; empty: MLflow's", role=PER_RUN
     )
 
     def __post_init__(self) -> None:

@@ -13,6 +13,9 @@ from PIL import Image
 from components import preprocess
 from components.data.arrays import SPLITS, load_split, read_meta
 from components.data.images import decode_bytes
+from components.preprocessing import build as building
+from components.preprocessing.build import build_arrays
+from components.preprocessing.config import PreprocessConfig
 from tests.helpers import write_jpeg
 
 BROKEN = {
@@ -21,6 +24,11 @@ BROKEN = {
     "PetImages/Cat/5000.jpg": "truncated",
     "PetImages/Dog/5004.jpg": "not an image",
 }
+
+
+def build(input_dir, output_dir, **fields) -> dict:
+    """The preprocess step from ``input_dir`` into ``output_dir``; its meta.json."""
+    return build_arrays(PreprocessConfig(input=str(input_dir), output=str(output_dir), **fields))
 
 
 def test_sample_keeps_exactly_the_good_images(sample_arrays):
@@ -69,8 +77,9 @@ def test_odd_formats_saved_as_jpg_are_kept(sample_images):
 @pytest.mark.slow
 def test_same_seed_gives_identical_output_whatever_the_workers(sample_images, tmp_path):
     for workers, out in ((1, "a"), (2, "b")):
-        cfg = preprocess.PreprocessConfig(image_size=24, channels=3, seed=7, workers=workers)
-        preprocess.build_arrays(sample_images, tmp_path / out, cfg)
+        build(
+            sample_images, tmp_path / out, image_size=24, channels=3, split_seed=7, workers=workers
+        )
     for name in [f"{s}_{k}.npy" for s in SPLITS for k in ("images", "labels")] + ["meta.json"]:
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
 
@@ -89,10 +98,15 @@ def test_kaggle_layout_with_duplicates(tmp_path):
     (root / "train/cat.50.jpg").write_bytes(dup)
     (root / "train/dog.50.jpg").write_bytes((root / "train/dog.1.jpg").read_bytes())
     (root / "train/dog.51.jpg").write_bytes((root / "train/dog.1.jpg").read_bytes())
-    cfg = preprocess.PreprocessConfig(
-        image_size=16, channels=3, workers=1, val_fraction=0.2, test_fraction=0.2
+    meta = build(
+        root,
+        tmp_path / "out",
+        image_size=16,
+        channels=3,
+        workers=1,
+        val_fraction=0.2,
+        test_fraction=0.2,
     )
-    meta = preprocess.build_arrays(root, tmp_path / "out", cfg)
     assert meta["layout"] == "kaggle"
     assert meta["duplicates_removed"] == 3
     assert meta["kept"] == {"cat": 6, "dog": 6}
@@ -102,9 +116,7 @@ def test_kaggle_layout_with_duplicates(tmp_path):
 def test_same_file_under_both_classes_is_dropped(tmp_path):
     root = make_kaggle_folder(tmp_path / "in")
     (root / "train/dog.60.jpg").write_bytes((root / "train/cat.2.jpg").read_bytes())
-    meta = preprocess.build_arrays(
-        root, tmp_path / "out", preprocess.PreprocessConfig(image_size=16, workers=1)
-    )
+    meta = build(root, tmp_path / "out", image_size=16, workers=1)
     reasons = {s["file"]: s["reason"] for s in meta["skipped"]}
     assert set(reasons) == {"train/cat.2.jpg", "train/dog.60.jpg"}
     assert meta["kept"] == {"cat": 5, "dog": 6}
@@ -114,9 +126,7 @@ def test_truncated_jpeg_is_skipped_not_padded(tmp_path):
     root = make_kaggle_folder(tmp_path / "in")
     whole = (root / "train/cat.3.jpg").read_bytes()
     (root / "train/cat.3.jpg").write_bytes(whole[: len(whole) // 2])
-    meta = preprocess.build_arrays(
-        root, tmp_path / "out", preprocess.PreprocessConfig(image_size=16, workers=1)
-    )
+    meta = build(root, tmp_path / "out", image_size=16, workers=1)
     assert [s["file"] for s in meta["skipped"]] == ["train/cat.3.jpg"]
     assert "truncated" in meta["skipped"][0]["reason"]
 
@@ -134,9 +144,7 @@ def test_grey_and_rgb_conversion_and_resize():
 def test_unknown_layout_says_what_was_expected_and_found(tmp_path):
     (tmp_path / "in/PetImages/cats").mkdir(parents=True)
     with pytest.raises(FileNotFoundError) as err:
-        preprocess.build_arrays(
-            tmp_path / "in", tmp_path / "out", preprocess.PreprocessConfig(workers=1)
-        )
+        build(tmp_path / "in", tmp_path / "out", workers=1)
     assert "expected PetImages/Cat and PetImages/Dog" in str(err.value)
     assert "PetImages/cats/" in str(err.value)
     assert not (tmp_path / "out").exists()
@@ -144,18 +152,15 @@ def test_unknown_layout_says_what_was_expected_and_found(tmp_path):
 
 def test_failure_leaves_previous_output_untouched(tmp_path, monkeypatch):
     root = make_kaggle_folder(tmp_path / "in")
-    cfg = preprocess.PreprocessConfig(image_size=16, workers=1)
-    preprocess.build_arrays(root, tmp_path / "out", cfg)
+    build(root, tmp_path / "out", image_size=16, workers=1)
     before = (tmp_path / "out/meta.json").read_text()
 
     def disk_full(*args, **kwargs):
         raise OSError("No space left on device")
 
-    monkeypatch.setattr(preprocess, "write_json", disk_full)
+    monkeypatch.setattr(building, "write_json", disk_full)
     with pytest.raises(OSError, match="No space"):
-        preprocess.build_arrays(
-            root, tmp_path / "out", preprocess.PreprocessConfig(image_size=20, workers=1)
-        )
+        build(root, tmp_path / "out", image_size=20, workers=1)
     assert (tmp_path / "out/meta.json").read_text() == before
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
 
@@ -172,7 +177,7 @@ def test_failure_leaves_previous_output_untouched(tmp_path, monkeypatch):
 )
 def test_bad_config_is_a_clear_error(kwargs, message):
     with pytest.raises(ValueError, match=message):
-        preprocess.PreprocessConfig(**kwargs)
+        PreprocessConfig(input="in", output="out", **kwargs)
 
 
 def test_cli_writes_meta(tmp_path):
@@ -213,23 +218,21 @@ def test_photos_of_one_class_or_none_are_a_clear_error(tmp_path, cats, broken_do
     for i in range(broken_dogs):
         (root / "PetImages/Dog" / f"{i}.jpg").write_bytes(b"\xff\xd8 not a jpeg")
     with pytest.raises(ValueError, match=f"expected photos of both classes under .*, {found}"):
-        preprocess.build_arrays(root, tmp_path / "out", small_cfg())
+        build(root, tmp_path / "out", **SMALL)
     assert not (tmp_path / "out").exists()
 
 
 def test_arrays_too_big_for_memory_are_refused_before_decoding(tmp_path, monkeypatch):
     root = make_kaggle_folder(tmp_path / "in")
-    monkeypatch.setattr(preprocess, "available_memory", lambda: 100_000)  # 100 KB left
+    monkeypatch.setattr(building, "available_memory", lambda: 100_000)  # 100 KB left
     decoded = []
-    monkeypatch.setattr(preprocess.images, "decode_file", lambda *a, **k: decoded.append(a))
-    cfg = preprocess.PreprocessConfig(image_size=64, channels=3, workers=1)
+    monkeypatch.setattr(building.images, "decode_file", lambda *a, **k: decoded.append(a))
     with pytest.raises(MemoryError, match=r"12 images at 3×64×64 need about 0.0 GiB"):
-        preprocess.build_arrays(root, tmp_path / "out", cfg)
+        build(root, tmp_path / "out", image_size=64, channels=3, workers=1)
     assert decoded == [] and not (tmp_path / "out").exists()
 
 
-def small_cfg() -> preprocess.PreprocessConfig:
-    return preprocess.PreprocessConfig(image_size=16, workers=1)
+SMALL = {"image_size": 16, "workers": 1}
 
 
 @pytest.mark.parametrize(
@@ -248,29 +251,29 @@ def test_a_folder_this_step_did_not_write_is_never_replaced(tmp_path, planted):
         (out / name).parent.mkdir(parents=True, exist_ok=True)
         (out / name).write_text(text)
     with pytest.raises(FileExistsError, match="not written by the preprocess step"):
-        preprocess.build_arrays(root, out, small_cfg())
+        build(root, out, **SMALL)
     assert {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()} == set(planted)
 
 
 def test_an_output_with_a_file_added_by_hand_is_not_replaced(tmp_path):
     root = make_kaggle_folder(tmp_path / "in")
     out = tmp_path / "arrays"
-    preprocess.build_arrays(root, out, small_cfg())
+    build(root, out, **SMALL)
     (out / "my-notes.txt").write_text("keep me")
     with pytest.raises(FileExistsError, match="did not write: my-notes.txt"):
-        preprocess.build_arrays(root, out, small_cfg())
+        build(root, out, **SMALL)
     assert (out / "my-notes.txt").read_text() == "keep me" and (out / "meta.json").is_file()
     (out / "my-notes.txt").unlink()
-    preprocess.build_arrays(root, out, small_cfg())  # its own output: replaced
+    build(root, out, **SMALL)  # its own output: replaced
 
 
 def test_another_steps_output_is_not_replaced(tmp_path, sample_zip):
-    from components import download
+    from components.downloading.fetch import fetch
 
     raw = tmp_path / "raw"
-    download.fetch(str(sample_zip), raw)
+    fetch(str(sample_zip), raw)
     with pytest.raises(FileExistsError, match="not written by the preprocess step"):
-        preprocess.build_arrays(raw, raw, small_cfg())
+        build(raw, raw, **SMALL)
     assert (raw / "download.json").is_file()
 
 
@@ -282,6 +285,6 @@ def test_staging_left_by_a_killed_run_is_cleaned_and_a_live_ones_is_not(tmp_path
     for folder in (*abandoned, live):
         folder.mkdir()
         (folder / "train_images.npy").write_bytes(b"half")
-    preprocess.build_arrays(root, tmp_path / "arrays", small_cfg())
+    build(root, tmp_path / "arrays", **SMALL)
     assert not any(folder.exists() for folder in abandoned)
     assert live.is_dir()

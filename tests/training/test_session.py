@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -18,15 +17,12 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from components import train
-from components.core import schema, tracking
-from components.data.arrays import SPLITS, load_split, save_split
-from components.training import runtime, session
-from components.training.checkpoints import load_checkpoint
-from components.training.config import TrainConfig
+from components.core import tracking
+from components.training import session
 from components.training.loop import NonFiniteLossError
 from components.training.models import load_classifier
 from tests.conftest import REPO
-from tests.helpers import run_to_end, train_cli
+from tests.helpers import train_config as config
 from tests.local_http import LocalHTTPServer
 
 METRICS = {
@@ -37,10 +33,6 @@ METRICS = {
     "epoch_seconds",
     "images_per_second",
 }
-
-
-def config(sample_arrays, output, **overrides) -> TrainConfig:
-    return TrainConfig(data=str(sample_arrays), output=str(output), **overrides)
 
 
 def test_train_logs_everything_to_mlflow(sample_arrays, tmp_path, mlflow_store):
@@ -93,79 +85,6 @@ def test_a_mirror_averaging_model_keeps_it_when_saved_and_logged(
         assert torch.allclose(out, mirrored, atol=1e-6) and not torch.allclose(out[0], out[1])
 
 
-def test_resume_from_a_durable_store_after_losing_the_pod(sample_arrays, tmp_path, mlflow_store):
-    store = tmp_path / "durable"
-    first = session.train(
-        config(sample_arrays, tmp_path / "pod1", epochs=1, checkpoint_uri=str(store))
-    )
-    assert load_checkpoint(store / "checkpoint.pt")["epoch"] == 1
-    resumed = session.train(
-        config(sample_arrays, tmp_path / "pod2", epochs=2, resume=True, checkpoint_uri=str(store))
-    )
-    assert resumed.run_id == first.run_id
-    assert resumed.history[0] == first.history[0] and len(resumed.history) == 2
-    steps = [
-        m.step for m in MlflowClient(mlflow_store).get_metric_history(first.run_id, "val_loss")
-    ]
-    assert steps == [1, 2]
-
-
-def test_resume_finds_the_checkpoint_in_the_kfp_runs_mlflow_run(
-    sample_arrays, tmp_path, mlflow_store
-):
-    first = session.train(config(sample_arrays, tmp_path / "pod1", epochs=1, kfp_run_id="run-7"))
-    resumed = session.train(
-        config(sample_arrays, tmp_path / "pod2", epochs=2, resume=True, kfp_run_id="run-7")
-    )
-    assert resumed.run_id == first.run_id and [e["epoch"] for e in resumed.history] == [1, 2]
-
-
-def test_resume_refuses_a_checkpoint_of_another_model(sample_arrays, tmp_path, mlflow_store):
-    session.train(config(sample_arrays, tmp_path / "out", epochs=1, dry_run=True))
-    with pytest.raises(ValueError, match="checkpoint has model='tutorial_cnn'"):
-        session.train(config(sample_arrays, tmp_path / "out", model="bn_cnn", resume=True))
-
-
-def test_an_unreadable_checkpoint_stops_the_resume_and_is_kept(
-    sample_arrays, tmp_path, mlflow_store
-):
-    store = tmp_path / "durable"
-    session.train(config(sample_arrays, tmp_path / "pod1", dry_run=True, checkpoint_uri=str(store)))
-    truncated = (store / "checkpoint.pt").read_bytes()[:2000]
-    (store / "checkpoint.pt").write_bytes(truncated)
-    with pytest.raises(ValueError, match=f"cannot load {store}/checkpoint.pt, a checkpoint"):
-        session.train(
-            config(sample_arrays, tmp_path / "pod2", resume=True, checkpoint_uri=str(store))
-        )
-    assert (store / "checkpoint.pt").read_bytes() == truncated  # evidence, not overwritten
-
-
-def test_a_checkpoint_whose_state_does_not_fit_the_net_is_a_clear_error(
-    sample_arrays, tmp_path, mlflow_store
-):
-    session.train(config(sample_arrays, tmp_path / "out", dry_run=True))
-    state = load_checkpoint(tmp_path / "out/checkpoint.pt")
-    state["model"]["net.fc1.weight"] = state["model"]["net.fc1.weight"][:, :10]
-    torch.save(state, tmp_path / "out/checkpoint.pt")
-    with pytest.raises(ValueError, match="cannot resume from the checkpoint after epoch 1: its"):
-        session.train(config(sample_arrays, tmp_path / "out", resume=True))
-
-
-def test_resume_refuses_a_checkpoint_trained_on_images_of_another_size(
-    small_arrays, tmp_path, mlflow_store
-):
-    session.train(config(small_arrays, tmp_path / "out", model="compact_cnn", dry_run=True))
-    larger = tmp_path / "larger"  # the same photos padded to 48×48: global pooling takes them
-    larger.mkdir()
-    for split in SPLITS:
-        images, labels = load_split(small_arrays, split)
-        save_split(larger, split, np.pad(images, ((0, 0), (0, 0), (4, 4), (4, 4))), labels)
-    meta = json.loads((small_arrays / "meta.json").read_text())
-    (larger / "meta.json").write_text(json.dumps({**meta, "image_size": 48}))
-    with pytest.raises(ValueError, match=r"images of channels × side \[1, 40\], the arrays"):
-        session.train(config(larger, tmp_path / "out", model="compact_cnn", resume=True))
-
-
 def test_a_non_finite_loss_stops_training_and_keeps_the_last_good_outputs(
     small_arrays, tmp_path, mlflow_store
 ):
@@ -199,92 +118,6 @@ def test_a_kfp_retry_of_a_run_that_diverged_stops_before_training(
         session.train(config(small_arrays, tmp_path / "pod3", kfp_run_id="kfp-other", **diverging))
 
 
-@pytest.mark.parametrize(
-    "overrides, message",
-    [
-        ({"model": "vgg"}, "expected one of: tutorial_cnn, compact_cnn, bn_cnn, resnet18"),
-        ({"schedule": "cosine"}, "expected one of: constant, onecycle"),
-        ({"epochs": 0}, "expected epochs >= 1"),
-        ({"lr": float("inf")}, "a finite lr > 0"),
-    ],
-)
-def test_bad_config_is_a_clear_error(tmp_path, overrides, message):
-    with pytest.raises(ValueError, match=message):
-        TrainConfig(data="d", output="o", **overrides)
-
-
-@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error on a machine without CUDA")
-def test_cuda_without_a_gpu_is_a_clear_error():
-    with pytest.raises(ValueError, match="use --device auto or cpu"):
-        runtime.pick_device("cuda")
-
-
-@pytest.mark.slow
-def test_killed_and_resumed_run_ends_with_the_same_weights(small_arrays, tmp_path, mlflow_store):
-    env = {**os.environ, "MLFLOW_TRACKING_URI": mlflow_store}
-    common = [
-        "--data",
-        str(small_arrays),
-        "--epochs",
-        "4",
-        "--model",
-        "compact_cnn",
-        "--batch-size",
-        "64",
-        "--schedule",
-        "onecycle",
-    ]
-    run_to_end([*common, "--output", str(tmp_path / "whole")], env, tmp_path)
-
-    victim = subprocess.Popen(
-        train_cli([*common, "--output", str(tmp_path / "killed")]),
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    checkpoint = tmp_path / "killed/checkpoint.pt"
-    deadline = time.monotonic() + 300
-    while not checkpoint.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    victim.send_signal(signal.SIGKILL)
-    victim.wait()
-    assert load_checkpoint(checkpoint)["epoch"] < 4, "the run finished before it could be killed"
-
-    run_to_end([*common, "--output", str(tmp_path / "killed"), "--resume"], env, tmp_path)
-    expected = torch.load(tmp_path / "whole/model.pt", weights_only=True)["state_dict"]
-    actual = torch.load(tmp_path / "killed/model.pt", weights_only=True)["state_dict"]
-    assert expected.keys() == actual.keys()
-    assert all(torch.equal(expected[k], actual[k]) for k in expected)
-    runs = {(tmp_path / d / "mlflow_run_id").read_text() for d in ("whole", "killed")}
-    assert len(runs) == 2  # the resumed run continued its own MLflow run, not a new one
-    killed_run = (tmp_path / "killed/mlflow_run_id").read_text()
-    steps = {m.step for m in MlflowClient(mlflow_store).get_metric_history(killed_run, "val_loss")}
-    assert steps == {1, 2, 3, 4}
-
-
-def test_preset_sets_defaults_that_explicit_flags_override():
-    cfg = train.parse_config(
-        ["--data", "d", "--output", "o", "--preset", "accurate", "--epochs", "3"]
-    )
-    assert (cfg.model, cfg.schedule, cfg.batch_size) == ("resnet18", "onecycle", 256)
-    assert cfg.epochs == 3
-    assert train.parse_config(["--data", "d", "--output", "o"]).model == "tutorial_cnn"
-
-
-def test_config_survives_the_trip_through_a_command_line():
-    cfg = TrainConfig(
-        data="d",
-        output="o",
-        model="bn_cnn",
-        augment=False,
-        resume=True,
-        checkpoint_uri="s3://bucket/ckpt",
-        lr=0.01,
-    )
-    assert train.parse_config(schema.to_argv(cfg)) == cfg
-
-
 def test_an_injected_mlflow_run_is_used_rather_than_a_new_one(
     sample_arrays, tmp_path, mlflow_store, monkeypatch
 ):
@@ -296,30 +129,6 @@ def test_an_injected_mlflow_run_is_used_rather_than_a_new_one(
     assert result.run_id == injected
     assert client.get_run(injected).data.params["model"] == "tutorial_cnn"
     assert len(client.search_runs([experiment])) == 1
-
-
-def test_checkpoints_survive_the_pod_in_s3(sample_arrays, tmp_path, mlflow_store, monkeypatch):
-    import boto3
-
-    from tests.servers import S3_KEYS, S3Server
-
-    for key, value in S3_KEYS.items():
-        monkeypatch.setenv(key, value)
-    with S3Server() as s3:
-        monkeypatch.setenv("AWS_ENDPOINT_URL", s3.endpoint)
-        boto3.client("s3").create_bucket(Bucket="checkpoints")
-        uri = "s3://checkpoints/kfp-run-9"
-        first = session.train(
-            config(sample_arrays, tmp_path / "pod1", epochs=1, checkpoint_uri=uri)
-        )
-        keys = [
-            o["Key"] for o in boto3.client("s3").list_objects_v2(Bucket="checkpoints")["Contents"]
-        ]
-        assert keys == ["kfp-run-9/checkpoint.pt"]
-        resumed = session.train(
-            config(sample_arrays, tmp_path / "pod2", epochs=2, resume=True, checkpoint_uri=uri)
-        )
-    assert resumed.run_id == first.run_id and [e["epoch"] for e in resumed.history] == [1, 2]
 
 
 @pytest.mark.slow

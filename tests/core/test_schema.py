@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import inspect
+import json
 from dataclasses import dataclass, fields
 
 import pytest
@@ -12,20 +13,24 @@ import pytest
 from components import download, evaluate, preprocess, register, train
 from components.cluster.placement import Placement
 from components.core import schema
-from components.core.presets import PRESETS
-from components.core.schema import LOCAL, RECIPE, SETTING, setting
+from components.core.schema import LOCAL, PER_RUN, RECIPE, setting
+from components.downloading.config import DownloadConfig
+from components.downloading.fetch import fetch
 from components.evaluation.config import EvaluateConfig
+from components.preprocessing.config import PreprocessConfig
+from components.registration.config import RegisterConfig
 from components.training.config import MODEL_NAMES, TrainConfig
 from components.training.models import MODELS
-from pipeline.pipeline import STEP_SCHEMAS, build_pipeline
-from pipeline.settings import ClusterSettings, PipelineOnly
+from pipeline.pipeline import PARAMETERS, STEP_SCHEMAS, build_pipeline
+from pipeline.sweep import SWEEPABLE
+from pipeline.target import ClusterTarget, PipelineOnly
 
 STEPS = {
-    download.DownloadConfig: download.build_parser,
-    preprocess.PreprocessConfig: preprocess.build_parser,
+    DownloadConfig: download.build_parser,
+    PreprocessConfig: preprocess.build_parser,
     TrainConfig: train.build_parser,
     EvaluateConfig: evaluate.build_parser,
-    register.RegisterConfig: register.build_parser,
+    RegisterConfig: register.build_parser,
 }
 
 
@@ -44,7 +49,7 @@ def test_each_flag_defaults_to_its_schema_default(step):
 @pytest.mark.parametrize("step", STEPS, ids=lambda s: s.__name__)
 def test_a_flag_and_the_pipeline_parameter_of_one_setting_share_its_default(step):
     parameters = inspect.signature(build_pipeline().pipeline_func).parameters
-    shared = schema.fields_of(step, RECIPE, SETTING)
+    shared = schema.fields_of(step, RECIPE, PER_RUN)
     assert shared, f"{step.__name__} has no pipeline parameter"
     parser = STEPS[step]()
     for field in shared:
@@ -61,7 +66,7 @@ def test_the_pipeline_has_no_parameter_the_schemas_do_not_declare():
     declared = {
         field.name
         for step in (*STEP_SCHEMAS, PipelineOnly)
-        for field in schema.fields_of(step, RECIPE, SETTING)
+        for field in schema.fields_of(step, RECIPE, PER_RUN)
     }
     assert parameters == declared
 
@@ -77,49 +82,54 @@ def test_the_model_choices_are_the_models_that_exist():
     assert set(MODEL_NAMES) == set(MODELS)
 
 
-def test_preset_values_are_fields_of_their_step():
-    schemas = {
-        "preprocess": preprocess.PreprocessConfig,
-        "train": TrainConfig,
-        "register": register.RegisterConfig,
-    }
-    for preset in PRESETS.values():
-        assert set(preset) == set(schemas)
-        for step, values in preset.items():
-            assert set(values) <= {f.name for f in fields(schemas[step])}, (step, values)
-
-
-def test_settings_survive_the_trip_through_a_kfp_string():
-    cfg = TrainConfig(data="d", output="o", epochs=7, lr=0.02, augment=False, model="bn_cnn")
-    text = schema.encode(
-        {f.name: getattr(cfg, f.name) for f in schema.fields_of(TrainConfig, RECIPE)}
-    )
-    assert TrainConfig(data="d", output="o", **schema.decode(TrainConfig, text)) == cfg
-
-
-def test_values_as_kfp_local_writes_them_are_converted_to_the_field_types():
-    # kfp.local writes an int parameter into a string as "5.0", a bool as "false"
+def test_a_sweep_combination_decodes_to_the_field_types():
+    # kfp.local hands a loop item over as text: an int may read "5.0", a bool "false"
     text = '{"epochs": "5.0", "lr": "0.1", "augment": "false", "model": "bn_cnn"}'
-    assert schema.decode(TrainConfig, text) == {
+    assert schema.decode(TrainConfig, text, SWEEPABLE) == {
         "epochs": 5,
         "lr": 0.1,
         "augment": False,
         "model": "bn_cnn",
     }
+    quoted = json.dumps({"model": 'a "quoted" \\ value'})
+    assert schema.decode(TrainConfig, quoted, ["model"]) == {"model": 'a "quoted" \\ value'}
 
 
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ('{"epoch": "5"}', r"unknown TrainConfig settings \['epoch'\]; expected some of: data"),
+        ('{"epoch": "5"}', r"unknown TrainConfig settings \['epoch'\]; expected some of: model"),
+        ('{"experiment": "x"}', r"unknown TrainConfig settings \['experiment'\]"),  # not a recipe
+        ('{"output": "/etc"}', r"unknown TrainConfig settings \['output'\]"),  # nor a path
         ('{"epochs": "5.5"}', "expected epochs to be int, found '5.5'"),
         ('{"augment": "maybe"}', "expected augment to be bool, found 'maybe'"),
         ('{"model": "a"b"}', "expected a JSON object of TrainConfig settings"),
+        ('["model"]', "expected a JSON object of TrainConfig settings"),
     ],
 )
-def test_bad_settings_are_clear_errors(text, message):
+def test_a_combination_names_only_the_fields_it_may_set(text, message):
     with pytest.raises(ValueError, match=message):
-        schema.decode(TrainConfig, text)
+        schema.decode(TrainConfig, text, SWEEPABLE)
+
+
+def test_a_tasks_inputs_are_the_schemas_pipeline_fields_and_nothing_else():
+    cfg = TrainConfig(data="d", output="o", epochs=3, experiment="e", resume=True)
+    values = schema.pipeline_values(cfg)
+    assert values["epochs"] == 3 and values["experiment"] == "e"
+    assert set(values) == {f.name for f in schema.fields_of(TrainConfig, RECIPE, PER_RUN)}
+    assert schema.pick(RegisterConfig, {"min_accuracy": 0.5, "alias": "champion", "x": 1}) == {
+        "min_accuracy": 0.5
+    }
+
+
+def test_an_unchecked_instance_holds_what_no_check_could_read_and_no_local_field():
+    placeholder = object()  # what a KFP channel is to the schema: no number to compare
+    values = {name: placeholder for name in PARAMETERS}
+    held = schema.unchecked(TrainConfig, values)
+    assert held.epochs is placeholder and held.experiment is placeholder
+    with pytest.raises(AttributeError):
+        held.output  # noqa: B018  (a local field is no pipeline parameter)
+    assert schema.pipeline_values(held) == schema.pick(TrainConfig, values)
 
 
 def test_two_schemas_that_disagree_on_a_shared_setting_are_refused():
@@ -158,27 +168,30 @@ NAN = float("nan")
 @pytest.mark.parametrize(
     ("build", "message"),
     [
-        (lambda: download.DownloadConfig(retries=0), "above 0, found retries=0$"),
+        (lambda: DownloadConfig(output="o", retries=0), "above 0, found retries=0$"),
         (
-            lambda: download.DownloadConfig(stall_seconds=-1, max_ratio=NAN),
+            lambda: DownloadConfig(output="o", stall_seconds=-1, max_ratio=NAN),
             "found stall_seconds=-1, max_ratio=nan",
         ),
-        (lambda: preprocess.PreprocessConfig(val_fraction=NAN), "found val=nan, test=0.1"),
+        (
+            lambda: PreprocessConfig(input="i", output="o", val_fraction=NAN),
+            "found val=nan, test=0.1",
+        ),
         (lambda: TrainConfig(data="d", output="o", weight_decay=-0.1), "weight decay >= 0"),
         (
-            lambda: register.RegisterConfig(mlflow_run_id="r", test_accuracy=0.9, min_accuracy=85),
+            lambda: RegisterConfig(mlflow_run_id="r", test_accuracy=0.9, min_accuracy=85),
             "from 0 to 1, found 85 and 0.9",
         ),
         (
-            lambda: register.RegisterConfig(mlflow_run_id="r", test_accuracy=NAN),
+            lambda: RegisterConfig(mlflow_run_id="r", test_accuracy=NAN),
             "from 0 to 1, found 0.85 and nan",
         ),
         (lambda: Placement(cpu="0"), "CPU request above 0, found '0'"),
         (lambda: Placement(cpu="two"), "CPU quantity such as 3, 1.5 or 500m, found 'two'"),
         (lambda: Placement(memory="12GB"), "memory as a quantity .* found '12GB'"),
         (lambda: Placement(shm_size="-2Gi"), "shm_size as a quantity .* found '-2Gi'"),
-        (lambda: ClusterSettings(nodes=0), "1 or more training nodes, found 0"),
-        (lambda: download.fetch("archive.zip", "out", sha256="abc"), "64 hex digits .* 'abc'"),
+        (lambda: ClusterTarget(nodes=0), "1 or more training nodes, found 0"),
+        (lambda: fetch("archive.zip", "out", sha256="abc"), "64 hex digits .* 'abc'"),
     ],
 )
 def test_values_out_of_range_are_refused_before_any_work(build, message):

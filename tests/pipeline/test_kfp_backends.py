@@ -2,7 +2,7 @@
 
 A KFP backend's driver reads each task's Kubernetes config with ``json_format`` and
 refuses a field it does not know, which fails every task before it starts. These tests
-parse the spec with the message types of the releases named in tests/data/kfp-protos,
+parse the spec with the message types of the releases named in tests/fixtures/kfp-protos,
 read from the files PyPI serves; no KFP backend runs here, so this is the check.
 """
 
@@ -22,7 +22,7 @@ from kfp.pipeline_spec import pipeline_spec_pb2  # noqa: F401  (registers its de
 from pipeline.__main__ import main as pipeline_main
 from tests.conftest import REPO
 
-PROTOS = REPO / "tests/data/kfp-protos"
+PROTOS = REPO / "tests/fixtures/kfp-protos"
 OLDEST_KUBERNETES = "kfp-kubernetes-1.5.0.tar.gz"
 OLDEST_PIPELINE_SPEC = "kfp_pipeline_spec-0.6.0-py3-none-any.whl"
 FIRST_WITH_OPTIONAL_SECRETS = "kfp_kubernetes-2.15.0-py3-none-any.whl"

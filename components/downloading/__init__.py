@@ -1,0 +1,1 @@
+"""The download step: its schema (``config``) and its work (``fetch``)."""

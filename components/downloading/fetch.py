@@ -1,0 +1,155 @@
+"""The download step's work: fetch a source, verify it, extract it into the output."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from urllib.parse import urlparse
+
+from components.core.atomic import atomic_directory, write_json
+from components.data import archives, sources
+from components.downloading.config import DownloadConfig, check_sha256
+
+log = logging.getLogger(__name__)
+
+RECORD = "download.json"
+
+
+def download(cfg: DownloadConfig) -> DownloadRecord:
+    """The download step: ``cfg.source`` fetched into ``cfg.output`` within its limits."""
+    return fetch(
+        cfg.source,
+        Path(cfg.output),
+        sha256=cfg.sha256 or None,
+        s3_endpoint_url=cfg.s3_endpoint_url,
+        cache_dir=Path(cfg.cache_dir) if cfg.cache_dir else None,
+        retry=sources.RetryPolicy(
+            attempts=cfg.retries,
+            stall_seconds=cfg.stall_seconds,
+            deadline_seconds=cfg.deadline_seconds,
+        ),
+        limits=archives.ExtractionLimits(cfg.max_files, cfg.max_bytes, cfg.max_ratio),
+    )
+
+
+@dataclass(frozen=True)
+class DownloadRecord:
+    """What ``download.json`` says about the extracted data."""
+
+    source: str
+    bytes: int
+    sha256: str | None
+    file_count: int
+
+
+def default_cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "dogs-vs-cats"
+
+
+def fetch(
+    source: str,
+    output: Path,
+    *,
+    sha256: str | None = None,
+    s3_endpoint_url: str | None = None,
+    cache_dir: Path | None = None,
+    retry: sources.RetryPolicy = sources.RetryPolicy(),
+    limits: archives.ExtractionLimits = archives.ExtractionLimits(),
+) -> DownloadRecord:
+    """Fetch ``source`` into ``output``: an extracted archive or a copied directory.
+
+    ``output`` is replaced whole, or left untouched on any error. A previous
+    output of the same source with the same verified digest is reused as it is.
+
+    Args:
+        source: https://, http://, s3://BUCKET/KEY, file:// or a path.
+        output: the directory to extract into.
+        sha256: the archive's expected digest; None: only recorded.
+        s3_endpoint_url: an S3 endpoint such as MinIO's; None: ``$AWS_ENDPOINT_URL``.
+        cache_dir: where downloads are kept and resumed.
+        retry: attempts, back-off, stall timeout and deadline of a download.
+        limits: the most files and bytes an archive may expand to; a download may
+            bring no more bytes than it may expand to either.
+
+    Returns:
+        What was fetched: source, bytes, sha256 and file count (``download.json``).
+    """
+    output = Path(output)
+    check_sha256(sha256)
+    previous = _reusable_record(output, source, sha256)
+    if previous:
+        log.info("reusing %s: it already holds %s (sha256 %s)", output, source, sha256)
+        return previous
+    if sources.is_remote(source):
+        archive = _cached_archive(
+            source, sha256, s3_endpoint_url, cache_dir, retry, limits.max_bytes
+        )
+    else:
+        archive = sources.local_path(source)
+        if not archive.exists():
+            raise FileNotFoundError(f"expected an archive or directory at {archive}, found nothing")
+    try:
+        with atomic_directory(output, "download") as staging:
+            record = _unpack(source, archive, staging, sha256, limits)
+            write_json(staging / RECORD, asdict(record))
+    except ValueError:
+        if sources.is_remote(source) and not sha256:
+            # no digest vouches for it: whatever the server sent is not kept for next time
+            archive.unlink(missing_ok=True)
+        raise
+    log.info("extracted %d files from %s into %s", record.file_count, source, output)
+    return record
+
+
+def _reusable_record(output: Path, source: str, sha256: str | None) -> DownloadRecord | None:
+    path = output / RECORD
+    if not sha256 or not path.is_file():
+        return None
+    try:
+        record = DownloadRecord(**json.loads(path.read_text()))
+    except (ValueError, TypeError) as err:
+        log.warning("not reusing %s: %s does not read as a download record (%s)", output, path, err)
+        return None
+    if record.source == source and record.sha256 == sha256.lower():
+        return record
+    return None
+
+
+def _cached_archive(source, sha256, s3_endpoint_url, cache_dir, retry, max_bytes) -> Path:
+    """The archive in the cache, downloaded unless a copy with the wanted digest is there."""
+    name = Path(urlparse(source).path).name or "archive"
+    key = hashlib.sha256(source.encode()).hexdigest()[:16]
+    archive = (cache_dir or default_cache_dir()) / f"{key}-{name}"
+    if sha256 and archive.is_file() and sources.sha256_of(archive) == sha256.lower():
+        log.info("reusing the cached archive %s", archive)
+        return archive
+    sources.fetch_remote(
+        source,
+        archive,
+        sha256=sha256,
+        s3_endpoint_url=s3_endpoint_url,
+        retry=retry,
+        max_bytes=max_bytes,
+    )
+    return archive
+
+
+def _unpack(source, archive: Path, target: Path, sha256, limits) -> DownloadRecord:
+    if archive.is_dir():
+        if sha256:
+            raise ValueError(f"a sha256 applies to an archive file; {source} is a directory")
+        count = archives.copy_tree(archive, target, limits)
+        size = sum(p.stat().st_size for p in target.rglob("*") if p.is_file())
+        return DownloadRecord(source=source, bytes=size, sha256=None, file_count=count)
+    digest = sources.verify_digest(archive, sha256, source)
+    count = archives.extract(archive, target, limits)
+    if count == 0:
+        raise ValueError(f"expected photos in the archive from {source}, found no files in it")
+    return DownloadRecord(
+        source=source, bytes=archive.stat().st_size, sha256=digest, file_count=count
+    )

@@ -1,0 +1,1 @@
+"""The preprocess step: its schema (``config``) and its work (``build``)."""

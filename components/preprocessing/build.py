@@ -1,0 +1,207 @@
+"""The preprocess step's work: decode, de-duplicate and split photos into arrays."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from components.core import schema
+from components.core.atomic import atomic_directory, write_json
+from components.core.cores import available_cores
+from components.core.names import CLASSES
+from components.core.progress import progress as progress_bar
+from components.data import images
+from components.data.arrays import META, SPLITS, save_split
+from components.data.layout import LabelledFiles, find_labelled_files
+from components.preprocessing.config import PreprocessConfig
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class DecodedImages:
+    """The kept images in file order, and the files left out with reasons."""
+
+    pixels: np.ndarray
+    labels: np.ndarray
+    skipped: list[dict] = field(default_factory=list)
+    duplicates_removed: int = 0
+
+
+def build_arrays(cfg: PreprocessConfig) -> dict:
+    """Decode every image under ``cfg.input`` and write the split arrays to ``cfg.output``.
+
+    ``cfg.output`` is replaced whole, or left untouched if anything fails.
+
+    Args:
+        cfg: the input (the download step's output, PetImages or Kaggle layout), the
+            output, the image shape, the split and the worker count.
+
+    Returns:
+        The ``meta.json`` contents.
+    """
+    input_dir, output_dir = Path(cfg.input), Path(cfg.output)
+    found = find_labelled_files(input_dir)
+    log.info("found %d image files (%s layout) under %s", len(found.files), found.layout, input_dir)
+    decoded = decode_unique(found, cfg)
+    _check_both_classes(decoded, input_dir)
+    splits = split_indices(decoded.labels, cfg.val_fraction, cfg.test_fraction, cfg.split_seed)
+    mean, std = channel_stats(decoded.pixels[np.sort(splits["train"])])
+    meta = _meta(found, decoded, splits, cfg, mean, std)
+    with atomic_directory(output_dir, "preprocess") as staging:
+        for split, index in splits.items():
+            save_split(staging, split, decoded.pixels[index], decoded.labels[index])
+        write_json(staging / META, meta)
+    log.info(
+        "kept %s, skipped %d broken files, removed %d duplicates -> %s",
+        meta["kept"],
+        len(decoded.skipped),
+        decoded.duplicates_removed,
+        output_dir,
+    )
+    return meta
+
+
+def decode_unique(found: LabelledFiles, cfg: PreprocessConfig) -> DecodedImages:
+    """Decode all files in parallel; drop broken ones and exact duplicates (same bytes)."""
+    paths = [path for path, _ in found.files]
+    _check_memory(len(paths), cfg)
+    pixels = np.empty((len(paths), cfg.channels, cfg.image_size, cfg.image_size), np.uint8)
+    keep: list[int] = []
+    skipped: list[dict] = []
+    first_seen: dict[str | None, list[int]] = {}
+    for i, result in enumerate(_decode_in_order(paths, cfg)):
+        if result.pixels is None:
+            skipped.append({"file": found.name(paths[i]), "reason": result.reason})
+            continue
+        pixels[i] = result.pixels
+        first_seen.setdefault(result.sha256, []).append(i)
+    labels = np.array([label for _, label in found.files], np.int64)
+    duplicates = 0
+    for copies in first_seen.values():
+        if len({labels[i] for i in copies}) > 1:
+            names = ", ".join(found.name(paths[i]) for i in copies)
+            skipped += [
+                {
+                    "file": found.name(paths[i]),
+                    "reason": f"identical files under both classes: {names}",
+                }
+                for i in copies
+            ]
+            continue
+        keep.append(copies[0])
+        duplicates += len(copies) - 1
+    keep.sort()
+    return DecodedImages(pixels[keep], labels[keep], skipped, duplicates)
+
+
+def _check_memory(count: int, cfg: PreprocessConfig) -> None:
+    """Refuse, before decoding, arrays that would not fit in the memory available."""
+    needed = 2 * count * cfg.channels * cfg.image_size**2  # the decoded array, then the splits
+    available = available_memory()
+    if available is not None and needed > 0.8 * available:
+        raise MemoryError(
+            f"expected arrays that fit in memory: {count} images at {cfg.channels}×"
+            f"{cfg.image_size}×{cfg.image_size} need about {needed / 2**30:.1f} GiB, "
+            f"{available / 2**30:.1f} GiB is available; lower --image-size or use --channels 1"
+        )
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available to this process (MemAvailable), or None where unknown."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def _check_both_classes(decoded: DecodedImages, input_dir: Path) -> None:
+    counts = np.bincount(decoded.labels, minlength=len(CLASSES))
+    if counts.min() == 0:
+        found = ", ".join(f"{n} {name}" for name, n in zip(CLASSES, counts, strict=True))
+        raise ValueError(
+            f"expected photos of both classes under {input_dir} that decode, found {found} "
+            f"({len(decoded.skipped)} files skipped as broken)"
+        )
+
+
+def _decode_in_order(paths: list[Path], cfg: PreprocessConfig):
+    work = functools.partial(images.decode_file, size=cfg.image_size, channels=cfg.channels)
+    progress = functools.partial(progress_bar, total=len(paths), unit="img", desc="decode")
+    workers = cfg.workers or available_cores()
+    if workers <= 1:
+        yield from progress(map(work, paths))
+        return
+    # chunks small enough that no core idles long at the end
+    chunksize = max(1, min(256, len(paths) // (workers * 32)))
+    # forkserver: safe when the caller has threads (fork is not); a worker that dies
+    # raises BrokenProcessPool here instead of leaving the run waiting for ever. The
+    # server imports the decoder (numpy, Pillow) once, and each worker forks with it.
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([images.__name__])
+    with ProcessPoolExecutor(workers, mp_context=context) as pool:
+        yield from progress(pool.map(work, paths, chunksize=chunksize))
+
+
+def split_indices(
+    labels: np.ndarray, val_fraction: float, test_fraction: float, seed: int
+) -> dict[str, np.ndarray]:
+    """Stratified, seeded split of ``range(len(labels))`` into train/val/test index arrays."""
+    rng = np.random.default_rng(seed)
+    parts: dict[str, list[np.ndarray]] = {split: [] for split in SPLITS}
+    for label in np.unique(labels):
+        index = rng.permutation(np.flatnonzero(labels == label))
+        n_test = round(len(index) * test_fraction)
+        n_val = round(len(index) * val_fraction)
+        parts["test"].append(index[:n_test])
+        parts["val"].append(index[n_test : n_test + n_val])
+        parts["train"].append(index[n_test + n_val :])
+    return {split: rng.permutation(np.concatenate(p)) for split, p in parts.items()}
+
+
+def channel_stats(pixels: np.ndarray, chunk: int = 2048) -> tuple[list[float], list[float]]:
+    """Per-channel mean and std of uint8 N×C×H×W pixels, scaled to [0, 1]."""
+    if len(pixels) == 0:
+        raise ValueError("expected at least one training image, found none")
+    total = np.zeros(pixels.shape[1])
+    squares = np.zeros(pixels.shape[1])
+    for start in range(0, len(pixels), chunk):
+        block = pixels[start : start + chunk].astype(np.float64) / 255.0
+        total += block.sum(axis=(0, 2, 3))
+        squares += np.square(block).sum(axis=(0, 2, 3))
+    count = pixels.shape[0] * pixels.shape[2] * pixels.shape[3]
+    mean = total / count
+    std = np.sqrt(np.maximum(squares / count - mean**2, 0.0))
+    return mean.round(6).tolist(), std.round(6).tolist()
+
+
+def _meta(found, decoded, splits, cfg, mean, std) -> dict:
+    counts = {
+        split: {
+            name: int((decoded.labels[index] == label).sum()) for label, name in enumerate(CLASSES)
+        }
+        for split, index in splits.items()
+    }
+    return {
+        "classes": list(CLASSES),
+        "image_size": cfg.image_size,
+        "channels": cfg.channels,
+        "layout": found.layout,
+        "counts": counts,
+        "kept": {name: int((decoded.labels == label).sum()) for label, name in enumerate(CLASSES)},
+        "skipped": decoded.skipped,
+        "ignored": [found.name(p) for p in found.ignored],
+        "duplicates_removed": decoded.duplicates_removed,
+        "mean": mean,
+        "std": std,
+        "config": schema.params(cfg),
+    }

@@ -1,0 +1,1 @@
+"""The register step: its schema (``config``) and its work (``decision``)."""

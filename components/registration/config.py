@@ -1,0 +1,28 @@
+"""The register step's schema: which run is judged, against what, under which name."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from components.core.names import REGISTERED_MODEL_NAME
+from components.core.schema import LOCAL, PER_RUN, setting
+
+
+@dataclass(frozen=True)
+class RegisterConfig:
+    """Which run is judged, against what, and under which registry name."""
+
+    mlflow_run_id: str = setting(help="the training run whose model is judged", role=LOCAL)
+    test_accuracy: float = setting(help="its test accuracy, from the evaluate step", role=LOCAL)
+    min_accuracy: float = setting(0.85, "lowest test accuracy that is registered", role=PER_RUN)
+    registered_model_name: str = setting(
+        REGISTERED_MODEL_NAME, "name in the MLflow Model Registry", role=PER_RUN
+    )
+    alias: str = setting("candidate", "alias the registered version gets", role=LOCAL)
+
+    def __post_init__(self) -> None:
+        if not (0 <= self.min_accuracy <= 1 and 0 <= self.test_accuracy <= 1):  # NaN fails too
+            raise ValueError(
+                "expected the minimum and the test accuracy from 0 to 1, found "
+                f"{self.min_accuracy} and {self.test_accuracy}"
+            )

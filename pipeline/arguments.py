@@ -1,0 +1,77 @@
+"""``name=value`` pairs as the pipeline's arguments, each checked by its step's schema."""
+
+import dataclasses
+import inspect
+import json
+
+from components.core import schema
+from components.core.presets import preset_values
+from components.training.config import TrainConfig
+from pipeline.pipeline import STEP_SCHEMAS
+from pipeline.sweep import SWEEPABLE, grid, split_pairs
+from pipeline.target import PipelineOnly
+
+
+def parse_arguments(pairs: list[str], pipeline, preset: str | None = None) -> dict:
+    """``name=value`` pairs, each value converted to the type of the pipeline's parameter.
+
+    A ``preset``'s values come first; explicit pairs override them. Every step's settings
+    are then checked (``SystemExit`` with the step's own message).
+    """
+    arguments = preset_values(preset) if preset else {}
+    arguments.update(typed_value(pair, pipeline) for pair in pairs)
+    check_arguments(arguments, pipeline)
+    return arguments
+
+
+def typed_value(pair: str, pipeline) -> tuple[str, object]:
+    """``name=value`` as the name and the value in its pipeline parameter's type."""
+    parameters = inspect.signature(pipeline.pipeline_func).parameters
+    name, sep, value = pair.partition("=")
+    if not sep or name not in parameters:
+        raise SystemExit(
+            f"expected name=value with a name among: {', '.join(parameters)}; found {pair!r}"
+        )
+    try:
+        return name, schema.convert(type(parameters[name].default), value, name)
+    except ValueError as err:
+        raise SystemExit(str(err)) from None
+
+
+def check_arguments(arguments: dict, pipeline) -> None:
+    """Build every step's settings from ``arguments`` (defaults for the rest, placeholders
+    for what a step learns at run time): a bad value is refused now, not when its step
+    runs, maybe hours into the run."""
+    parameters = inspect.signature(pipeline.pipeline_func).parameters
+    values = {name: arguments.get(name, parameters[name].default) for name in parameters}
+    for step in (*STEP_SCHEMAS, PipelineOnly):
+        values_of_step = {}
+        for field in dataclasses.fields(step):
+            if field.name in values:
+                values_of_step[field.name] = values[field.name]
+            elif field.default is dataclasses.MISSING:
+                values_of_step[field.name] = schema.field_type(step, field)()  # "" or 0.0
+        try:
+            step(**values_of_step)
+        except ValueError as err:
+            raise SystemExit(f"refused before the run starts: {err}") from None
+
+
+def sweep_arguments(pairs: list[str], pipeline, preset: str | None = None) -> dict:
+    """The pipeline arguments of a sweep: ``name=v1,v2`` pairs become the ``grid``."""
+    fixed, axes = split_pairs(pairs)
+    arguments = parse_arguments(fixed, pipeline, preset)
+    parameters = inspect.signature(pipeline.pipeline_func).parameters
+    arguments["grid"] = grid(
+        {
+            name: [typed_value(f"{name}={value}", pipeline)[1] for value in values]
+            for name, values in axes.items()
+        }
+    )
+    for combination in arguments["grid"]:  # refused now, not in a child an hour from now
+        recipe = {name: arguments.get(name, parameters[name].default) for name in SWEEPABLE}
+        try:
+            TrainConfig(data="", output="", **{**recipe, **json.loads(combination)})
+        except ValueError as err:
+            raise SystemExit(f"a sweep combination {combination} is refused: {err}") from None
+    return arguments

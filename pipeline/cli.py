@@ -1,0 +1,128 @@
+"""The command line of ``python -m pipeline``: its commands, flags and help."""
+
+import argparse
+from pathlib import Path
+
+from components.cluster.placement import Placement
+from components.core import schema
+from components.core.presets import PRESETS
+from pipeline.pipeline import PARAMETERS
+from pipeline.target import CURRENT_BACKEND, ClusterTarget
+
+
+def build_parser(description: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m pipeline", description=description)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    summaries = {
+        "compile": "write the pipeline spec for a cluster (for `kfp run submit -f`)",
+        "submit": "compile and start a run on a Kubeflow Pipelines API",
+    }
+    for name, summary in summaries.items():
+        sub = _add_command(commands, name, summary)
+        if name == "submit":
+            _add_preset_flag(sub)
+        sub.add_argument(
+            "--sweep",
+            action="store_true",
+            help="the sweep pipeline: its grid parameter lists the combinations (with "
+            "submit: name=v1,v2 pairs build it), the best child is registered",
+        )
+        sub.add_argument(
+            "--image",
+            default=ClusterTarget.image,
+            help="CPU image for download, preprocess, evaluate (default: %(default)s)",
+        )
+        sub.add_argument(
+            "--gpu-image",
+            default=ClusterTarget.gpu_image,
+            help="CUDA image for train (default: %(default)s)",
+        )
+        sub.add_argument(
+            "--nodes",
+            type=int,
+            default=1,
+            help="train across this many GPU nodes as a Kubeflow Trainer TrainJob "
+            "(default: 1: the GPU train task, torchrun when gpus > 1)",
+        )
+        sub.add_argument(
+            "--trainer-runtime",
+            default=ClusterTarget.trainer_runtime,
+            help="the ClusterTrainingRuntime a multi-node TrainJob uses (default: %(default)s)",
+        )
+        schema.add_arguments(sub.add_argument_group("where the train task runs"), Placement)
+        sub.add_argument(
+            "--kfp-backend",
+            default=CURRENT_BACKEND,
+            help="oldest Kubeflow Pipelines backend the spec must run on, 2.5 or later; "
+            "before 2.15 the secrets must exist (default: %(default)s)",
+        )
+    commands.choices["compile"].add_argument(
+        "--output",
+        "-o",
+        type=Path,
+        default=Path("pipeline.yaml"),
+        help="pipeline spec to write (default: %(default)s)",
+    )
+    submit = commands.choices["submit"]
+    submit.add_argument("--host", required=True, help="Kubeflow Pipelines API endpoint")
+    submit.add_argument(
+        "--experiment", default="dogs-vs-cats", help="KFP experiment (default: %(default)s)"
+    )
+    submit.add_argument("arguments", nargs="*", metavar="name=value")
+    here = {
+        "run": "run every step on this machine with kfp.local (no Docker, no cluster)",
+        "sweep": "run a grid of training recipes on this machine, e.g. lr=0.001,0.003 "
+        "model=tutorial_cnn,bn_cnn: one child MLflow run each, the best registered",
+    }
+    for name, summary in here.items():
+        run = _add_command(commands, name, summary)
+        run.add_argument(
+            "--local",
+            action="store_true",
+            help="on this machine: the only place it runs, as in `kfp`'s own local runner",
+        )
+        run.add_argument("--source", default=None, help="shorthand for source=URI")
+        run.add_argument(
+            "--workdir",
+            type=Path,
+            default=Path("runs/local"),
+            help="where outputs and the MLflow SQLite store go (default: %(default)s)",
+        )
+        run.add_argument(
+            "--verbose",
+            "-v",
+            action="store_true",
+            help="print everything kfp.local prints, not a line per task (the log has it all)",
+        )
+        run.add_argument("arguments", nargs="*", metavar="name=value")
+        _add_preset_flag(run)
+    return parser
+
+
+def _add_command(commands, name: str, summary: str) -> argparse.ArgumentParser:
+    """A subcommand whose help ends with the pipeline's parameters and their defaults."""
+    return commands.add_parser(
+        name,
+        help=summary,
+        description=summary,
+        epilog=_parameters_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
+def _parameters_epilog() -> str:
+    """The pipeline's parameters and their defaults, for ``--help``."""
+    lines = ["pipeline parameters (name=value):"]
+    for name, (kind, default) in PARAMETERS.items():
+        lines.append(f"  {f'{name}={default!r}':<38} {kind.__name__}")
+    return "\n".join(lines)
+
+
+def _add_preset_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--preset",
+        choices=list(PRESETS),
+        default=None,
+        help="named settings (tutorial: fast, grey 50×50; accurate: RGB "
+        "128×128 ResNet-18); name=value pairs override them",
+    )

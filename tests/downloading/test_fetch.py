@@ -1,0 +1,84 @@
+"""The download step's work: a source fetched, verified and extracted into its output."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from components.data import sources
+from tests.downloads import DIGEST, PAYLOAD, fetch
+from tests.helpers import ScriptedServer
+
+
+def test_http_download_extracts_and_records(tmp_path):
+    with ScriptedServer(PAYLOAD) as server:
+        record = fetch(server.url(), tmp_path, sha256=DIGEST)
+    assert (tmp_path / "out/PetImages/Cat/7.jpg").read_bytes() == bytes([7]) * 50_000
+    saved = json.loads((tmp_path / "out/download.json").read_text())
+    assert saved == {
+        "source": server.url(),
+        "bytes": len(PAYLOAD),
+        "sha256": DIGEST,
+        "file_count": 8,
+    }
+    assert record.file_count == 8
+
+
+def test_what_is_not_an_archive_is_not_kept_in_the_cache(tmp_path):
+    page = b"<html>Please sign in</html>"
+    with ScriptedServer(page) as server:
+        with pytest.raises(ValueError, match="expected a .zip or .tar"):
+            fetch(server.url(), tmp_path)
+        with pytest.raises(ValueError, match="expected a .zip or .tar"):
+            fetch(server.url(), tmp_path)
+    assert len(server.requests) == 2  # fetched again, not served from the cache
+    assert list((tmp_path / "cache").iterdir()) == []
+
+
+def test_wrong_digest_names_both_and_leaves_nothing(tmp_path):
+    wrong = "0" * 64
+    with ScriptedServer(PAYLOAD) as server:
+        with pytest.raises(sources.DigestMismatchError) as err:
+            fetch(server.url(), tmp_path, sha256=wrong)
+    assert wrong in str(err.value) and DIGEST in str(err.value)
+    assert not (tmp_path / "out").exists()
+    assert list((tmp_path / "cache").iterdir()) == []
+
+
+def test_second_run_with_same_digest_reuses_output(tmp_path):
+    with ScriptedServer(PAYLOAD) as server:
+        fetch(server.url(), tmp_path, sha256=DIGEST)
+        fetch(server.url(), tmp_path, sha256=DIGEST)
+        assert len(server.requests) == 1
+        shutil.rmtree(tmp_path / "out")  # the output is gone: the cached archive serves
+        fetch(server.url(), tmp_path, sha256=DIGEST)
+        assert len(server.requests) == 1
+        for damage in ("{", '{"source": 1}', "[]"):  # a record that does not read: extract again
+            (tmp_path / "out/download.json").write_text(damage)
+            fetch(server.url(), tmp_path, sha256=DIGEST)
+            assert json.loads((tmp_path / "out/download.json").read_text())["sha256"] == DIGEST
+        assert len(server.requests) == 1
+
+
+def test_a_digest_for_a_directory_source_is_an_error(tmp_path):
+    (tmp_path / "src/PetImages").mkdir(parents=True)
+    with pytest.raises(ValueError, match="sha256 applies to an archive file"):
+        fetch(str(tmp_path / "src"), tmp_path, sha256=DIGEST)
+    assert not (tmp_path / "out").exists()
+
+
+def test_missing_local_source_says_what_was_expected(tmp_path):
+    with pytest.raises(FileNotFoundError, match="expected an archive or directory"):
+        fetch(str(tmp_path / "nope.zip"), tmp_path)
+
+
+def test_refuses_to_replace_a_foreign_directory(tmp_path):
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out/precious.txt").write_text("keep me")
+    archive = tmp_path / "a.zip"
+    archive.write_bytes(PAYLOAD)
+    with pytest.raises(FileExistsError, match="refusing to replace"):
+        fetch(str(archive), tmp_path)
+    assert (tmp_path / "out/precious.txt").read_text() == "keep me"

@@ -1,0 +1,79 @@
+"""Classifying files with a train output or an MLflow model: known answers, clear refusals."""
+
+from __future__ import annotations
+
+import mlflow
+import numpy as np
+import pytest
+import torch
+
+from components import predict
+from components.core import tracking
+from components.evaluation import predictions
+from components.training.models import Classifier, build_model
+from tests.models import always_dog_model
+
+
+def test_predict_cli_prints_one_line_per_image(sample_images, tmp_path, capsys):
+    model = always_dog_model(tmp_path / "model")
+    image = sample_images / "PetImages/Cat/5002.jpg"  # a CMYK JPEG
+    predict.main(["--model", str(model), str(image)])
+    assert capsys.readouterr().out == f"{image}\tdog\t0.8808\n"
+
+
+def test_an_mlflow_model_taking_huge_images_is_refused_before_any_decoding(
+    sample_images, mlflow_store
+):
+    """A registry model whose signature asks for 520×520 (over the 512 limit) input."""
+    net = Classifier(build_model("compact_cnn", 1, 520), [0.5], [0.25])
+    with tracking.start_run("dogs-vs-cats"):
+        uri = tracking.log_model(net, np.full((2, 1, 520, 520), 128, np.float32))
+    with pytest.raises(ValueError, match=r"found input shape \(-1, 1, 520, 520\)"):
+        predictions.predict_files(uri, [sample_images / "PetImages/Dog/1.jpg"])
+
+
+def test_predict_names_files_it_cannot_classify_and_classifies_the_rest(
+    sample_images, tmp_path, capsys, caplog
+):
+    model = always_dog_model(tmp_path / "model")
+    good = sample_images / "PetImages/Dog/1.jpg"
+    (tmp_path / "empty.jpg").write_bytes(b"")
+    (tmp_path / "cut.jpg").write_bytes(good.read_bytes()[:500])
+    files = [tmp_path / "empty.jpg", good, tmp_path / "cut.jpg", tmp_path / "missing.jpg", tmp_path]
+    with pytest.raises(SystemExit, match="4 of 5 files could not be classified"):
+        predict.main(["--model", str(model), *map(str, files)])
+    assert capsys.readouterr().out == f"{good}\tdog\t0.8808\n"
+    empty, cut, missing, folder = [
+        r.getMessage() for r in caplog.records if r.levelname == "WARNING"
+    ]
+    assert empty == f"skipped {tmp_path / 'empty.jpg'}: empty file (0 bytes)"
+    assert cut.startswith(f"skipped {tmp_path / 'cut.jpg'}: truncated or corrupt image data")
+    assert missing == f"skipped {tmp_path / 'missing.jpg'}: no such file"
+    assert folder == f"skipped {tmp_path}: not a file"
+
+
+class Trap(torch.nn.Module):
+    """A net whose unpickling writes a file: what a hostile model in a registry could do."""
+
+    witness = ""
+
+    def forward(self, x):
+        return x
+
+    def __reduce__(self):
+        return (open, (self.witness, "w"))
+
+
+def test_a_pickled_mlflow_model_is_refused_and_its_code_never_runs(tmp_path, mlflow_store):
+    trap = Trap()
+    trap.witness = str(tmp_path / "pwned")
+    model_dir = tmp_path / "hostile-model"
+    mlflow.pytorch.save_model(
+        trap, str(model_dir), serialization_format="pickle", pip_requirements=["torch"]
+    )
+    assert not (tmp_path / "pwned").exists()
+    with pytest.raises(Exception, match="Deserializing model using pickle is disallowed"):
+        tracking.load_model(model_dir.as_uri())  # how predict and serving load MLflow models
+    with pytest.raises(ValueError, match="signature of one input tensor at .*, found no signature"):
+        predictions.load_any(model_dir.as_uri())  # predict's own path: refused before loading
+    assert not (tmp_path / "pwned").exists()

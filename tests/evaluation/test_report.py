@@ -1,0 +1,130 @@
+"""The evaluate step: known predictions, clear errors, MLflow logging."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import mlflow
+import numpy as np
+import pytest
+from mlflow.tracking import MlflowClient
+
+from components.evaluate import main as evaluate_main
+from components.evaluation import predictions
+from components.evaluation.config import EvaluateConfig
+from components.evaluation.report import evaluate
+from components.training import session
+from components.training.config import TrainConfig
+from tests.models import always_dog_model
+
+
+def test_known_predictions_give_the_expected_confusion_matrix(sample_arrays, tmp_path):
+    model = always_dog_model(tmp_path / "model")
+    report = evaluate(
+        EvaluateConfig(model_dir=str(model), data=str(sample_arrays), output=str(tmp_path / "eval"))
+    )
+    assert report["confusion_matrix"] == [[0, 100], [0, 100]]
+    assert report["metrics"]["accuracy"] == 0.5
+    assert report["metrics"]["dog_accuracy"] == 1.0 and report["metrics"]["cat_accuracy"] == 0.0
+    assert report["metrics"]["roc_auc"] == 0.5  # every score tied
+    assert json.loads((tmp_path / "eval/metrics.json").read_text()) == report
+    for name in ("roc.json", "confusion_matrix.png", "misclassified.png"):
+        assert (tmp_path / "eval" / name).stat().st_size > 0
+
+
+def test_image_size_mismatch_says_how_to_fix_it(sample_arrays, tmp_path):
+    model = always_dog_model(tmp_path / "model", size=50)
+    with pytest.raises(ValueError, match="expects 1×50×50 images.*--channels 1 --image-size 50"):
+        evaluate(
+            EvaluateConfig(
+                model_dir=str(model), data=str(sample_arrays), output=str(tmp_path / "eval")
+            )
+        )
+
+
+def test_missing_and_pickled_arrays_are_clear_errors(sample_arrays, tmp_path):
+    data = tmp_path / "data"
+    shutil.copytree(sample_arrays, data)
+    model = always_dog_model(tmp_path / "model")
+    (data / "test_labels.npy").unlink()
+    with pytest.raises(FileNotFoundError, match="expected test_labels.npy"):
+        evaluate(
+            EvaluateConfig(model_dir=str(model), data=str(data), output=str(tmp_path / "eval"))
+        )
+    np.save(
+        data / "test_labels.npy", np.array([{"evil": 1}] * 200, dtype=object), allow_pickle=True
+    )
+    with pytest.raises(ValueError, match="reads it as pickled objects"):
+        evaluate(
+            EvaluateConfig(model_dir=str(model), data=str(data), output=str(tmp_path / "eval"))
+        )
+
+
+def test_missing_model_is_a_clear_error(sample_arrays, tmp_path):
+    with pytest.raises(FileNotFoundError, match="expected model.pt from the train step"):
+        evaluate(
+            EvaluateConfig(
+                model_dir=str(tmp_path / "nothing"),
+                data=str(sample_arrays),
+                output=str(tmp_path / "eval"),
+            )
+        )
+
+
+def test_evaluate_logs_test_metrics_into_the_training_run(
+    sample_arrays, sample_images, tmp_path, mlflow_store
+):
+    result = session.train(
+        TrainConfig(data=str(sample_arrays), output=str(tmp_path / "m"), epochs=1)
+    )
+    evaluate_main(
+        [
+            "--model-dir",
+            str(tmp_path / "m"),
+            "--data",
+            str(sample_arrays),
+            "--output",
+            str(tmp_path / "eval"),
+        ]
+    )
+    client = MlflowClient(mlflow_store)
+    logged = client.get_run(result.run_id).data.metrics
+    report = json.loads((tmp_path / "eval/metrics.json").read_text())
+    assert logged["test_accuracy"] == pytest.approx(report["metrics"]["accuracy"])
+    assert {"test_f1", "test_roc_auc", "test_precision", "test_recall"} <= set(logged)
+    names = {a.path for a in client.list_artifacts(result.run_id, "evaluation/test")}
+    assert "evaluation/test/confusion_matrix.png" in names
+
+    images = [sample_images / "PetImages/Cat/1.jpg", sample_images / "PetImages/Dog/1.jpg"]
+    from_dir = predictions.predict_files(str(tmp_path / "m"), images).classified
+    downloaded = mlflow.artifacts.download_artifacts(result.model_uri, dst_path=str(tmp_path))
+    for uri in (result.model_uri, Path(downloaded).as_uri()):  # the registry's, a copy's
+        from_mlflow = predictions.predict_files(uri, images).classified
+        for (_, label_a, p_a), (_, label_b, p_b) in zip(from_dir, from_mlflow, strict=True):
+            assert label_a == label_b and label_a in ("cat", "dog")
+            assert 0.5 <= p_a <= 1.0 and p_a == pytest.approx(p_b, abs=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("labels", "message"),
+    [
+        (lambda y: np.where(np.arange(len(y)) == 3, -1, y), "found -1 at index 3"),
+        (lambda y: y + 1, r"found 2 at index \d+"),
+        (lambda y: y[:0], "expected .* int64 labels|found none"),
+    ],
+)
+def test_labels_other_than_cat_and_dog_are_refused_before_anything_is_logged(
+    sample_arrays, tmp_path, mlflow_store, labels, message
+):
+    data = tmp_path / "data"
+    shutil.copytree(sample_arrays, data)
+    original = np.load(data / "test_labels.npy")
+    np.save(data / "test_labels.npy", labels(original).astype(np.int64), allow_pickle=False)
+    model = always_dog_model(tmp_path / "model")
+    with pytest.raises(ValueError, match=message):
+        evaluate(
+            EvaluateConfig(model_dir=str(model), data=str(data), output=str(tmp_path / "eval"))
+        )
+    assert not (tmp_path / "eval").exists()

@@ -1,0 +1,68 @@
+"""name=value pairs as pipeline arguments: presets, conversion, refusals, sweep grids."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+
+def test_preset_expands_into_parameters_that_pairs_override():
+    from pipeline.arguments import parse_arguments
+    from pipeline.pipeline import build_pipeline
+
+    arguments = parse_arguments(["epochs=2"], build_pipeline(), preset="accurate")
+    assert arguments["model"] == "resnet18" and arguments["image_size"] == 128
+    assert arguments["channels"] == 3 and arguments["epochs"] == 2
+    assert arguments["min_crop_area"] == 0.25 and arguments["label_smoothing"] == 0.1
+    assert arguments["min_accuracy"] == 0.93  # each preset's own gate
+    tutorial = parse_arguments(["min_accuracy=0.5"], build_pipeline(), preset="tutorial")
+    assert tutorial["model"] == "compact_cnn" and tutorial["min_accuracy"] == 0.5
+    cpu = parse_arguments(["mirror_average=false"], build_pipeline(), preset="cpu")
+    assert cpu["channels"] == 3 and cpu["epochs"] == 17 and cpu["min_accuracy"] == 0.9
+    assert cpu["mirror_average"] is False  # a bool recipe setting, overridden by a pair
+
+
+@pytest.mark.parametrize(
+    ("pairs", "message"),
+    [
+        (["epochs=abc"], "expected epochs to be int, found 'abc'"),
+        (["augment=maybe"], "expected augment to be bool, found 'maybe'"),
+        (["epochs=0"], "starts: expected epochs >= 1"),
+        (["lr=nan"], "finite lr > 0, found 10, 100 and nan"),
+        (["val_fraction=0.5", "test_fraction=0.5"], "sum to less than 1, found val=0.5"),
+        (["min_accuracy=93"], "accuracy from 0 to 1, found 93.0"),
+        (["gpus=0"], "1 or more GPUs for the train task, found 0"),
+        (["sha256=abc"], "sha256 of 64 hex digits"),
+        (["image_size=1000"], "image size from 8 to 512, found 1000"),
+    ],
+)
+def test_bad_pipeline_arguments_are_refused_before_the_run_starts(pairs, message):
+    from pipeline.arguments import parse_arguments
+    from pipeline.pipeline import build_pipeline
+
+    with pytest.raises(SystemExit, match=message):
+        parse_arguments(pairs, build_pipeline())
+
+
+def test_sweep_pairs_become_a_grid_and_a_bad_combination_is_refused_before_running():
+    from pipeline.arguments import sweep_arguments
+    from pipeline.pipeline import build_pipeline
+
+    pipeline = build_pipeline(sweep=True)
+    arguments = sweep_arguments(
+        ["lr=0.001,0.003", "model=tutorial_cnn,bn_cnn", "epochs=2"], pipeline
+    )
+    assert arguments["epochs"] == 2 and len(arguments["grid"]) == 4
+    assert json.loads(arguments["grid"][0]) == {"lr": 0.001, "model": "tutorial_cnn"}
+    with pytest.raises(SystemExit, match="refused: unknown model 'vgg'"):
+        sweep_arguments(["model=tutorial_cnn,vgg"], pipeline)
+    with pytest.raises(SystemExit, match="expected a sweep over training recipe fields"):
+        sweep_arguments(["image_size=40,64"], pipeline)
+    with pytest.raises(SystemExit, match="expected at least one name=v1,v2 pair"):
+        sweep_arguments(["lr=0.001"], pipeline)
+    seeds, rates = ",".join(map(str, range(100))), ",".join(f"0.00{i}" for i in range(1, 10))
+    with pytest.raises(
+        SystemExit, match="at most 1000 training runs, found 100 seed × 9 lr × 2 epochs = 1800"
+    ):
+        sweep_arguments([f"seed={seeds}", f"lr={rates}", "epochs=1,2"], pipeline)

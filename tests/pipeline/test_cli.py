@@ -1,0 +1,22 @@
+"""python -m pipeline's command line: its help and its refusals."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline.__main__ import main as pipeline_main
+
+
+def test_help_lists_subcommands_and_the_pipelines_parameters(capsys):
+    for argv in (["--help"], ["run", "--help"]):
+        with pytest.raises(SystemExit):
+            pipeline_main(argv)
+    top, run = capsys.readouterr().out.split("usage: python -m pipeline run", 1)
+    assert "write the pipeline spec for a cluster" in top and "kfp.local" in top
+    assert "epochs=10" in run and "min_accuracy=0.85" in run
+    assert "[--local]" in run  # shown as the option it is, not as required
+
+
+def test_unknown_parameter_lists_the_valid_ones():
+    with pytest.raises(SystemExit, match="expected name=value with a name among: source"):
+        pipeline_main(["submit", "--host", "http://127.0.0.1:9", "epoch=3"])

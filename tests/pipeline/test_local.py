@@ -1,0 +1,96 @@
+"""The whole pipeline on this machine through kfp.local."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_whole_pipeline_runs_locally_and_registers_a_good_enough_model(sample_zip, tmp_path):
+    workdir = tmp_path / "local"
+    team_store = f"sqlite:///{tmp_path / 'team.db'}"  # a team's store, from the environment
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pipeline",
+            "run",
+            "--local",
+            "--source",
+            str(sample_zip),
+            "--workdir",
+            str(workdir),
+            "epochs=1",
+            "image_size=40",
+            "min_accuracy=0.0",
+        ],
+        cwd=tmp_path,  # where MLflow puts a SQLite store's artifacts (./mlruns)
+        env={**os.environ, "MLFLOW_TRACKING_URI": team_store},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-5000:]
+    assert not (workdir / "mlflow.db").exists()
+    # a short account on the screen: a line as each task starts and ends, then the summary
+    tasks = ["download-op", "preprocess-op", "train-op", "evaluate-op", "register-op"]
+    for task in tasks:
+        assert re.search(rf"^  {task} +started$", done.stdout, re.MULTILINE), task
+        assert re.search(rf"^  {task} +success in [\d.]+ s$", done.stdout, re.MULTILINE), task
+    assert len(done.stdout.splitlines()) <= 2 * len(tasks) + 10 and done.stderr == ""
+    log = re.search(r"^log: +(\S+)$", done.stdout, re.MULTILINE).group(1)
+    assert "Executing task" in Path(log).read_text()  # everything kfp.local printed is kept
+    run_id = re.search(r"^MLflow run: +(\w+)", done.stdout, re.MULTILINE).group(1)
+    assert (workdir / "outputs").is_dir() and "mlflow ui --backend-store-uri" in done.stdout
+    run_dir = next((workdir / "outputs").iterdir())
+    for produced in (
+        "download-op/dataset/download.json",
+        "preprocess-op/arrays/meta.json",
+        "train-op/trained_model/model.pt",
+        "evaluate-op/evaluation/confusion_matrix.png",
+        "evaluate-op/report",
+    ):
+        assert (run_dir / produced).exists(), produced
+    client = MlflowClient(team_store)
+    run = client.get_run(run_id)
+    assert 0.0 <= run.data.metrics["test_accuracy"] <= 1.0
+    assert run.data.tags["kfp.pipeline_name"] == "dogs-vs-cats" and run.data.tags["kfp.run_id"]
+    version = client.get_model_version_by_alias("dogs-vs-cats", "candidate")
+    assert version.run_id == run_id
+    assert run.data.tags["quality_gate"].startswith("registered dogs-vs-cats version 1")
+
+
+def test_a_failed_local_run_ends_in_one_line_naming_the_task_and_its_error(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "pipeline", "run", "--local", "--workdir", str(tmp_path / "w")]
+        + ["--source", str(tmp_path / "missing.zip")],
+        cwd=tmp_path,
+        env={**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'team.db'}"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 1
+    assert re.search(r"^  download-op +failure in [\d.]+ s$", done.stdout, re.MULTILINE)
+    (error,) = done.stderr.splitlines()
+    assert error.startswith("the local run failed at download-op: ") and "missing.zip" in error
+    assert re.search(r"; full log: \S+\.log$", error)
+
+
+def test_a_local_run_logs_where_mlflow_tracking_uri_says_else_beside_its_outputs(
+    tmp_path, monkeypatch
+):
+    from pipeline.local import default_tracking_uri
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    assert default_tracking_uri(tmp_path) == f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://mlflow.team.example:5000")
+    assert default_tracking_uri(tmp_path) == "http://mlflow.team.example:5000"

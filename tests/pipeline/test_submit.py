@@ -1,0 +1,60 @@
+"""Starting runs on a KFP API: the real kfp CLI and `python -m pipeline submit`, on a stand-in."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+from pipeline.__main__ import main as pipeline_main
+from tests.kfp_api import FakeKfpApi
+
+
+def test_kfp_run_submit_sends_the_spec_and_parameters_intact(compiled):
+    path, _, spec, _ = compiled
+    kfp_cli = shutil.which("kfp") or pytest.fail("the kfp CLI is not on PATH")
+    with FakeKfpApi() as api:
+        done = subprocess.run(
+            [
+                kfp_cli,
+                "--endpoint",
+                api.endpoint,
+                "run",
+                "submit",
+                "-e",
+                "dogs-vs-cats",
+                "-f",
+                str(path),
+                "epochs=10",
+                "model=bn_cnn",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        assert api.unknown == []
+        (run,) = api.runs.values()
+    assert run["runtime_config"]["parameters"] == {"epochs": 10, "model": "bn_cnn"}
+    assert run["pipeline_spec"]["pipeline_spec"] == spec
+    assert run["experiment_id"] == "exp-1" and "run-1" in done.stdout
+
+
+def test_python_submit_converts_parameter_types(capsys):
+    with FakeKfpApi() as api:
+        pipeline_main(["submit", "--host", api.endpoint, "epochs=3", "lr=0.01", "channels=3"])
+        (run,) = api.runs.values()
+    assert run["runtime_config"]["parameters"] == {"epochs": 3, "lr": 0.01, "channels": 3}
+    assert "submitted run run-1" in capsys.readouterr().out
+
+
+def test_an_unreachable_kfp_api_is_one_line_that_says_what_was_tried():
+    from tests.servers import free_port
+
+    host = f"http://127.0.0.1:{free_port()}"
+    with pytest.raises(SystemExit) as stopped:
+        pipeline_main(["submit", "--host", host, "epochs=3"])
+    message = str(stopped.value)
+    assert message.startswith(f"cannot reach the Kubeflow Pipelines API at {host}")
+    assert "ConnectionError" in message and "\n" not in message

@@ -1,0 +1,54 @@
+"""Registration: a model is registered only when its test accuracy reaches the minimum."""
+
+from __future__ import annotations
+
+import logging
+
+from mlflow.tracking import MlflowClient
+
+from components import register
+from components.registration.config import RegisterConfig
+from components.registration.decision import register_if_accurate
+
+
+def test_a_model_below_the_minimum_is_not_registered_and_the_run_says_why(
+    sample_arrays, tmp_path, mlflow_store, capsys
+):
+    from components.training import session
+    from components.training.config import TrainConfig
+
+    result = session.train(
+        TrainConfig(data=str(sample_arrays), output=str(tmp_path / "m"), epochs=1, dry_run=True)
+    )
+    register.main(
+        [
+            *("--mlflow-run-id", result.run_id, "--test-accuracy", "0.61"),
+            *("--min-accuracy", "0.9", "--registered-model-name", "pets"),
+        ]
+    )
+    reason = capsys.readouterr().out.strip()
+    assert reason == "not registered: test accuracy 0.6100 < minimum 0.9000"
+    client = MlflowClient(mlflow_store)
+    assert client.get_run(result.run_id).data.tags["quality_gate"] == reason
+    assert client.search_registered_models() == []
+
+
+def test_a_model_at_the_minimum_is_registered_by_its_logged_model_id(
+    sample_arrays, tmp_path, mlflow_store, caplog
+):
+    from components.training import session
+    from components.training.config import TrainConfig
+
+    result = session.train(
+        TrainConfig(data=str(sample_arrays), output=str(tmp_path / "m"), epochs=1, dry_run=True)
+    )
+    with caplog.at_level(logging.WARNING):
+        decision = register_if_accurate(
+            RegisterConfig(mlflow_run_id=result.run_id, test_accuracy=0.9)
+        )
+    assert decision.registered and decision.version == "1"
+    client = MlflowClient(mlflow_store)
+    version = client.get_model_version_by_alias("dogs-vs-cats", "candidate")
+    assert version.source == result.model_uri  # models:/m-…, the logged model itself
+    assert version.run_id == result.run_id
+    assert "registering model based on" not in caplog.text  # MLflow's runs:/ fallback
