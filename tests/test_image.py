@@ -84,7 +84,8 @@ def test_every_task_of_the_pipeline_runs_in_the_image(
         source=str(sample_zip), tracking_uri=store, epochs=1, image_size=40, min_accuracy=0.0
     ).outputs
 
-    assert 0.5 < outputs["test_accuracy"] <= 1.0 and outputs["registration"].startswith("registered")
+    assert 0.5 < outputs["test_accuracy"] <= 1.0
+    assert outputs["registration"].startswith("registered")
     (run_dir,) = [path for path in root.iterdir() if (path / "train-op").is_dir()]
     for task in TASKS:
         written = [path for path in (run_dir / task).rglob("*") if path.is_file()]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 
 import pytest
@@ -169,3 +170,40 @@ def test_the_sweep_compiles_to_a_parallel_for_of_train_and_evaluate_then_one_reg
     assert register["mlflow_run_id"]["taskOutputParameter"]["producerTask"] == "sweep-best-op"
     executors = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
     assert executors["exec-train-op"]["tolerations"][0]["key"] == "nvidia.com/gpu"
+
+
+def parameter_feeds(spec) -> list[tuple[str, str, dict]]:
+    """Every (component, input, source) of the spec's tasks, the sweep's loop body too."""
+    dags = [spec["root"]["dag"], *(c["dag"] for c in spec["components"].values() if "dag" in c)]
+    return [
+        (task["componentRef"]["name"], name, source)
+        for dag in dags
+        for task in dag["tasks"].values()
+        for name, source in task["inputs"].get("parameters", {}).items()
+    ]
+
+
+@pytest.mark.parametrize("sweep", [False, True], ids=["pipeline", "sweep"])
+def test_each_setting_reaches_its_task_as_an_input_of_its_own(tmp_path, sweep):
+    path = tmp_path / "pipeline.yaml"
+    pipeline_main(["compile", "--output", str(path), *(["--sweep"] if sweep else [])])
+    spec, _ = yaml.safe_load_all(path.read_text())
+    root_parameters = set(spec["root"]["inputDefinitions"]["parameters"])
+    fed = set()
+    for component, name, source in parameter_feeds(spec):
+        # no value is pasted into a string: a constant holds no placeholder of another
+        assert "{{" not in json.dumps(source.get("runtimeValue", {})), (component, name)
+        parent = source.get("componentInputParameter")
+        if parent in root_parameters:
+            assert parent == name, (component, name, parent)  # one name, one meaning
+            fed.add(name)
+    assert fed == root_parameters - {"grid"} or sweep
+
+
+def test_the_training_seed_and_the_split_seed_feed_different_tasks(compiled):
+    _, _, spec, _ = compiled
+    takers = {}
+    for component, name, source in parameter_feeds(spec):
+        if source.get("componentInputParameter") in ("seed", "split_seed"):
+            takers.setdefault(name, set()).add(component)
+    assert takers == {"seed": {"comp-train-op"}, "split_seed": {"comp-preprocess-op"}}

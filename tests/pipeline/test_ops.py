@@ -1,0 +1,178 @@
+"""The KFP components: inputs held to their schemas, and each body run as a plain function.
+
+The KFP samples' pair: these call each component's Python function directly (with real
+artifacts on local paths); ``tests/pipeline/test_local.py`` runs them on kfp.local.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from kfp.dsl import Artifact, ClassificationMetrics, Dataset, Markdown, Metrics, Model
+from kfp.pipeline_spec.pipeline_spec_pb2 import ParameterType
+from mlflow.tracking import MlflowClient
+
+from components.core import schema
+from components.data.arrays import read_meta
+from components.downloading.config import DownloadConfig
+from components.evaluation.config import EvaluateConfig
+from components.preprocessing.config import PreprocessConfig
+from components.registration.config import RegisterConfig
+from components.training.config import TrainConfig
+from pipeline import ops
+
+KFP_TYPES = {
+    int: ParameterType.NUMBER_INTEGER,
+    float: ParameterType.NUMBER_DOUBLE,
+    str: ParameterType.STRING,
+    bool: ParameterType.BOOLEAN,
+}
+STEP_OPS = [
+    (ops.download_op, DownloadConfig),
+    (ops.preprocess_op, PreprocessConfig),
+    (ops.train_op, TrainConfig),
+    (ops.trainjob_op, TrainConfig),
+    (ops.evaluate_op, EvaluateConfig),
+    (ops.register_op, RegisterConfig),
+]
+
+
+def parameter_inputs(op) -> dict[str, str]:
+    """The component's parameter inputs by name, each with its KFP type."""
+    inputs = op.pipeline_spec.root.input_definitions.parameters
+    return {name: spec.parameter_type for name, spec in inputs.items()}
+
+
+@pytest.mark.parametrize(("op", "step"), STEP_OPS, ids=lambda x: getattr(x, "name", ""))
+def test_each_pipeline_field_of_a_step_is_an_input_of_its_own_type(op, step):
+    inputs = parameter_inputs(op)
+    for field in schema.fields_of(step, *schema.PIPELINE_ROLES):
+        kind = schema.field_type(step, field)
+        assert field.name in inputs, f"{op.name} lacks {field.name}"
+        assert inputs[field.name] == KFP_TYPES[kind], f"{op.name}: {field.name}"
+
+
+def test_registration_takes_no_alias_from_the_pipeline():
+    assert "alias" not in parameter_inputs(ops.register_op)
+
+
+def test_download_and_preprocess_bodies_write_their_artifacts(sample_zip, tmp_path):
+    raw = Dataset(name="dataset", uri=str(tmp_path / "raw"), metadata={})
+    ops.download_op.python_func(source=str(sample_zip), sha256="", dataset=raw)
+    assert raw.metadata["file_count"] > 0 and len(raw.metadata["sha256"]) == 64
+    arrays = Dataset(name="arrays", uri=str(tmp_path / "arrays"), metadata={})
+    ops.preprocess_op.python_func(
+        raw=raw,
+        arrays=arrays,
+        image_size=16,
+        channels=1,
+        val_fraction=0.1,
+        test_fraction=0.1,
+        split_seed=3,
+    )
+    meta = read_meta(tmp_path / "arrays")
+    assert meta["image_size"] == 16 and meta["config"]["split_seed"] == 3
+    assert arrays.metadata["kept"] == meta["kept"]
+
+
+def train_inputs(**changes) -> dict:
+    values = schema.pipeline_values(TrainConfig(data="-", output="-", epochs=1))
+    return {**values, **changes}
+
+
+def test_train_evaluate_and_register_bodies_hand_the_run_on(small_arrays, tmp_path, mlflow_store):
+    arrays = Dataset(name="arrays", uri=str(small_arrays), metadata={})
+    trained = Model(name="trained_model", uri=str(tmp_path / "model"), metadata={})
+    experiment = 'team\\test "quoted" ü'
+    run_id = ops.train_op.python_func(
+        arrays=arrays,
+        trained_model=trained,
+        gpus=1,
+        tracking_uri=mlflow_store,
+        checkpoint_root="",
+        kfp_run_id="kfp-run-1",
+        pipeline_name="dogs-vs-cats",
+        **train_inputs(experiment=experiment),
+    )
+    assert trained.metadata["mlflow_run_id"] == run_id
+    client = MlflowClient(mlflow_store)
+    run = client.get_run(run_id)
+    assert client.get_experiment(run.info.experiment_id).name == experiment
+    assert run.data.tags["kfp.run_id"] == "kfp-run-1"
+
+    metrics = Metrics(name="metrics", uri=str(tmp_path / "metrics"), metadata={})
+    report = Markdown(name="report", uri=str(tmp_path / "report.md"), metadata={})
+    accuracy, same_run = ops.evaluate_op.python_func(
+        arrays=arrays,
+        model=trained,
+        mlflow_run_id=run_id,
+        tracking_uri=mlflow_store,
+        experiment=experiment,
+        evaluation=Artifact(name="evaluation", uri=str(tmp_path / "eval"), metadata={}),
+        metrics=metrics,
+        classification=ClassificationMetrics(
+            name="classification", uri=str(tmp_path / "classification"), metadata={}
+        ),
+        report=report,
+    )
+    assert same_run == run_id and metrics.metadata["accuracy"] == accuracy
+    assert client.get_run(run_id).data.metrics["test_accuracy"] == pytest.approx(accuracy)
+    assert run_id in (tmp_path / "report.md").read_text()
+
+    name = 'dogs "vs" cats, ü'  # a value a string template would have broken
+    registered, reason = ops.register_op.python_func(
+        mlflow_run_id=run_id,
+        test_accuracy=accuracy,
+        tracking_uri=mlflow_store,
+        min_accuracy=min(1.0, accuracy + 0.01),
+        registered_model_name=name,
+    )
+    assert not registered and reason.startswith("not registered: test accuracy")
+    registered, reason = ops.register_op.python_func(
+        mlflow_run_id=run_id,
+        test_accuracy=accuracy,
+        tracking_uri=mlflow_store,
+        min_accuracy=0.0,
+        registered_model_name=name,
+    )
+    assert registered and reason.startswith(f"registered {name} version 1 as @candidate")
+    assert client.get_model_version_by_alias(name, "candidate").run_id == run_id
+
+
+def test_sweep_bodies_open_the_parent_train_each_combination_and_mark_the_best(
+    small_arrays, tmp_path, mlflow_store
+):
+    grid = [json.dumps({"lr": 0.003}), json.dumps({"lr": 0.0003})]
+    parent = ops.sweep_parent_op.python_func(
+        grid=grid,
+        experiment="dogs-vs-cats",
+        tracking_uri=mlflow_store,
+        kfp_run_id="kfp-run-2",
+        pipeline_name="dogs-vs-cats-sweep",
+    )
+    arrays = Dataset(name="arrays", uri=str(small_arrays), metadata={})
+    children = [
+        ops.train_op.python_func(
+            arrays=arrays,
+            trained_model=Model(name="m", uri=str(tmp_path / str(index)), metadata={}),
+            gpus=1,
+            tracking_uri=mlflow_store,
+            checkpoint_root="",
+            kfp_run_id="kfp-run-2",
+            pipeline_name="dogs-vs-cats-sweep",
+            combination=combination,
+            **train_inputs(),
+        )
+        for index, combination in enumerate(grid)
+    ]
+    client = MlflowClient(mlflow_store)
+    runs = [client.get_run(child) for child in children]
+    assert [run.data.params["lr"] for run in runs] == ["0.003", "0.0003"]
+    assert all(run.data.tags["mlflow.parentRunId"] == parent for run in runs)
+    best, val_accuracy, _, compare = ops.sweep_best_op.python_func(
+        parent_run_id=parent, child_run_ids=children, tracking_uri=mlflow_store
+    )
+    vals = {run.info.run_id: run.data.metrics["val_accuracy"] for run in runs}
+    assert val_accuracy == max(vals.values()) == vals[best]
+    assert client.get_run(parent).info.status == "FINISHED" and all(c in compare for c in children)
