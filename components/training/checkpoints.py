@@ -137,7 +137,7 @@ def find_checkpoint(cfg: TrainConfig, meta: dict) -> dict | None:
     """
     state = newest(list(_candidates(cfg)))
     if state:
-        _check_compatible(state, cfg, meta)
+        check_resumable(state, cfg, meta)
         log.info("resuming after epoch %d (MLflow run %s)", state["epoch"], state["mlflow_run_id"])
     else:
         log.info("no checkpoint found to resume from; starting at epoch 1")
@@ -192,7 +192,10 @@ def _data_shape(meta: dict) -> list[int]:
     return [meta["channels"], meta["image_size"]]
 
 
-def _check_compatible(state: dict, cfg: TrainConfig, meta: dict) -> None:
+def check_resumable(state: dict, cfg: TrainConfig, meta: dict) -> None:
+    """Refuse to resume ``state`` for ``cfg`` unless the data's shape and the whole recipe
+    (every ``RECIPE`` field of the schema; ``epochs`` may grow on a constant schedule)
+    are the checkpoint's."""
     # checkpoints written before the data's shape was saved carry none
     saved_shape = state.get("data_shape", _data_shape(meta))
     if saved_shape != _data_shape(meta):

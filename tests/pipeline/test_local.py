@@ -11,6 +11,10 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
+# quotes, a backslash before a letter JSON would read as a TAB, a newline, non-ASCII: a
+# value that a settings string built by concatenation broke or turned into another setting
+EXPERIMENT = 'team\\test "quoted", \n"alias": "champion" ü'
+
 
 @pytest.mark.integration
 @pytest.mark.slow
@@ -31,6 +35,7 @@ def test_whole_pipeline_runs_locally_and_registers_a_good_enough_model(sample_zi
             "epochs=1",
             "image_size=40",
             "min_accuracy=0.0",
+            f"experiment={EXPERIMENT}",
         ],
         cwd=tmp_path,  # where MLflow puts a SQLite store's artifacts (./mlruns)
         env={**os.environ, "MLFLOW_TRACKING_URI": team_store},
@@ -62,6 +67,7 @@ def test_whole_pipeline_runs_locally_and_registers_a_good_enough_model(sample_zi
     client = MlflowClient(team_store)
     run = client.get_run(run_id)
     assert 0.0 <= run.data.metrics["test_accuracy"] <= 1.0
+    assert client.get_experiment(run.info.experiment_id).name == EXPERIMENT  # unchanged
     assert run.data.tags["kfp.pipeline_name"] == "dogs-vs-cats" and run.data.tags["kfp.run_id"]
     version = client.get_model_version_by_alias("dogs-vs-cats", "candidate")
     assert version.run_id == run_id

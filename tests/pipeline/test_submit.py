@@ -41,11 +41,21 @@ def test_kfp_run_submit_sends_the_spec_and_parameters_intact(compiled):
     assert run["experiment_id"] == "exp-1" and "run-1" in done.stdout
 
 
+HOSTILE = 'experiment=say "hi" \\t\n"alias": "champion", ü'
+
+
 def test_python_submit_converts_parameter_types(capsys):
     with FakeKfpApi() as api:
-        pipeline_main(["submit", "--host", api.endpoint, "epochs=3", "lr=0.01", "channels=3"])
+        pipeline_main(
+            ["submit", "--host", api.endpoint, "epochs=3", "lr=0.01", "channels=3", HOSTILE]
+        )
         (run,) = api.runs.values()
-    assert run["runtime_config"]["parameters"] == {"epochs": 3, "lr": 0.01, "channels": 3}
+    assert run["runtime_config"]["parameters"] == {
+        "epochs": 3,
+        "lr": 0.01,
+        "channels": 3,
+        "experiment": HOSTILE.removeprefix("experiment="),  # as it was typed
+    }
     assert "submitted run run-1" in capsys.readouterr().out
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -13,9 +14,12 @@ import pytest
 import torch
 from mlflow.tracking import MlflowClient
 
+from components.core import schema
+from components.core.schema import RECIPE
 from components.data.arrays import SPLITS, load_split, save_split
-from components.training import session
+from components.training import checkpoints, session
 from components.training.checkpoints import load_checkpoint
+from components.training.config import TrainConfig
 from tests.helpers import run_to_end, train_cli
 from tests.helpers import train_config as config
 
@@ -159,3 +163,42 @@ def test_checkpoints_survive_the_pod_in_s3(sample_arrays, tmp_path, mlflow_store
             config(sample_arrays, tmp_path / "pod2", epochs=2, resume=True, checkpoint_uri=uri)
         )
     assert resumed.run_id == first.run_id and [e["epoch"] for e in resumed.history] == [1, 2]
+
+
+def changed(value):
+    """Another valid value of a recipe field's type."""
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, str):
+        return {"tutorial_cnn": "bn_cnn", "constant": "onecycle", "onecycle": "constant"}[value]
+    if isinstance(value, float):
+        return value / 2 if value else 0.1
+    return value + 1
+
+
+@pytest.mark.parametrize("schedule", ["constant", "onecycle"])
+def test_resume_refuses_a_change_to_any_recipe_field_the_schema_declares(schedule):
+    cfg = TrainConfig(data="d", output="o", schedule=schedule, min_crop_area=0.5)
+    meta = {"channels": 1, "image_size": 40}
+    state = {"config": dataclasses.asdict(cfg), "data_shape": [1, 40]}
+    checkpoints.check_resumable(state, cfg, meta)  # the same recipe resumes
+    for field in schema.fields_of(TrainConfig, RECIPE):
+        other = dataclasses.replace(cfg, **{field.name: changed(getattr(cfg, field.name))})
+        if field.name == "epochs" and schedule == "constant":
+            checkpoints.check_resumable(state, other, meta)  # a constant schedule extends
+            continue
+        with pytest.raises(ValueError, match=f"cannot resume: the checkpoint has {field.name}="):
+            checkpoints.check_resumable(state, other, meta)
+    for compile_or_local in ({"compile": True}, {"device": "cpu"}, {"experiment": "other"}):
+        checkpoints.check_resumable(state, dataclasses.replace(cfg, **compile_or_local), meta)
+
+
+def test_a_checkpoint_from_before_a_recipe_field_existed_resumes_at_its_default():
+    cfg = TrainConfig(data="d", output="o")
+    saved = dataclasses.asdict(cfg)
+    del saved["mirror_average"]  # written before the field was added
+    state = {"config": saved, "data_shape": [1, 40]}
+    checkpoints.check_resumable(state, cfg, {"channels": 1, "image_size": 40})
+    with pytest.raises(ValueError, match="has mirror_average=False"):
+        other = dataclasses.replace(cfg, mirror_average=True)
+        checkpoints.check_resumable(state, other, {"channels": 1, "image_size": 40})
