@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from components.training.batches import DeviceSplit
 from components.training.models import Classifier, build_model, save_classifier
 
 
@@ -25,3 +26,15 @@ def always_dog_model(directory, channels=1, size=40):
     directory.mkdir(parents=True, exist_ok=True)
     save_classifier(directory / "model.pt", Classifier(net, spec["mean"], spec["std"]), spec)
     return directory
+
+
+def tiny_split(device, count=37, size=40) -> DeviceSplit:
+    generator = torch.Generator().manual_seed(0)
+    images = torch.randint(0, 256, (count, 1, size, size), dtype=torch.uint8, generator=generator)
+    labels = torch.randint(0, 2, (count,), generator=generator)
+    return DeviceSplit(images.to(device), labels.to(device))
+
+
+def tiny_model(device) -> Classifier:
+    torch.manual_seed(0)
+    return Classifier(build_model("tutorial_cnn", 1, 40), [0.45], [0.25]).to(device).eval()

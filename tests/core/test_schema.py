@@ -11,11 +11,9 @@ from dataclasses import dataclass, fields
 import pytest
 
 from components import download, evaluate, preprocess, register, train
-from components.cluster.placement import Placement
 from components.core import schema
 from components.core.schema import LOCAL, PER_RUN, RECIPE, setting
 from components.downloading.config import DownloadConfig
-from components.downloading.fetch import fetch
 from components.evaluation.config import EvaluateConfig
 from components.preprocessing.config import PreprocessConfig
 from components.registration.config import RegisterConfig
@@ -23,7 +21,7 @@ from components.training.config import MODEL_NAMES, TrainConfig
 from components.training.models import MODELS
 from pipeline.pipeline import PARAMETERS, STEP_SCHEMAS, build_pipeline
 from pipeline.sweep import SWEEPABLE
-from pipeline.target import ClusterTarget, PipelineOnly
+from pipeline.target import PipelineOnly
 
 STEPS = {
     DownloadConfig: download.build_parser,
@@ -152,56 +150,6 @@ def test_a_default_on_bool_is_turned_off_by_its_no_flag():
     argv = schema.to_argv(cfg)
     assert "--no-augment" in argv and "--resume" in argv
     assert not {"--no-amp", "--amp", "--augment", "--no-resume", "--dry-run"} & set(argv)
-
-
-@pytest.mark.parametrize(
-    "changes", [{"min_crop_area": 0.0}, {"min_crop_area": 1.5}, {"label_smoothing": 1.0}]
-)
-def test_crop_areas_and_label_smoothing_out_of_range_are_clear_errors(changes):
-    with pytest.raises(ValueError, match="expected 0 < min crop area <= 1 and 0 <= label"):
-        TrainConfig(data="d", output="o", **changes)
-
-
-NAN = float("nan")
-
-
-@pytest.mark.parametrize(
-    ("build", "message"),
-    [
-        (lambda: DownloadConfig(output="o", retries=0), "above 0, found retries=0$"),
-        (
-            lambda: DownloadConfig(output="o", stall_seconds=-1, max_ratio=NAN),
-            "found stall_seconds=-1, max_ratio=nan",
-        ),
-        (
-            lambda: PreprocessConfig(input="i", output="o", val_fraction=NAN),
-            "found val=nan, test=0.1",
-        ),
-        (lambda: TrainConfig(data="d", output="o", weight_decay=-0.1), "weight decay >= 0"),
-        (
-            lambda: RegisterConfig(mlflow_run_id="r", test_accuracy=0.9, min_accuracy=85),
-            "from 0 to 1, found 85 and 0.9",
-        ),
-        (
-            lambda: RegisterConfig(mlflow_run_id="r", test_accuracy=NAN),
-            "from 0 to 1, found 0.85 and nan",
-        ),
-        (lambda: Placement(cpu="0"), "CPU request above 0, found '0'"),
-        (lambda: Placement(cpu="two"), "CPU quantity such as 3, 1.5 or 500m, found 'two'"),
-        (lambda: Placement(memory="12GB"), "memory as a quantity .* found '12GB'"),
-        (lambda: Placement(shm_size="-2Gi"), "shm_size as a quantity .* found '-2Gi'"),
-        (lambda: ClusterTarget(nodes=0), "1 or more training nodes, found 0"),
-        (lambda: fetch("archive.zip", "out", sha256="abc"), "64 hex digits .* 'abc'"),
-    ],
-)
-def test_values_out_of_range_are_refused_before_any_work(build, message):
-    with pytest.raises(ValueError, match=message):
-        build()
-
-
-def test_cpu_limits_are_twice_the_request_in_cores_or_millicores():
-    limits = {cpu: Placement(cpu=cpu).cpu_limit for cpu in ("3", "1.5", "500m", "0.25")}
-    assert limits == {"3": "6", "1.5": "3000m", "500m": "1000m", "0.25": "500m"}
 
 
 def test_a_refused_flag_ends_the_command_with_one_line_not_a_traceback(tmp_path):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 
 import pytest
 import yaml
@@ -35,21 +34,6 @@ def test_train_task_asks_for_gpus_on_a_gpu_node(compiled):
             "sizeLimit": Placement().shm_size,
         }
     ]
-
-
-def test_compiling_with_image_tags_warns_and_digests_do_not(tmp_path, caplog):
-    with caplog.at_level(logging.WARNING):
-        pipeline_main(["compile", "--output", str(tmp_path / "tags.yaml")])
-    assert caplog.text.count("is a tag, not a digest") == 2
-    caplog.clear()
-    with caplog.at_level(logging.WARNING):
-        pipeline_main(
-            [
-                *("compile", "--output", str(tmp_path / "digests.yaml")),
-                *("--image", IMAGE, "--gpu-image", GPU_IMAGE),
-            ]
-        )
-    assert "not a digest" not in caplog.text
 
 
 def test_where_training_runs_is_chosen_at_compile_time(tmp_path):

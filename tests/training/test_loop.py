@@ -1,4 +1,4 @@
-"""The fast paths compute what the plain ones do; on a GPU, without per-batch host syncs."""
+"""The epoch loop's fast paths compute what the plain ones do; on a GPU, without host syncs."""
 
 from __future__ import annotations
 
@@ -6,31 +6,10 @@ import pytest
 import torch
 
 from components.training import runtime
-from components.training.batches import DeviceSplit
 from components.training.config import TrainConfig
 from components.training.inference import predict_logits
 from components.training.loop import Learner, make_optimizer, new_learner, train_one_epoch
-from components.training.models import Classifier, build_model
-
-
-def tiny_split(device, count=37, size=40) -> DeviceSplit:
-    generator = torch.Generator().manual_seed(0)
-    images = torch.randint(0, 256, (count, 1, size, size), dtype=torch.uint8, generator=generator)
-    labels = torch.randint(0, 2, (count,), generator=generator)
-    return DeviceSplit(images.to(device), labels.to(device))
-
-
-def tiny_model(device) -> Classifier:
-    torch.manual_seed(0)
-    return Classifier(build_model("tutorial_cnn", 1, 40), [0.45], [0.25]).to(device).eval()
-
-
-def test_batched_inference_equals_the_one_image_at_a_time_loop():
-    data, model = tiny_split("cpu"), tiny_model("cpu")
-    batched = predict_logits(model, data, batch_size=16)
-    with torch.no_grad():
-        one_by_one = torch.cat([model(image[None]) for image in data.images])
-    assert torch.allclose(batched, one_by_one, atol=1e-5)
+from tests.models import tiny_model, tiny_split
 
 
 @pytest.mark.gpu
@@ -53,15 +32,6 @@ def test_an_epoch_on_the_gpu_never_waits_for_the_device():
     finally:
         torch.cuda.set_sync_debug_mode("default")
     assert sums[2].item() == 400
-
-
-def test_the_layout_changes_speed_not_results():
-    data, model = tiny_split("cpu"), tiny_model("cpu")
-    contiguous = Classifier(build_model("tutorial_cnn", 1, 40), [0.45], [0.25], channels_last=False)
-    contiguous.load_state_dict(model.state_dict())
-    assert torch.allclose(
-        predict_logits(model, data), predict_logits(contiguous.eval(), data), atol=1e-4
-    )
 
 
 def test_compile_wraps_the_trained_net_and_leaves_the_saved_one_plain():

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import io
+import logging
 import tarfile
 import zipfile
 from pathlib import Path
@@ -21,6 +22,7 @@ from kfp.pipeline_spec import pipeline_spec_pb2  # noqa: F401  (registers its de
 
 from pipeline.__main__ import main as pipeline_main
 from tests.conftest import REPO
+from tests.pipeline.conftest import GPU_IMAGE, IMAGE
 
 PROTOS = REPO / "tests/fixtures/kfp-protos"
 OLDEST_KUBERNETES = "kfp-kubernetes-1.5.0.tar.gz"
@@ -135,3 +137,18 @@ def test_the_strict_parse_catches_a_field_an_old_backend_does_not_know(tmp_path)
 def test_a_backend_older_than_the_oldest_supported_is_refused(tmp_path):
     with pytest.raises(ValueError, match="older than the oldest supported, 2.5"):
         compiled(tmp_path, "--kfp-backend", "2.4")
+
+
+def test_compiling_with_image_tags_warns_and_digests_do_not(tmp_path, caplog):
+    with caplog.at_level(logging.WARNING):
+        pipeline_main(["compile", "--output", str(tmp_path / "tags.yaml")])
+    assert caplog.text.count("is a tag, not a digest") == 2
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        pipeline_main(
+            [
+                *("compile", "--output", str(tmp_path / "digests.yaml")),
+                *("--image", IMAGE, "--gpu-image", GPU_IMAGE),
+            ]
+        )
+    assert "not a digest" not in caplog.text

@@ -1,0 +1,34 @@
+"""Where the train task runs: quantities Kubernetes accepts, labels, limits, the trip as JSON."""
+
+from __future__ import annotations
+
+import pytest
+
+from components.cluster.placement import Placement
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"cpu": "0"}, "CPU request above 0, found '0'"),
+        ({"cpu": "two"}, "CPU quantity such as 3, 1.5 or 500m, found 'two'"),
+        ({"memory": "12GB"}, "memory as a quantity .* found '12GB'"),
+        ({"shm_size": "-2Gi"}, "shm_size as a quantity .* found '-2Gi'"),
+    ],
+)
+def test_quantities_kubernetes_would_refuse_are_refused_here(fields, message):
+    with pytest.raises(ValueError, match=message):
+        Placement(**fields)
+
+
+def test_cpu_limits_are_twice_the_request_in_cores_or_millicores():
+    limits = {cpu: Placement(cpu=cpu).cpu_limit for cpu in ("3", "1.5", "500m", "0.25")}
+    assert limits == {"3": "6", "1.5": "3000m", "500m": "1000m", "0.25": "500m"}
+
+
+def test_a_placement_survives_the_trip_through_json():
+    placement = Placement(cpu="1.5", memory="24Gi", node_selector="pool=gpu")
+    assert Placement.from_json(placement.to_json()) == placement
+    assert (
+        placement.node_label == ("pool", "gpu") and Placement(node_selector="").node_label is None
+    )

@@ -1,0 +1,75 @@
+"""Atomic outputs: a reader sees a file or directory complete or not at all; nothing foreign
+is ever replaced."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from components.core import atomic
+from components.core.atomic import MARKER
+
+
+def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
+    path = tmp_path / "record.json"
+    atomic.write_json(path, {"b": 1, "a": [2]})
+    assert path.read_text() == '{\n  "a": [\n    2\n  ],\n  "b": 1\n}\n'
+    with pytest.raises(RuntimeError), atomic.atomic_file(path, "w") as handle:
+        handle.write("half")
+        raise RuntimeError("killed mid-write")
+    assert json.loads(path.read_text()) == {"a": [2], "b": 1}
+    assert [p.name for p in tmp_path.iterdir()] == ["record.json"]
+
+
+def test_only_an_empty_folder_or_the_steps_own_output_may_be_replaced(tmp_path):
+    atomic.check_replaceable(tmp_path / "absent", "train")
+    (tmp_path / "empty").mkdir()
+    atomic.check_replaceable(tmp_path / "empty", "train")
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(FileExistsError, match="expected an output directory at .*, found a file"):
+        atomic.check_replaceable(tmp_path / "file", "train")
+    with atomic.atomic_directory(tmp_path / "out", "preprocess") as staging:
+        (staging / "meta.json").write_text("{}")
+    with pytest.raises(FileExistsError, match="not written by the train step"):
+        atomic.check_replaceable(tmp_path / "out", "train")
+    atomic.check_replaceable(tmp_path / "out", "preprocess")
+    (tmp_path / "out/notes.txt").write_text("mine")
+    with pytest.raises(FileExistsError, match="the preprocess step did not write: notes.txt"):
+        atomic.check_replaceable(tmp_path / "out", "preprocess")
+
+
+def test_a_marker_that_does_not_read_claims_nothing(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    for text in ("{", "[]", '"preprocess"'):
+        (out / MARKER).write_text(text)
+        with pytest.raises(FileExistsError, match="not written by the preprocess step"):
+            atomic.check_replaceable(out, "preprocess")
+
+
+def test_an_atomic_directory_replaces_its_own_output_whole_or_not_at_all(tmp_path):
+    out = tmp_path / "out"
+    with atomic.atomic_directory(out, "download") as staging:
+        (staging / "a.txt").write_text("first")
+    assert json.loads((out / MARKER).read_text()) == {"step": "download", "files": ["a.txt"]}
+    with pytest.raises(OSError), atomic.atomic_directory(out, "download") as staging:
+        (staging / "b.txt").write_text("second")
+        raise OSError("No space left on device")
+    assert sorted(p.name for p in out.iterdir()) == [MARKER, "a.txt"]
+    with atomic.atomic_directory(out, "download") as staging:
+        (staging / "b.txt").write_text("second")
+    assert sorted(p.name for p in out.iterdir()) == [MARKER, "b.txt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no staging left
+
+
+def test_claiming_a_directory_records_the_files_and_drops_their_abandoned_temporaries(tmp_path):
+    out = tmp_path / "model"
+    atomic.claim_directory(out, "train", ["model.pt", "checkpoint.pt"])
+    (out / "checkpoint.pt").write_bytes(b"weights")
+    (out / ".checkpoint.pt.x1y2.tmp").write_bytes(b"half")  # a killed run's write
+    atomic.claim_directory(out, "train", ["model.pt", "checkpoint.pt"])
+    assert sorted(p.name for p in out.iterdir()) == [MARKER, "checkpoint.pt"]
+    assert json.loads((out / MARKER).read_text())["files"] == ["checkpoint.pt", "model.pt"]
+    with pytest.raises(FileExistsError, match="not written by the evaluate step"):
+        atomic.claim_directory(out, "evaluate", ["metrics.json"])

@@ -1,0 +1,46 @@
+"""The local run's screen: a line per task start and end, the full log elsewhere."""
+
+from __future__ import annotations
+
+import io
+
+from pipeline.live import LiveView
+
+RUN = [
+    "\x1b[96mExecuting task 'download-op'\x1b[0m\n",
+    "a long line of inputs\n",
+    "Task 'download-op' finished with status \x1b[92mSUCCESS\x1b[0m\n",
+    "Task preprocess-op cache hit\n",
+    "Executing task 'train-op'\n",
+    "Traceback (most recent call last):\n",
+    '  File "x.py", line 1\n',
+    "ValueError: cannot resume: the checkpoint has lr=0.001\n",
+    "some teardown line\n",
+    "Task 'train-op' finished with status FAILURE\n",
+]
+
+
+def play(verbose: bool) -> tuple[LiveView, str, str]:
+    log, screen = io.StringIO(), io.StringIO()
+    view = LiveView(log, screen, verbose)
+    for line in RUN:  # written in pieces, as a stream is
+        view.write(line[:7])
+        view.write(line[7:])
+    return view, log.getvalue(), screen.getvalue()
+
+
+def test_the_screen_gets_a_line_per_task_and_the_failure_its_error():
+    view, log, screen = play(verbose=False)
+    assert log == "".join(RUN)
+    lines = screen.splitlines()
+    assert lines[0] == "  download-op      started"
+    assert lines[1].startswith("  download-op      success in ") and lines[1].endswith(" s")
+    assert lines[2] == "  preprocess-op    reused from kfp.local's cache"
+    assert lines[3] == "  train-op         started" and "failure in" in lines[4]
+    assert len(lines) == 5
+    assert view.failure == "train-op: ValueError: cannot resume: the checkpoint has lr=0.001"
+
+
+def test_verbose_copies_everything_to_the_screen():
+    view, log, screen = play(verbose=True)
+    assert screen == log and view.failure.startswith("train-op: ValueError")

@@ -1,0 +1,38 @@
+"""What the KFP UI draws from an evaluation: metrics, the confusion matrix, ROC, a report."""
+
+from __future__ import annotations
+
+import json
+
+from kfp.dsl import ClassificationMetrics, Markdown, Metrics
+
+from pipeline.reports import markdown_report, publish_evaluation
+
+RESULT = {
+    "count": 20,
+    "classes": ["cat", "dog"],
+    "metrics": {"accuracy": 0.85, "roc_auc": 0.9},
+    "confusion_matrix": [[9, 1], [2, 8]],
+}
+
+
+def test_the_evaluation_fills_the_kfp_artifacts(tmp_path):
+    (tmp_path / "roc.json").write_text(
+        json.dumps({"fpr": [0.0, 1.0], "tpr": [0.0, 1.0], "thresholds": [1.0, 0.0]})
+    )
+    metrics = Metrics(name="metrics", uri=str(tmp_path / "m"), metadata={})
+    classification = ClassificationMetrics(name="c", uri=str(tmp_path / "c"), metadata={})
+    report = Markdown(name="report", uri=str(tmp_path / "report.md"), metadata={})
+    publish_evaluation(RESULT, str(tmp_path), "run-7", metrics, classification, report)
+    assert metrics.metadata == {"accuracy": 0.85, "roc_auc": 0.9, "mlflow_run_id": "run-7"}
+    matrix = classification.metadata["confusionMatrix"]
+    assert [row["row"] for row in matrix["rows"]] == [[9, 1], [2, 8]]
+    assert len(classification.metadata["confidenceMetrics"]) == 2
+    assert (tmp_path / "report.md").read_text() == markdown_report(RESULT, "run-7")
+
+
+def test_the_report_names_the_run_and_counts_each_cell():
+    text = markdown_report(RESULT, "run-7")
+    assert "test split (20 images)" in text and "`run-7`" in text
+    assert "| accuracy | 0.8500 |" in text
+    assert "| cat | 9 | 1 |" in text and "| dog | 2 | 8 |" in text

@@ -1,0 +1,51 @@
+"""A sweep's grid: its axes, its combinations as JSON, their keys, the compare view."""
+
+from __future__ import annotations
+
+import json
+import urllib.parse
+
+import pytest
+
+from pipeline import sweep
+
+
+def test_pairs_with_commas_are_axes_and_the_rest_fixed():
+    fixed, axes = sweep.split_pairs(["epochs=2", "lr=0.1,0.01", "model=bn_cnn,resnet18"])
+    assert fixed == ["epochs=2"] and axes == {
+        "lr": ["0.1", "0.01"],
+        "model": ["bn_cnn", "resnet18"],
+    }
+    with pytest.raises(SystemExit, match="expected a sweep over training recipe fields"):
+        sweep.split_pairs(["experiment=a,b"])  # not a recipe field
+    with pytest.raises(SystemExit, match="expected at least one name=v1,v2 pair"):
+        sweep.split_pairs(["epochs=2"])
+
+
+def test_the_grid_is_every_combination_as_a_sorted_json_object():
+    grid = sweep.grid({"lr": [0.1, 0.01], "augment": [True, False]})
+    assert [json.loads(c) for c in grid] == [
+        {"augment": True, "lr": 0.1},
+        {"augment": False, "lr": 0.1},
+        {"augment": True, "lr": 0.01},
+        {"augment": False, "lr": 0.01},
+    ]
+    assert all(c == json.dumps(json.loads(c), sort_keys=True) for c in grid)
+    with pytest.raises(SystemExit, match=r"found 11 seed × 100 lr = 1100"):
+        sweep.grid({"seed": list(range(11)), "lr": [i / 1000 for i in range(100)]})
+
+
+def test_a_combination_has_a_stable_short_key_of_its_own():
+    keys = {sweep.combination_key(c) for c in sweep.grid({"lr": [0.1, 0.2, 0.3]})}
+    assert len(keys) == 3 and all(len(k) == 12 for k in keys)
+    assert sweep.combination_key('{"lr": 0.1}') == sweep.combination_key('{"lr": 0.1}')
+
+
+def test_the_compare_view_lists_every_run_of_the_experiment():
+    url = sweep.compare_url("http://mlflow:5000/", "4", ["a", "b"])
+    base, query = url.split("#/compare-runs?")
+    assert base == "http://mlflow:5000/"
+    params = dict(urllib.parse.parse_qsl(query))
+    assert json.loads(params["runs"]) == ["a", "b"] and json.loads(params["experiments"]) == ["4"]
+    assert sweep.ui_address("https://mlflow.example") == "https://mlflow.example"
+    assert sweep.ui_address("sqlite:///runs/mlflow.db") == "http://127.0.0.1:5000"

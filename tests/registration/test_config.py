@@ -1,0 +1,31 @@
+"""The register step's schema: accuracies from 0 to 1, or a refusal."""
+
+from __future__ import annotations
+
+import pytest
+
+from components.registration.config import RegisterConfig
+
+NAN = float("nan")
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"test_accuracy": 0.9, "min_accuracy": 85}, "from 0 to 1, found 85 and 0.9"),
+        ({"test_accuracy": NAN}, "from 0 to 1, found 0.85 and nan"),
+        ({"test_accuracy": -0.5}, "from 0 to 1, found 0.85 and -0.5"),
+    ],
+)
+def test_accuracies_outside_0_to_1_are_refused(fields, message):
+    with pytest.raises(ValueError, match=message):
+        RegisterConfig(mlflow_run_id="r", **fields)
+
+
+def test_the_defaults_register_as_candidate_at_0_85():
+    cfg = RegisterConfig(mlflow_run_id="r", test_accuracy=0.9)
+    assert (cfg.min_accuracy, cfg.alias, cfg.registered_model_name) == (
+        0.85,
+        "candidate",
+        "dogs-vs-cats",
+    )
