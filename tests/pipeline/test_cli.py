@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 
 from pipeline.__main__ import main as pipeline_main
+from pipeline.cli import build_parser
+from pipeline.pipeline import PARAMETERS
 
 
 def test_help_lists_subcommands_and_the_pipelines_parameters(capsys):
@@ -20,3 +22,12 @@ def test_help_lists_subcommands_and_the_pipelines_parameters(capsys):
 def test_unknown_parameter_lists_the_valid_ones():
     with pytest.raises(SystemExit, match="expected name=value with a name among: source"):
         pipeline_main(["submit", "--host", "http://127.0.0.1:9", "epoch=3"])
+
+
+@pytest.mark.parametrize("command", ["compile", "submit", "run", "sweep"])
+def test_every_command_lists_every_pipeline_parameter_with_its_default(command, capsys):
+    with pytest.raises(SystemExit):
+        build_parser("python -m pipeline").parse_args([command, "--help"])
+    shown = capsys.readouterr().out
+    for name, (kind, default) in PARAMETERS.items():
+        assert f"{name}={default!r}" in shown and kind.__name__ in shown, name

@@ -1,11 +1,17 @@
-"""The command lines as users meet them: ``--help`` answers without loading torch or MLflow."""
+"""The steps' entry points, all alike: thin (``build_parser``, ``main``), and ``--help``
+answers without loading torch or MLflow."""
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 
 import pytest
+
+from tests.conftest import REPO
+
+STEPS = sorted(p.stem for p in (REPO / "components").glob("*.py") if p.stem != "__init__")
 
 HEAVY = ("torch", "mlflow")
 # runs a module as `python -m` would, with --help, then names the heavy modules it loaded
@@ -23,8 +29,7 @@ print(sorted(name for name in {heavy!r} if name in sys.modules))
 @pytest.mark.parametrize(
     "module, argv",
     [
-        *((f"components.{step}", ["--help"]) for step in ("download", "preprocess", "train")),
-        *((f"components.{step}", ["--help"]) for step in ("evaluate", "register", "predict")),
+        *((f"components.{step}", ["--help"]) for step in STEPS),
         ("pipeline", ["--help"]),
         ("pipeline", ["run", "--help"]),
         ("pipeline", ["compile", "--help"]),
@@ -37,3 +42,12 @@ def test_help_loads_neither_torch_nor_mlflow(module, argv):
     )
     assert "usage: python -m" in done.stdout
     assert done.stdout.splitlines()[-1] == "[]"
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_every_step_is_a_thin_entry_point_over_its_package(step):
+    tree = ast.parse((REPO / "components" / f"{step}.py").read_text())
+    functions = [node.name for node in tree.body if isinstance(node, ast.FunctionDef)]
+    assert {"build_parser", "main"} <= set(functions)
+    assert not [node.name for node in tree.body if isinstance(node, ast.ClassDef)]
+    assert len(functions) <= 3, functions  # the work lives in its package
