@@ -11,6 +11,7 @@ import logging
 from dataclasses import asdict
 
 from components.core import schema
+from components.core.errors import one_line_errors
 from components.core.logs import setup_logging
 from components.downloading.config import DownloadConfig
 from components.downloading.fetch import download
@@ -29,7 +30,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> None:
     cfg = schema.from_namespace(DownloadConfig, build_parser().parse_args(argv))
     setup_logging()
-    log.info("%s", json.dumps(asdict(download(cfg))))
+    with one_line_errors():
+        log.info("%s", json.dumps(asdict(download(cfg))))
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ import argparse
 import json
 
 from components.core import schema
+from components.core.errors import one_line_errors
 from components.core.logs import setup_logging
 from components.evaluation.config import EvaluateConfig
 
@@ -27,7 +28,8 @@ def main(argv: list[str] | None = None) -> None:
     # torch and mlflow load only now: --help and a wrong flag answer at once
     from components.evaluation.report import evaluate
 
-    report = evaluate(cfg)
+    with one_line_errors():
+        report = evaluate(cfg)
     print(json.dumps({"split": cfg.split, "count": report["count"], **report["metrics"]}))
 
 

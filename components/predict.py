@@ -13,6 +13,7 @@ import logging
 import sys
 from pathlib import Path
 
+from components.core.errors import one_line_errors
 from components.core.logs import setup_logging
 
 log = logging.getLogger(__name__)
@@ -38,7 +39,8 @@ def main(argv: list[str] | None = None) -> None:
     # torch loads only now: --help and a wrong argument answer at once
     from components.evaluation.predictions import predict_files
 
-    result = predict_files(args.model, args.images)
+    with one_line_errors():
+        result = predict_files(args.model, args.images)
     for path, label, probability in result.classified:
         print(f"{path}\t{label}\t{probability:.4f}")
     for path, reason in result.skipped:

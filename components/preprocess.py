@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 
 from components.core import schema
+from components.core.errors import one_line_errors
 from components.core.logs import setup_logging
 from components.core.presets import apply_preset
 from components.preprocessing.build import build_arrays
@@ -27,7 +28,8 @@ def main(argv: list[str] | None = None) -> None:
     apply_preset(parser, argv, PreprocessConfig)
     cfg = schema.from_namespace(PreprocessConfig, parser.parse_args(argv))
     setup_logging()
-    build_arrays(cfg)
+    with one_line_errors():
+        build_arrays(cfg)
 
 
 if __name__ == "__main__":

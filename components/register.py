@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 
 from components.core import schema
+from components.core.errors import one_line_errors
 from components.core.logs import setup_logging
 from components.core.presets import apply_preset
 from components.registration.config import RegisterConfig
@@ -27,7 +28,8 @@ def main(argv: list[str] | None = None) -> None:
     apply_preset(parser, argv, RegisterConfig)
     cfg = schema.from_namespace(RegisterConfig, parser.parse_args(argv))
     setup_logging()
-    print(register_if_accurate(cfg).reason)
+    with one_line_errors():
+        print(register_if_accurate(cfg).reason)
 
 
 if __name__ == "__main__":

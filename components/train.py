@@ -9,6 +9,7 @@ import argparse
 import json
 
 from components.core import schema
+from components.core.errors import one_line_errors
 from components.core.logs import setup_logging
 from components.core.presets import apply_preset
 from components.training.config import TrainConfig
@@ -35,7 +36,8 @@ def main(argv: list[str] | None = None) -> None:
     # torch and mlflow load only now: --help and a wrong flag answer at once
     from components.training.session import train
 
-    result = train(cfg)
+    with one_line_errors():
+        result = train(cfg)
     if result.run_id:  # rank 0 alone reports
         print(
             json.dumps(

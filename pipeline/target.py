@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from components.cluster.placement import Placement
 from components.core.schema import PER_RUN, setting
+from components.training.config import check_checkpoint_uri
 
 VERSION = importlib.metadata.version("dogs-vs-cats-kfp")
 REGISTRY = "ghcr.io/dogs-vs-cats"
@@ -72,3 +73,4 @@ class PipelineOnly:
     def __post_init__(self) -> None:
         if self.gpus < 1:
             raise ValueError(f"expected 1 or more GPUs for the train task, found {self.gpus}")
+        check_checkpoint_uri(self.checkpoint_root, "checkpoint_root")

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 MARKER = ".dogs-vs-cats-output.json"  # which step wrote a directory, and which files
+STAGING = ".dogs-vs-cats-staging.json"  # in a staging folder: the step and the output it is for
 
 
 @contextlib.contextmanager
@@ -40,28 +41,32 @@ def write_json(path: Path, payload: object) -> None:
 def check_replaceable(path: Path, step: str) -> None:
     """Refuse to replace a directory unless it is empty or ``step``'s own untouched output.
 
+    The walk stops at the first entry ``step`` did not write, so a home folder is refused
+    at once, and a folder that cannot be read counts as holding what was not written.
+
     Raises:
         FileExistsError: ``path`` is a file, was not written by ``step``, or holds
-            files that ``step`` did not write.
+            anything (a file, a link, a folder) that ``step`` did not write.
     """
-    if not path.exists():
+    path = Path(os.path.abspath(path))
+    if not path.exists() and not path.is_symlink():
         return
-    if not path.is_dir():
-        raise FileExistsError(f"expected an output directory at {path}, found a file")
-    present = _files_under(path)
-    if not present:
-        return
+    if path.is_symlink() or not path.is_dir():
+        raise FileExistsError(f"expected an output directory at {path}, found a file or link")
     written = _marker(path)
     if written.get("step") != step:
+        if _holds_anything(path):
+            raise FileExistsError(
+                f"refusing to replace {path}: it was not written by the {step} step (no "
+                f"{MARKER} of that step in it); choose an empty or new output directory"
+            )
+        return
+    listed = {*written.get("files", []), MARKER}
+    foreign = next((entry for entry in _entries(path) if entry not in listed), None)
+    if foreign is not None:
         raise FileExistsError(
-            f"refusing to replace {path}: it was not written by the {step} step (no "
-            f"{MARKER} of that step in it); choose an empty or new output directory"
-        )
-    foreign = sorted(present - set(written.get("files", [])) - {MARKER})
-    if foreign:
-        raise FileExistsError(
-            f"refusing to replace {path}: it holds files the {step} step did not write: "
-            f"{', '.join(foreign[:5])}{' …' if len(foreign) > 5 else ''}; move them first"
+            f"refusing to replace {path}: it holds what the {step} step did not write: "
+            f"{foreign}; move it first"
         )
 
 
@@ -75,7 +80,7 @@ def claim_directory(path: Path, step: str, files: list[str]) -> None:
     Raises:
         FileExistsError: as ``check_replaceable``: ``path`` holds what ``step`` did not write.
     """
-    path = Path(path)
+    path = Path(os.path.abspath(path))
     if _marker(path).get("step") == step:
         for name in files:
             for abandoned in path.glob(f".{name}.*.tmp"):
@@ -93,17 +98,19 @@ def atomic_directory(path: Path, step: str) -> Iterator[Path]:
     on failure it is left as it was and the temporary directory is removed. Staging
     folders that a killed run of this step left beside ``path`` are removed first.
     """
-    path = Path(path)
+    path = Path(os.path.abspath(path))  # "." has a name, and a link is not followed
     check_replaceable(path, step)
     path.parent.mkdir(parents=True, exist_ok=True)
-    _remove_abandoned_staging(path)
+    _remove_abandoned_staging(path, step)
     staging = Path(
         tempfile.mkdtemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
     )
     staging.chmod(0o755)
     try:
+        write_json(staging / STAGING, {"step": step, "output": str(path.resolve())})
         yield staging
-        write_json(staging / MARKER, {"step": step, "files": sorted(_files_under(staging))})
+        (staging / STAGING).unlink()
+        write_json(staging / MARKER, {"step": step, "files": sorted(_entries(staging))})
         _swap_into_place(staging, path)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
@@ -112,24 +119,68 @@ def atomic_directory(path: Path, step: str) -> Iterator[Path]:
 
 def _marker(path: Path) -> dict:
     """What the marker in ``path`` records: the step and its files; {} without one."""
-    marker = path / MARKER
+    return _read_record(path / MARKER)
+
+
+def _read_record(record: Path) -> dict:
+    """A JSON object written by this module; {} for anything else."""
     try:
-        recorded = json.loads(marker.read_text()) if marker.is_file() else {}
-    except ValueError:
+        recorded = json.loads(record.read_text()) if record.is_file() else {}
+    except (OSError, ValueError):
         return {}
     return recorded if isinstance(recorded, dict) else {}
 
 
-def _files_under(path: Path) -> set[str]:
-    return {str(p.relative_to(path)) for p in path.rglob("*") if not p.is_dir()}
+def _holds_anything(path: Path) -> bool:
+    """Whether ``path`` holds any entry (one that cannot be read counts as holding some)."""
+    try:
+        with os.scandir(path) as scan:
+            return next(scan, None) is not None
+    except OSError:
+        return True
 
 
-def _remove_abandoned_staging(path: Path) -> None:
-    """Remove ``.NAME.PID.*.tmp`` and ``.NAME.old-PID`` siblings whose process is gone."""
+def _entries(path: Path) -> Iterator[str]:
+    """What ``path`` holds, lazily: each file or link, and each folder that holds nothing.
+
+    A folder that cannot be read is yielded as it is: whatever it holds was not listed.
+    """
+    stack = [path]
+    while stack:
+        folder = stack.pop()
+        try:
+            with os.scandir(folder) as scan:
+                children = list(scan)
+        except OSError:
+            yield str(folder.relative_to(path)) + "/"
+            continue
+        if not children and folder != path:
+            yield str(folder.relative_to(path)) + "/"
+        for child in children:
+            if child.is_dir(follow_symlinks=False):
+                stack.append(Path(child.path))
+            else:
+                yield str(Path(child.path).relative_to(path))
+
+
+def _remove_abandoned_staging(path: Path, step: str) -> None:
+    """Remove what a killed run of ``step`` left beside ``path``, and nothing else.
+
+    A ``.NAME.PID.*.tmp`` staging folder is this step's when its staging record names
+    the step and ``path``; a ``.NAME.old-PID`` folder, when it is the step's own earlier
+    output (its marker). Either is removed only once its process is gone.
+    """
     for sibling in path.parent.glob(f".{path.name}.*"):
         name = sibling.name.removeprefix(f".{path.name}.")
-        pid = name.split(".")[0] if name.endswith(".tmp") else name.removeprefix("old-")
-        if sibling.is_dir() and pid.isdigit() and not _alive(int(pid)):
+        staging = name.endswith(".tmp")
+        pid = name.split(".")[0] if staging else name.removeprefix("old-")
+        if sibling.is_symlink() or not sibling.is_dir() or not pid.isdigit() or _alive(int(pid)):
+            continue
+        record = _read_record(sibling / STAGING) if staging else _marker(sibling)
+        ours = record.get("step") == step and (
+            not staging or record.get("output") == str(path.resolve())
+        )
+        if ours:
             shutil.rmtree(sibling, ignore_errors=True)
 
 

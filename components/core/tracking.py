@@ -19,6 +19,7 @@ import mlflow
 import numpy as np
 import requests
 import torch
+from mlflow.exceptions import MlflowException
 from mlflow.models import infer_signature
 from mlflow.tracking import MlflowClient
 
@@ -31,6 +32,7 @@ DIVERGED_TAG = "training.diverged"  # why the run stopped at a non-finite loss
 PARENT_TAG = "mlflow.parentRunId"  # MLflow's own: the UI nests a child under its parent
 COMBINATION_TAG = "sweep.combination"  # the recipe settings a sweep's child run varies
 SWEEP_PARENT_TAG = "sweep.parent"  # "true" on a sweep's parent run
+OUTPUT_TAG = "training.output"  # the folder a run's training writes; resume checks it
 CHECKPOINT_ARTIFACT = "checkpoints"
 MODEL_NAME = "model"
 
@@ -277,6 +279,19 @@ def run_metrics(run_id: str) -> dict[str, float]:
 def experiment_of(run_id: str) -> str:
     """The id of the run's experiment."""
     return MlflowClient(tracking_uri()).get_run(run_id).info.experiment_id
+
+
+def run_identity(run_id: str) -> tuple[str, dict[str, str], dict[str, str]] | None:
+    """The run's experiment name, tags and params; None when the store has no such run."""
+    client = MlflowClient(tracking_uri())
+    try:
+        run = client.get_run(run_id)
+    except MlflowException as err:
+        if err.error_code == "RESOURCE_DOES_NOT_EXIST":
+            return None
+        raise
+    experiment = client.get_experiment(run.info.experiment_id).name
+    return experiment, dict(run.data.tags), dict(run.data.params)
 
 
 def run_tag(run_id: str, key: str) -> str | None:

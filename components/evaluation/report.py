@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from components.core import tracking
-from components.core.atomic import write_json
+from components.core.atomic import atomic_directory, check_replaceable, write_json
 from components.data.arrays import read_meta
 from components.evaluation import metrics as scoring
 from components.evaluation import plots
@@ -40,6 +40,7 @@ def evaluate(cfg: EvaluateConfig) -> dict:
         The report: metrics, confusion matrix and ROC points.
     """
     model_dir, data_dir, output_dir = Path(cfg.model_dir), Path(cfg.data), Path(cfg.output)
+    check_replaceable(output_dir, "evaluate")  # at once, not after the scoring
     run_id = cfg.mlflow_run_id or _recorded_run_id(model_dir)
     if run_id:
         tracking.check_server()
@@ -70,7 +71,7 @@ def _check_inputs_fit(spec: dict, meta: dict, data_dir: Path) -> None:
 
 
 def _write_report(output_dir: Path, classes, images, labels, scores) -> dict:
-    output_dir.mkdir(parents=True, exist_ok=True)
+    """The report files, written into ``output_dir`` whole (a folder this step wrote, or none)."""
     matrix = scoring.confusion_matrix(labels, (scores >= 0.5).astype(np.int64))
     report = {
         "metrics": scoring.classification_metrics(labels, scores),
@@ -78,10 +79,11 @@ def _write_report(output_dir: Path, classes, images, labels, scores) -> dict:
         "classes": classes,
         "count": int(len(labels)),
     }
-    write_json(output_dir / "metrics.json", report)
-    write_json(output_dir / "roc.json", scoring.roc_curve(labels, scores))
-    plots.confusion_matrix_png(matrix, classes, output_dir / "confusion_matrix.png")
-    plots.misclassified_png(images, labels, scores, classes, output_dir / "misclassified.png")
+    with atomic_directory(output_dir, "evaluate") as staging:
+        write_json(staging / "metrics.json", report)
+        write_json(staging / "roc.json", scoring.roc_curve(labels, scores))
+        plots.confusion_matrix_png(matrix, classes, staging / "confusion_matrix.png")
+        plots.misclassified_png(images, labels, scores, classes, staging / "misclassified.png")
     return report
 
 

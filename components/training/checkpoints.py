@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -131,13 +132,13 @@ def find_checkpoint(cfg: TrainConfig, meta: dict) -> dict | None:
     """The newest checkpoint in the output directory, the store, or this run's MLflow run.
 
     Raises:
-        ValueError: the newest checkpoint was trained with settings this run cannot
-            continue (another model, batch size, seed or schedule, or images of
-            another shape).
+        ValueError: the newest checkpoint was trained with a recipe or on images this
+            run cannot continue, or names an MLflow run this training did not create.
     """
     state = newest(list(_candidates(cfg)))
     if state:
         check_resumable(state, cfg, meta)
+        check_own_run(state, cfg)
         log.info("resuming after epoch %d (MLflow run %s)", state["epoch"], state["mlflow_run_id"])
     else:
         log.info("no checkpoint found to resume from; starting at epoch 1")
@@ -175,6 +176,46 @@ def _candidates(cfg: TrainConfig) -> Iterator[dict]:
             yield load_checkpoint(fetched, f"{store.uri}/{CHECKPOINT}")
         if run_id and (path := tracking.download_checkpoint(run_id, Path(scratch) / "mlflow")):
             yield load_checkpoint(path, f"MLflow run {run_id}'s {CHECKPOINT}")
+
+
+def check_own_run(state: dict, cfg: TrainConfig) -> None:
+    """Refuse a checkpoint whose MLflow run is not the one this output's training created.
+
+    The run a checkpoint names is continued, so a checkpoint edited to name another run
+    would take it over. It must be the run given with ``--mlflow-run-id``; else it must
+    exist in this run's experiment, carry this training's identity (the KFP run, and a
+    sweep child's combination; outside a pipeline, this output folder) and have been
+    started with the checkpoint's recipe.
+
+    Raises:
+        ValueError: the checkpoint names another run, or one that does not exist.
+    """
+    run_id = state["mlflow_run_id"]
+    if run_id is None or run_id == cfg.mlflow_run_id:
+        return
+    refused = f"cannot resume: the checkpoint names MLflow run {run_id!r}"
+    if cfg.mlflow_run_id:
+        raise ValueError(f"{refused}, not the run given, {cfg.mlflow_run_id}")
+    found = tracking.run_identity(run_id)
+    if found is None:
+        raise ValueError(f"{refused}, which does not exist at {tracking.tracking_uri()}")
+    experiment, tags, params = found
+    expected = identity_tags(cfg) or {tracking.OUTPUT_TAG: os.path.abspath(cfg.output)}
+    wrong = [key for key, value in expected.items() if tags.get(key) != value]
+    if experiment != cfg.experiment or wrong:
+        raise ValueError(
+            f"{refused}, which this training did not create (experiment {experiment!r}, "
+            f"tags {', '.join(f'{k}={tags.get(k)!r}' for k in wrong) or 'as expected'}); "
+            "start without --resume, or give --mlflow-run-id to continue that run"
+        )
+    saved = state["config"]
+    changed = [
+        name
+        for name, value in schema.params(TrainConfig(**{**saved, "epochs": cfg.epochs})).items()
+        if name != "epochs" and name in params and params[name] != str(value)
+    ]
+    if changed:
+        raise ValueError(f"{refused}, whose params differ from the checkpoint's: {changed}")
 
 
 def identity_tags(cfg: TrainConfig) -> dict[str, str]:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from components.core.names import DEFAULT_EXPERIMENT
 from components.core.schema import LOCAL, PER_RUN, setting
 
 MODEL_NAMES = ("tutorial_cnn", "compact_cnn", "bn_cnn", "resnet18")
+S3_PREFIX = re.compile(r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?")  # a valid bucket name
+URI_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
 SCHEDULES = ("constant", "onecycle")
 
 
@@ -91,5 +94,21 @@ class TrainConfig:
                 "expected 0 < min crop area <= 1 and 0 <= label smoothing < 1, found "
                 f"{self.min_crop_area} and {self.label_smoothing}"
             )
+        check_checkpoint_uri(self.checkpoint_uri, "checkpoint_uri")
         if not 0 <= self.weight_decay < float("inf"):
             raise ValueError(f"expected a finite weight decay >= 0, found {self.weight_decay}")
+
+
+def check_checkpoint_uri(uri: str | None, name: str) -> None:
+    """Refuse, before any work, a checkpoint location that is neither S3 nor a folder path.
+
+    Raises:
+        ValueError: ``uri`` has another scheme (``file://``, ``http://``), a malformed
+            S3 one (``s3:/bucket``) or a bucket name S3 would refuse.
+    """
+    if not uri or S3_PREFIX.fullmatch(uri) or not URI_SCHEME.match(uri):
+        return
+    raise ValueError(
+        f"expected {name} as s3://BUCKET/PREFIX (a valid bucket name) or a folder path, "
+        f"found {uri!r}"
+    )

@@ -10,6 +10,7 @@ import contextlib
 import json
 import logging
 import math
+import os
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -146,7 +147,11 @@ def run_params(cfg: TrainConfig, meta: dict) -> dict[str, object]:
 
 
 def _tags(cfg: TrainConfig) -> dict[str, str]:
-    tags = {tracking.KFP_PIPELINE_TAG: cfg.pipeline_name, tracking.PARENT_TAG: _parent_run(cfg)}
+    tags = {
+        tracking.KFP_PIPELINE_TAG: cfg.pipeline_name,
+        tracking.PARENT_TAG: _parent_run(cfg),
+        tracking.OUTPUT_TAG: os.path.abspath(cfg.output),
+    }
     return {**checkpoints.identity_tags(cfg), **{k: v for k, v in tags.items() if v}}
 
 

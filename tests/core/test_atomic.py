@@ -73,3 +73,66 @@ def test_claiming_a_directory_records_the_files_and_drops_their_abandoned_tempor
     assert json.loads((out / MARKER).read_text())["files"] == ["checkpoint.pt", "model.pt"]
     with pytest.raises(FileExistsError, match="not written by the evaluate step"):
         atomic.claim_directory(out, "evaluate", ["metrics.json"])
+
+
+def test_only_this_steps_own_leftovers_beside_the_output_are_removed(tmp_path):
+    dead = 2**22 + 12345  # above Linux's default pid_max: no such process
+    precious = tmp_path / ".raw.old-2024"  # a user's folder that looks like a leftover
+    precious.mkdir()
+    (precious / "precious.txt").write_text("x")
+    foreign_tmp = tmp_path / f".raw.{dead}.ab.tmp"  # the pattern, but not our staging
+    foreign_tmp.mkdir()
+    with atomic.atomic_directory(tmp_path / "raw", "download") as staging:
+        (staging / "a.txt").write_text("1")
+    # a killed run of this step left its staging and its retired output
+    ours_tmp, ours_old = tmp_path / f".raw.{dead}.cd.tmp", tmp_path / f".raw.old-{dead}"
+    ours_tmp.mkdir()
+    atomic.write_json(
+        ours_tmp / atomic.STAGING, {"step": "download", "output": str(tmp_path / "raw")}
+    )
+    ours_old.mkdir()
+    atomic.write_json(ours_old / MARKER, {"step": "download", "files": []})
+    other_step = tmp_path / f".raw.old-{dead + 1}"
+    other_step.mkdir()
+    atomic.write_json(other_step / MARKER, {"step": "preprocess", "files": []})
+    with atomic.atomic_directory(tmp_path / "raw", "download") as staging:
+        (staging / "b.txt").write_text("2")
+    assert (precious / "precious.txt").read_text() == "x"
+    assert foreign_tmp.is_dir() and other_step.is_dir()
+    assert not ours_tmp.exists() and not ours_old.exists()
+
+
+def test_an_empty_folder_or_a_link_is_something_the_step_did_not_write(tmp_path):
+    out = tmp_path / "out"
+    (out / "empty").mkdir(parents=True)
+    with pytest.raises(FileExistsError, match="not written by the train step"):
+        atomic.check_replaceable(out, "train")
+    (out / "empty").rmdir()
+    (out / "link").symlink_to(tmp_path)
+    with pytest.raises(FileExistsError, match="not written by the train step"):
+        atomic.check_replaceable(out, "train")
+    with pytest.raises(FileExistsError, match="found a file or link"):
+        atomic.check_replaceable(out / "link", "train")
+
+
+def test_a_foreign_folder_is_refused_at_its_first_entry_without_walking_it(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    for i in range(50):
+        (home / f"project{i}/src").mkdir(parents=True)
+        (home / f"project{i}/src/main.py").write_text("x")
+    scans = []
+    real_scandir = atomic.os.scandir
+    monkeypatch.setattr(atomic.os, "scandir", lambda p: scans.append(p) or real_scandir(p))
+    with pytest.raises(FileExistsError, match="not written by the download step"):
+        atomic.check_replaceable(home, "download")
+    assert len(scans) == 1
+
+
+@pytest.mark.parametrize("where", [".", "/"])
+def test_the_current_folder_or_the_root_is_refused_at_once(tmp_path, monkeypatch, where):
+    (tmp_path / "notes.txt").write_text("mine")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(FileExistsError, match="refusing to replace /"):
+        with atomic.atomic_directory(tmp_path / where if where == "." else where, "download"):
+            pytest.fail("nothing is staged for a folder that cannot be replaced")
+    assert (tmp_path / "notes.txt").read_text() == "mine"

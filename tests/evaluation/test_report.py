@@ -128,3 +128,28 @@ def test_labels_other_than_cat_and_dog_are_refused_before_anything_is_logged(
             EvaluateConfig(model_dir=str(model), data=str(data), output=str(tmp_path / "eval"))
         )
     assert not (tmp_path / "eval").exists()
+
+
+def test_a_folder_evaluate_did_not_write_is_refused_before_scoring_and_kept(
+    sample_arrays, tmp_path
+):
+    model = always_dog_model(tmp_path / "model")
+    notes = tmp_path / "NOTES"
+    notes.mkdir()
+    (notes / "metrics.json").write_text("my own metrics")
+    (notes / "roc.json").write_text("my own curve")
+    with pytest.raises(SystemExit, match="^error: refusing to replace .*NOTES: it was not written"):
+        evaluate_main(
+            ["--model-dir", str(model), "--data", str(sample_arrays), "--output", str(notes)]
+        )
+    assert (notes / "metrics.json").read_text() == "my own metrics"
+    assert sorted(p.name for p in notes.iterdir()) == ["metrics.json", "roc.json"]
+    with pytest.raises(SystemExit, match="^error: refusing to replace /: it was not written"):
+        evaluate_main(["--model-dir", str(model), "--data", str(sample_arrays), "--output", "/"])
+    assert not Path("/metrics.json").exists()
+    again = tmp_path / "eval"
+    for _ in range(2):  # its own output is replaced whole
+        evaluate_main(
+            ["--model-dir", str(model), "--data", str(sample_arrays), "--output", str(again)]
+        )
+    assert (again / "metrics.json").is_file()

@@ -202,3 +202,27 @@ def test_a_checkpoint_from_before_a_recipe_field_existed_resumes_at_its_default(
     with pytest.raises(ValueError, match="has mirror_average=False"):
         other = dataclasses.replace(cfg, mirror_average=True)
         checkpoints.check_resumable(state, other, {"channels": 1, "image_size": 40})
+
+
+def test_a_checkpoint_naming_another_run_is_refused_and_that_run_is_untouched(
+    small_arrays, tmp_path, mlflow_store
+):
+    other = session.train(config(small_arrays, tmp_path / "a", epochs=1))
+    own = session.train(config(small_arrays, tmp_path / "b", epochs=1))
+    client = MlflowClient(mlflow_store)
+    before = client.get_run(other.run_id)
+    path = tmp_path / "b" / checkpoints.CHECKPOINT
+    state = load_checkpoint(path)
+    for forged, reason in (
+        (other.run_id, "which this training did not create"),
+        ("0" * 32, "which does not exist"),
+    ):
+        checkpoints.save_checkpoint({**state, "mlflow_run_id": forged}, path)
+        with pytest.raises(ValueError, match=f"checkpoint names MLflow run '{forged}', {reason}"):
+            session.train(config(small_arrays, tmp_path / "b", epochs=3, resume=True))
+    after = client.get_run(other.run_id)
+    assert after.info.run_name == before.info.run_name and after.data.params == before.data.params
+    assert len(client.get_metric_history(other.run_id, "val_accuracy")) == 1
+    checkpoints.save_checkpoint({**state, "mlflow_run_id": own.run_id}, path)
+    resumed = session.train(config(small_arrays, tmp_path / "b", epochs=2, resume=True))
+    assert resumed.run_id == own.run_id and len(resumed.history) == 2

@@ -7,6 +7,7 @@ import pytest
 from components import train
 from components.core import schema
 from components.training.config import TrainConfig
+from pipeline.target import PipelineOnly
 
 
 @pytest.mark.parametrize(
@@ -43,3 +44,19 @@ def test_config_survives_the_trip_through_a_command_line():
         lr=0.01,
     )
     assert train.parse_config(schema.to_argv(cfg)) == cfg
+
+
+@pytest.mark.parametrize(
+    "uri",
+    ["file:///tmp/store", "http://127.0.0.1:9/store", "s3:/bucket-typo/prefix", "s3://Up_Case/x"],
+)
+def test_a_checkpoint_location_neither_s3_nor_a_folder_is_refused_before_any_work(uri):
+    with pytest.raises(ValueError, match="expected checkpoint_uri as s3://BUCKET/PREFIX"):
+        TrainConfig(data="d", output="o", checkpoint_uri=uri)
+    with pytest.raises(ValueError, match="expected checkpoint_root as s3://BUCKET/PREFIX"):
+        PipelineOnly(checkpoint_root=uri)
+
+
+@pytest.mark.parametrize("uri", ["s3://my-bucket/runs", "s3://bucket", "/mnt/ckpt", "runs/ckpt"])
+def test_s3_prefixes_and_folder_paths_are_checkpoint_locations(uri):
+    assert TrainConfig(data="d", output="o", checkpoint_uri=uri).checkpoint_uri == uri

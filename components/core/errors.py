@@ -1,0 +1,29 @@
+"""How a step's command line ends on an error: one line that says what is wrong, not a trace.
+
+Exit status 1 for what a user can fix (a refused setting, a missing or foreign folder, a
+file that is not what it should be, a server that does not answer), 130 for Ctrl-C. The
+traceback is logged at DEBUG (``LOG_LEVEL=DEBUG`` shows it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator
+
+log = logging.getLogger(__name__)
+
+USER_ERRORS = (ValueError, OSError, LookupError, MemoryError, RuntimeError)
+
+
+@contextlib.contextmanager
+def one_line_errors() -> Iterator[None]:
+    """Turn a user error into ``SystemExit('error: …')`` and Ctrl-C into exit status 130."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        raise SystemExit(130) from None
+    except USER_ERRORS as err:
+        log.debug("the step stopped", exc_info=True)
+        message = " ".join(str(err).split()) or type(err).__name__
+        raise SystemExit(f"error: {message}") from None
