@@ -12,7 +12,7 @@ import logging
 from components.cluster.placement import Placement
 from components.core import schema
 from components.core.logs import setup_logging
-from pipeline.arguments import parse_arguments, sweep_arguments
+from pipeline.arguments import parse_arguments, refuse_credentials, sweep_arguments
 from pipeline.cli import build_parser
 from pipeline.pipeline import build_pipeline
 from pipeline.spec import compile_pipeline
@@ -39,6 +39,7 @@ def run_here(args: argparse.Namespace) -> None:
     arguments = parse(args.arguments, pipeline, args.preset)
     if args.source:
         arguments["source"] = args.source
+    refuse_credentials(arguments, ("source",))  # the tracking URI's move to the environment
     try:
         print(run_local(pipeline, arguments, args.workdir, verbose=args.verbose))
     except LocalRunError as err:

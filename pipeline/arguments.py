@@ -6,6 +6,7 @@ import json
 
 from components.core import schema
 from components.core.presets import preset_values
+from components.core.uris import redact, split_credentials
 from components.training.config import TrainConfig
 from pipeline.pipeline import STEP_SCHEMAS
 from pipeline.sweep import SWEEPABLE, grid, split_pairs
@@ -22,6 +23,23 @@ def parse_arguments(pairs: list[str], pipeline, preset: str | None = None) -> di
     arguments.update(typed_value(pair, pipeline) for pair in pairs)
     check_arguments(arguments, pipeline)
     return arguments
+
+
+def refuse_credentials(arguments: dict, names: tuple[str, ...]) -> None:
+    """Refuse a user and password in the URIs ``names``: a run's parameters are shown.
+
+    The KFP UI and API show every run's parameters, and kfp.local prints every task's
+    inputs; credentials belong in the Kubernetes secrets the tasks read (docs/deploy.md).
+    """
+    for name in names:
+        value = str(arguments.get(name, ""))
+        if split_credentials(value)[1] is not None:
+            raise SystemExit(
+                f"refused: {name}={redact(value)} holds a user and password, which every "
+                "reader of the run's parameters would see; give them through the "
+                "environment (MLFLOW_TRACKING_USERNAME/PASSWORD, AWS_* keys) or the "
+                "cluster's secrets (dogs-vs-cats-mlflow, dogs-vs-cats-s3)"
+            )
 
 
 def typed_value(pair: str, pipeline) -> tuple[str, object]:

@@ -13,6 +13,7 @@ from kfp import local
 
 from components.core import tracking
 from components.core.names import DEFAULT_EXPERIMENT
+from components.core.uris import split_credentials
 from pipeline.live import LiveView
 
 
@@ -37,6 +38,12 @@ def run_local(
     workdir.mkdir(parents=True, exist_ok=True)
     store = f"sqlite:///{workdir / 'mlflow.db'}"
     arguments = {"tracking_uri": default_tracking_uri(workdir), **arguments}
+    # the tasks find a user and password where MLflow looks for them, in their environment
+    # (as a cluster's pods do, from a secret): kfp.local prints every task's inputs
+    uri, user, password = split_credentials(arguments["tracking_uri"])
+    if user is not None:
+        os.environ.update(MLFLOW_TRACKING_USERNAME=user, MLFLOW_TRACKING_PASSWORD=password or "")
+        arguments["tracking_uri"] = uri
     if arguments["tracking_uri"] == store:
         tracking.use_tracking_uri(store)
         tracking.ensure_experiment(

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import requests
 
-from pipeline.arguments import parse_arguments, sweep_arguments
+from pipeline.arguments import parse_arguments, refuse_credentials, sweep_arguments
 from pipeline.pipeline import build_pipeline
 from pipeline.spec import compile_pipeline
 from pipeline.target import ClusterTarget
@@ -24,6 +24,7 @@ def submit(
 
     parse = sweep_arguments if sweep else parse_arguments
     arguments = parse(pairs, build_pipeline(target, sweep), preset)
+    refuse_credentials(arguments, ("source", "tracking_uri"))
     with tempfile.TemporaryDirectory() as scratch:
         package = compile_pipeline(Path(scratch) / "pipeline.yaml", target, sweep)
         check_reachable(host)

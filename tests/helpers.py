@@ -110,7 +110,7 @@ class ScriptedServer(LocalHTTPServer):
                 pass
 
             def do_GET(self) -> None:
-                headers = {k: self.headers.get(k) for k in ("Range", "If-Range")}
+                headers = {k: self.headers.get(k) for k in ("Range", "If-Range", "Authorization")}
                 server.requests.append(
                     {"path": self.path, **{k.lower(): v for k, v in headers.items()}}
                 )

@@ -11,6 +11,8 @@ import contextlib
 import logging
 from collections.abc import Iterator
 
+from components.core.uris import redact
+
 log = logging.getLogger(__name__)
 
 USER_ERRORS = (ValueError, OSError, LookupError, MemoryError, RuntimeError)
@@ -25,5 +27,5 @@ def one_line_errors() -> Iterator[None]:
         raise SystemExit(130) from None
     except USER_ERRORS as err:
         log.debug("the step stopped", exc_info=True)
-        message = " ".join(str(err).split()) or type(err).__name__
+        message = redact(" ".join(str(err).split())) or type(err).__name__
         raise SystemExit(f"error: {message}") from None

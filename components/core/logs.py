@@ -3,6 +3,18 @@
 import logging
 import os
 
+from components.core.uris import redact
+
+
+class RedactCredentials(logging.Filter):
+    """Every log line with the credentials in its URIs replaced by ``***``."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if redact(message) != message:
+            record.msg, record.args = redact(message), None
+        return True
+
 
 def setup_logging(level: str = "INFO") -> None:
     """Log ``level`` and above to stderr, or the level named by ``LOG_LEVEL``."""
@@ -10,3 +22,6 @@ def setup_logging(level: str = "INFO") -> None:
         level=os.environ.get("LOG_LEVEL", level).upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(f, RedactCredentials) for f in handler.filters):
+            handler.addFilter(RedactCredentials())

@@ -23,6 +23,8 @@ from mlflow.exceptions import MlflowException
 from mlflow.models import infer_signature
 from mlflow.tracking import MlflowClient
 
+from components.core import uris
+
 log = logging.getLogger(__name__)
 
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
@@ -50,17 +52,30 @@ class TrackingUnavailableError(RuntimeError):
 
 
 def tracking_uri() -> str:
-    """``$MLFLOW_TRACKING_URI``, else a SQLite file in the working directory."""
-    return os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
+    """``$MLFLOW_TRACKING_URI``, else a SQLite file in the working directory.
+
+    A user and password in the URI move to MLflow's own ``MLFLOW_TRACKING_USERNAME`` and
+    ``MLFLOW_TRACKING_PASSWORD``, so that no URI MLflow or this project shows holds them.
+    """
+    uri, user, password = uris.split_credentials(
+        os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
+    )
+    if user is not None:
+        os.environ["MLFLOW_TRACKING_URI"] = uri
+        os.environ["MLFLOW_TRACKING_USERNAME"] = user
+        os.environ["MLFLOW_TRACKING_PASSWORD"] = password or ""
+    return uri
 
 
 def check_server(uri: str | None = None, timeout: float = 10.0) -> None:
     """Fail fast, before any real work, when an HTTP tracking server does not answer."""
-    uri = uri or tracking_uri()
+    uri = uris.split_credentials(uri)[0] if uri else tracking_uri()
     if not uri.startswith(("http://", "https://")):
         return
+    user, password = (os.environ.get(f"MLFLOW_TRACKING_{k}") for k in ("USERNAME", "PASSWORD"))
+    auth = (user, password or "") if user else None
     try:
-        requests.get(f"{uri.rstrip('/')}/health", timeout=timeout).raise_for_status()
+        requests.get(f"{uri.rstrip('/')}/health", timeout=timeout, auth=auth).raise_for_status()
     except requests.RequestException as err:
         raise TrackingUnavailableError(
             f"the MLflow tracking server at {uri} is unreachable ({err}); start it, or point "
@@ -223,6 +238,7 @@ def use_tracking_uri(uri: str | None) -> None:
     """Make ``uri`` the tracking URI for this process and its children; empty keeps the default."""
     if uri:
         os.environ["MLFLOW_TRACKING_URI"] = uri
+        tracking_uri()  # its credentials, if any, move to MLflow's own variables
 
 
 def logged_model_id(run_id: str) -> str:

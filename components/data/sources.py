@@ -17,6 +17,7 @@ import urllib3
 from components.core import s3
 from components.core.atomic import write_json
 from components.core.progress import progress
+from components.core.uris import redact
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +68,8 @@ def local_path(source: str) -> Path:
         return Path(unquote(parsed.path))
     if parsed.scheme and len(parsed.scheme) > 1:
         raise ValueError(
-            f"expected a source of https://, http://, s3://, file:// or a path, found {source!r}"
+            "expected a source of https://, http://, s3://, file:// or a path, found "
+            f"{redact(source)!r}"
         )
     return Path(source)
 
@@ -85,7 +87,7 @@ def verify_digest(path: Path, expected: str | None, source: str) -> str:
     actual = sha256_of(path)
     if expected and actual != expected.lower():
         raise DigestMismatchError(
-            f"sha256 mismatch for {source}: expected {expected.lower()}, found {actual}"
+            f"sha256 mismatch for {redact(source)}: expected {expected.lower()}, found {actual}"
         )
     return actual
 
@@ -136,8 +138,8 @@ def _version_file(part: Path) -> Path:
 def _check_size(source: str, size: int, max_bytes: int, verb: str) -> None:
     if size > max_bytes:
         raise DownloadTooLargeError(
-            f"refusing {source}: it {verb} {size} bytes, over the {max_bytes} a download may "
-            "bring (--max-bytes)"
+            f"refusing {redact(source)}: it {verb} {size} bytes, over the {max_bytes} a "
+            "download may bring (--max-bytes)"
         )
 
 
@@ -150,10 +152,12 @@ def _fetch_http(url: str, part: Path, retry: RetryPolicy, max_bytes: int) -> Non
         except (_TransientError, requests.ConnectionError, requests.Timeout) as err:
             delay = retry.backoff_seconds * 2 ** (attempt - 1)
             if attempt == retry.attempts:
-                raise DownloadError(f"gave up on {url} after {attempt} attempts: {err}") from err
+                raise DownloadError(
+                    f"gave up on {redact(url)} after {attempt} attempts: {err}"
+                ) from err
             if time.monotonic() + delay >= deadline:
                 raise DownloadError(
-                    f"gave up on {url} after {attempt} attempts: its deadline of "
+                    f"gave up on {redact(url)} after {attempt} attempts: its deadline of "
                     f"{retry.deadline_seconds:g}s (--deadline-seconds) comes before the "
                     f"next attempt; the last one failed with: {err}"
                 ) from err
@@ -167,7 +171,9 @@ def _fetch_http(url: str, part: Path, retry: RetryPolicy, max_bytes: int) -> Non
             )
             time.sleep(delay)
         except requests.RequestException as err:  # redirects to ftp:// or file://, or in a loop
-            raise DownloadError(f"cannot download {url}: {type(err).__name__}: {err}") from err
+            raise DownloadError(
+                f"cannot download {redact(url)}: {type(err).__name__}: {err}"
+            ) from err
 
 
 def _http_attempt(
@@ -187,12 +193,12 @@ def _http_attempt(
         if response.status_code in RETRYABLE_STATUS:
             raise _TransientError(f"HTTP {response.status_code} {response.reason}")
         if response.status_code >= 400:
-            raise DownloadError(f"HTTP {response.status_code} {response.reason} from {url}")
+            raise DownloadError(f"HTTP {response.status_code} {response.reason} from {redact(url)}")
         encoding = response.headers.get("Content-Encoding", "identity")
         if encoding.lower() != "identity":
             raise DownloadError(
-                f"{url} came {encoding}-encoded although the file's own bytes were asked for "
-                "(Accept-Encoding: identity); a proxy or server re-encodes it"
+                f"{redact(url)} came {encoding}-encoded although the file's own bytes were asked "
+                "for (Accept-Encoding: identity); a proxy or server re-encodes it"
             )
         total = _content_total(response)
         if total is not None:
@@ -339,7 +345,7 @@ def _fetch_s3(
     parsed = urlparse(uri)
     bucket, key = parsed.netloc, parsed.path.lstrip("/")
     if not bucket or not key:
-        raise ValueError(f"expected s3://BUCKET/KEY, found {uri!r}")
+        raise ValueError(f"expected s3://BUCKET/KEY, found {redact(uri)!r}")
     client = s3.client(endpoint_url, timeout=retry.stall_seconds, attempts=retry.attempts)
     try:
         size = client.head_object(Bucket=bucket, Key=key)["ContentLength"]
@@ -347,9 +353,9 @@ def _fetch_s3(
         with progress(total=size, unit="B", unit_scale=True, desc=key) as bar:
             client.download_file(bucket, key, str(part), Callback=bar.update)
     except ClientError as err:
-        raise DownloadError(f"cannot read {uri}: {err}") from err
+        raise DownloadError(f"cannot read {redact(uri)}: {err}") from err
     except BotoCoreError as err:
         raise DownloadError(
-            f"cannot read {uri}: {err} (credentials come from AWS_ACCESS_KEY_ID/"
+            f"cannot read {redact(uri)}: {err} (credentials come from AWS_ACCESS_KEY_ID/"
             "AWS_SECRET_ACCESS_KEY, the endpoint from AWS_ENDPOINT_URL or --s3-endpoint-url)"
         ) from err

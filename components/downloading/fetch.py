@@ -11,6 +11,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from components.core.atomic import atomic_directory, write_json
+from components.core.uris import redact
 from components.data import archives, sources
 from components.downloading.config import DownloadConfig, check_sha256
 
@@ -83,7 +84,7 @@ def fetch(
     check_sha256(sha256)
     previous = _reusable_record(output, source, sha256)
     if previous:
-        log.info("reusing %s: it already holds %s (sha256 %s)", output, source, sha256)
+        log.info("reusing %s: it already holds %s (sha256 %s)", output, redact(source), sha256)
         return previous
     if sources.is_remote(source):
         archive = _cached_archive(
@@ -102,7 +103,7 @@ def fetch(
             # no digest vouches for it: whatever the server sent is not kept for next time
             archive.unlink(missing_ok=True)
         raise
-    log.info("extracted %d files from %s into %s", record.file_count, source, output)
+    log.info("extracted %d files from %s into %s", record.file_count, redact(source), output)
     return record
 
 
@@ -115,7 +116,7 @@ def _reusable_record(output: Path, source: str, sha256: str | None) -> DownloadR
     except (ValueError, TypeError) as err:
         log.warning("not reusing %s: %s does not read as a download record (%s)", output, path, err)
         return None
-    if record.source == source and record.sha256 == sha256.lower():
+    if record.source == redact(source) and record.sha256 == sha256.lower():
         return record
     return None
 
@@ -142,14 +143,18 @@ def _cached_archive(source, sha256, s3_endpoint_url, cache_dir, retry, max_bytes
 def _unpack(source, archive: Path, target: Path, sha256, limits) -> DownloadRecord:
     if archive.is_dir():
         if sha256:
-            raise ValueError(f"a sha256 applies to an archive file; {source} is a directory")
+            raise ValueError(
+                f"a sha256 applies to an archive file; {redact(source)} is a directory"
+            )
         count = archives.copy_tree(archive, target, limits)
         size = sum(p.stat().st_size for p in target.rglob("*") if p.is_file())
-        return DownloadRecord(source=source, bytes=size, sha256=None, file_count=count)
+        return DownloadRecord(source=redact(source), bytes=size, sha256=None, file_count=count)
     digest = sources.verify_digest(archive, sha256, source)
     count = archives.extract(archive, target, limits)
     if count == 0:
-        raise ValueError(f"expected photos in the archive from {source}, found no files in it")
+        raise ValueError(
+            f"expected photos in the archive from {redact(source)}, found no files in it"
+        )
     return DownloadRecord(
-        source=source, bytes=archive.stat().st_size, sha256=digest, file_count=count
+        source=redact(source), bytes=archive.stat().st_size, sha256=digest, file_count=count
     )

@@ -333,3 +333,86 @@ def kubernetes_quantity(value: str) -> int:
         if value.endswith(suffix):
             return int(float(value.removesuffix(suffix)) * factor)
     return int(value)
+
+
+SECRET = "pw-n0t-for-logs"
+PLANTED_ENV = {"AWS_ACCESS_KEY_ID": "planted-id-k3y", "AWS_SECRET_ACCESS_KEY": "planted-s3cret"}
+
+
+def leaked(text: str) -> list[str]:
+    return [s for s in (SECRET, *PLANTED_ENV.values()) if s in text]
+
+
+@pytest.mark.integration
+def test_a_password_in_the_tracking_uri_is_used_and_never_shown(
+    small_arrays, sample_zip, tmp_path, server
+):
+    uri = server.url.replace("http://", f"http://team-user:{SECRET}@")
+    env = {**os.environ, **PLANTED_ENV, "MLFLOW_TRACKING_URI": uri}
+    shown = []
+    for step in (
+        ["components.train", "--data", str(small_arrays), "--output", "m", "--epochs", "1"],
+        ["components.evaluate", "--model-dir", "m", "--data", str(small_arrays), "--output", "e"],
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", *step],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        shown += [done.stdout, done.stderr]
+    run_id = (tmp_path / "m/mlflow_run_id").read_text()
+    assert "test_accuracy" in MlflowClient(server.url).get_run(run_id).data.metrics
+    unreachable = subprocess.run(
+        [sys.executable, "-m", "components.train", "--data", str(small_arrays), "--output", "x"],
+        cwd=tmp_path,
+        env={**env, "MLFLOW_TRACKING_URI": f"http://u:{SECRET}@127.0.0.1:9"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert unreachable.returncode == 1 and "is unreachable" in unreachable.stderr
+    shown += [unreachable.stdout, unreachable.stderr]
+    assert leaked("".join(shown)) == []
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_a_local_run_and_its_files_never_hold_the_tracking_password(sample_zip, tmp_path, server):
+    uri = server.url.replace("http://", f"http://team-user:{SECRET}@")
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "pipeline", "run", "--local", "--source", str(sample_zip)),
+            *("--workdir", str(tmp_path / "w"), "epochs=1", "image_size=40", "min_accuracy=0"),
+        ],
+        cwd=tmp_path,
+        env={**os.environ, **PLANTED_ENV, "MLFLOW_TRACKING_URI": uri},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"at {server.url}" in done.stdout  # where the run is, without who logged it
+    files = [p for p in (tmp_path / "w").rglob("*") if p.is_file() and p.suffix != ".npy"]
+    for path in files:
+        assert leaked(path.read_bytes().decode(errors="replace")) == [], path
+    assert leaked(done.stdout + done.stderr) == []
+    refused = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pipeline",
+            "submit",
+            "--host",
+            "http://127.0.0.1:9",
+            f"tracking_uri={uri}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert refused.returncode == 1 and "holds a user and password" in refused.stderr
+    assert leaked(refused.stderr) == []

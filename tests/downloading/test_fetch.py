@@ -8,6 +8,7 @@ import shutil
 import pytest
 
 from components.data import sources
+from components.download import main as download_main
 from tests.downloads import DIGEST, PAYLOAD, fetch
 from tests.helpers import ScriptedServer
 
@@ -82,3 +83,17 @@ def test_refuses_to_replace_a_foreign_directory(tmp_path):
     with pytest.raises(FileExistsError, match="refusing to replace"):
         fetch(str(archive), tmp_path)
     assert (tmp_path / "out/precious.txt").read_text() == "keep me"
+
+
+def test_a_password_in_the_source_is_used_but_never_shown_or_recorded(tmp_path, capsys):
+    with ScriptedServer(PAYLOAD, script=["404"]) as server:
+        source = server.url().replace("http://", "http://me:pw-s3cret@")
+        with pytest.raises(SystemExit) as stopped:
+            download_main(["--source", source, "--output", str(tmp_path / "a")])
+        assert "HTTP 404" in str(stopped.value) and "pw-s3cret" not in str(stopped.value)
+        assert "http://***@127.0.0.1" in str(stopped.value)
+        fetch(source, tmp_path)
+        assert (server.requests[-1]["authorization"] or "").startswith("Basic ")
+    recorded = (tmp_path / "out/download.json").read_text()
+    assert "pw-s3cret" not in recorded and "***@" in recorded
+    assert "pw-s3cret" not in capsys.readouterr().err

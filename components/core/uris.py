@@ -1,0 +1,26 @@
+"""Credentials in URIs: kept out of everything the project prints or stores.
+
+``http://USER:PASSWORD@host`` works where a URI is used; wherever one is shown (a log
+line, an error, a summary, a record on disk) it reads ``http://***@host``.
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import unquote, urlsplit, urlunsplit
+
+USERINFO = re.compile(r"(?<=://)[^/@\s]*@")
+
+
+def redact(text: str) -> str:
+    """``text`` with the user and password of every URI in it replaced by ``***``."""
+    return USERINFO.sub("***@", text)
+
+
+def split_credentials(uri: str) -> tuple[str, str | None, str | None]:
+    """``uri`` without its user and password, and the two (None where it has none)."""
+    parts = urlsplit(uri)
+    if "@" not in parts.netloc:
+        return uri, None, None
+    bare = urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
+    return bare, unquote(parts.username or ""), unquote(parts.password or "")
