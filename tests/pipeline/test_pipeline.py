@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import yaml
@@ -156,6 +157,12 @@ def test_the_sweep_compiles_to_a_parallel_for_of_train_and_evaluate_then_one_reg
     assert executors["exec-train-op"]["tolerations"][0]["key"] == "nvidia.com/gpu"
 
 
+# a whole value that the backend replaces whole: a parameter, or the run's own id
+WHOLE_PLACEHOLDER = re.compile(
+    r"\"\{\{\$\.(inputs\.parameters\['[\w-]+'\]|pipeline_job_uuid)\}\}\""
+)
+
+
 def parameter_feeds(spec) -> list[tuple[str, str, dict]]:
     """Every (component, input, source) of the spec's tasks, the sweep's loop body too."""
     dags = [spec["root"]["dag"], *(c["dag"] for c in spec["components"].values() if "dag" in c)]
@@ -175,13 +182,14 @@ def test_each_setting_reaches_its_task_as_an_input_of_its_own(tmp_path, sweep):
     root_parameters = set(spec["root"]["inputDefinitions"]["parameters"])
     fed = set()
     for component, name, source in parameter_feeds(spec):
-        # no value is pasted into a string: a constant holds no placeholder of another
-        assert "{{" not in json.dumps(source.get("runtimeValue", {})), (component, name)
+        # no value is pasted into a string: a constant is a whole placeholder or none
+        constant = json.dumps(source.get("runtimeValue", {}).get("constant", ""))
+        assert "{{" not in constant or WHOLE_PLACEHOLDER.fullmatch(constant), (component, name)
         parent = source.get("componentInputParameter")
-        if parent in root_parameters:
-            assert parent == name, (component, name, parent)  # one name, one meaning
-            fed.add(name)
-    assert fed == root_parameters - {"grid"} or sweep
+        if parent in root_parameters:  # one name, one meaning (a loop body prefixes it)
+            assert name in (parent, f"pipelinechannel--{parent}"), (component, name, parent)
+            fed.add(parent)
+    assert fed == root_parameters
 
 
 def test_the_training_seed_and_the_split_seed_feed_different_tasks(compiled):
