@@ -11,6 +11,7 @@ import logging
 
 from components.cluster.placement import Placement
 from components.core import schema
+from components.core.errors import one_line_errors
 from components.core.logs import setup_logging
 from pipeline.arguments import parse_arguments, refuse_credentials, sweep_arguments
 from pipeline.cli import build_parser
@@ -52,18 +53,19 @@ def main(argv: list[str] | None = None) -> None:
         run_here(args)
         return
     setup_logging()
-    target = ClusterTarget(
-        image=args.image,
-        gpu_image=args.gpu_image,
-        nodes=args.nodes,
-        trainer_runtime=args.trainer_runtime,
-        training=schema.from_namespace(Placement, args),
-        kfp_backend=args.kfp_backend,
-    )
-    if args.command == "compile":
-        log.info("wrote %s", compile_pipeline(args.output, target, args.sweep))
-        return
-    run_id = submit(args.host, args.experiment, args.arguments, target, args.sweep, args.preset)
+    with one_line_errors():
+        target = ClusterTarget(
+            image=args.image,
+            gpu_image=args.gpu_image,
+            nodes=args.nodes,
+            trainer_runtime=args.trainer_runtime,
+            training=schema.from_namespace(Placement, args),
+            kfp_backend=args.kfp_backend,
+        )
+        if args.command == "compile":
+            log.info("wrote %s", compile_pipeline(args.output, target, args.sweep))
+            return
+        run_id = submit(args.host, args.experiment, args.arguments, target, args.sweep, args.preset)
     print(f"submitted run {run_id}")
 
 

@@ -28,9 +28,12 @@ def split_pairs(pairs: list[str]) -> tuple[list[str], dict[str, list[str]]]:
     Raises:
         SystemExit: an axis is not a training recipe field.
     """
-    fixed, axes = [], {}
+    fixed: list[str] = []
+    axes: dict[str, list[str]] = {}
     for pair in pairs:
         name, _, value = pair.partition("=")
+        if name in axes or any(given.partition("=")[0] == name for given in fixed):
+            raise SystemExit(f"expected each name once, found {name} again in {pair!r}")
         if "," not in value:
             fixed.append(pair)
         elif name in SWEEPABLE:
@@ -49,8 +52,15 @@ def grid(axes: dict[str, list[object]]) -> list[str]:
     """Every combination of the axes' typed values, each a JSON object of recipe fields.
 
     Raises:
-        SystemExit: the grid has more than ``MAX_COMBINATIONS`` combinations.
+        SystemExit: an axis names one value twice (``lr=0.001,1e-3``), or the grid has
+            more than ``MAX_COMBINATIONS`` combinations.
     """
+    for name, values in axes.items():
+        twice = sorted({repr(v) for v in values if values.count(v) > 1})
+        if twice:
+            raise SystemExit(
+                f"expected different values of {name}, found {', '.join(twice)} more than once"
+            )
     count = math.prod(len(values) for values in axes.values())
     if count > MAX_COMBINATIONS:
         sizes = " × ".join(f"{len(values)} {name}" for name, values in axes.items())

@@ -11,6 +11,8 @@ from pipeline.sweep import BEST_TAG, compare_url, ui_address
 
 log = logging.getLogger(__name__)
 
+GRID_FILE = "sweep_grid.json"
+
 
 class Best(NamedTuple):
     """The child with the best validation accuracy, and where to compare all children."""
@@ -33,7 +35,9 @@ def start_parent(experiment: str, grid: list[str], kfp_run_id: str, pipeline_nam
             tracking.SWEEP_PARENT_TAG: "true",
         },
     )
-    tracking.log_params_into(run_id, {"sweep_grid": json.dumps(grid), "sweep_size": len(grid)})
+    # the grid whole as an artifact (a param is cut at 6,000 characters), its shape as params
+    tracking.log_json_into(run_id, {"combinations": [json.loads(c) for c in grid]}, GRID_FILE)
+    tracking.log_params_into(run_id, {"sweep_axes": " ".join(names), "sweep_size": len(grid)})
     return run_id
 
 

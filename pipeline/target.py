@@ -18,6 +18,7 @@ CLUSTER_TRACKING_URI = "http://mlflow.mlflow.svc.cluster.local:5000"
 OLDEST_BACKEND = (2, 5)  # tests/test_kfp_backends.py parses the spec with its protos
 OPTIONAL_SECRETS_SINCE = (2, 15)
 CURRENT_BACKEND = "2.15"
+MOST_NODES = 2**31 - 1  # a TrainJob's numNodes is a 32-bit integer
 
 
 def backend_version(text: str) -> tuple[int, int]:
@@ -49,8 +50,12 @@ class ClusterTarget:
 
     def __post_init__(self) -> None:
         backend_version(self.kfp_backend)
-        if self.nodes < 1:
-            raise ValueError(f"expected 1 or more training nodes, found {self.nodes}")
+        if not 1 <= self.nodes <= MOST_NODES:
+            raise ValueError(f"expected 1 to {MOST_NODES} training nodes, found {self.nodes}")
+        for name in ("image", "gpu_image"):
+            image = getattr(self, name)
+            if not image or any(c.isspace() for c in image):
+                raise ValueError(f"expected the {name} as an image reference, found {image!r}")
 
     @property
     def optional_secrets(self) -> bool:

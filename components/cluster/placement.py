@@ -14,6 +14,12 @@ MLFLOW_KEYS = ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD")
 # the Kubernetes quantities that KFP's compiler also accepts
 CPU_QUANTITY = re.compile(r"(?P<cores>\d+(\.\d{1,3})?)|(?P<millicores>\d+)m")
 MEMORY_QUANTITY = re.compile(r"\d+(\.\d+)?([EPTGM]i?|Ki)?")
+MEMORY_UNITS = {"": 1, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50}
+MEMORY_UNITS |= {"Ei": 2**60, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
+MOST_MILLICORES = 10**9  # a million cores: beyond any node, and within Kubernetes' int64
+# Kubernetes' label syntax: an optional DNS-subdomain prefix and "/", then a name
+LABEL_NAME = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
+DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 
 
 @dataclass(frozen=True)
@@ -51,17 +57,31 @@ class Placement:
     )
 
     def __post_init__(self) -> None:
-        if self.node_selector and "=" not in self.node_selector:
+        if self.node_selector:
+            key, sep, value = self.node_selector.partition("=")
+            if not sep or not is_label_key(key) or not LABEL_NAME.fullmatch(value):
+                raise ValueError(
+                    "expected a node selector KEY=VALUE that Kubernetes accepts (a label key, "
+                    f"a value of letters, digits, -_. up to 63), or empty; found "
+                    f"{self.node_selector!r}"
+                )
+        if self.toleration_key and not is_label_key(self.toleration_key):
+            raise ValueError(f"expected a taint key such as {GPU}, found {self.toleration_key!r}")
+        for name in ("s3_secret", "mlflow_secret"):
+            if not DNS_SUBDOMAIN.fullmatch(getattr(self, name)):
+                raise ValueError(
+                    f"expected the {name} as a Kubernetes name (lowercase letters, digits, "
+                    f"- and .), found {getattr(self, name)!r}"
+                )
+        if not 1 <= millicores(self.cpu) <= MOST_MILLICORES:
             raise ValueError(
-                f"expected a node selector KEY=VALUE (or empty), found {self.node_selector!r}"
+                f"expected a CPU request above 0 and at most a million cores, found {self.cpu!r}"
             )
-        if millicores(self.cpu) < 1:
-            raise ValueError(f"expected a CPU request above 0, found {self.cpu!r}")
         for name in ("memory", "shm_size"):
             value = getattr(self, name)
-            if not MEMORY_QUANTITY.fullmatch(value) or not float(value.rstrip("EPTGMKi")):
+            if not MEMORY_QUANTITY.fullmatch(value) or memory_bytes(value) < 2**20:
                 raise ValueError(
-                    f"expected the {name} as a quantity above 0 such as 12Gi or 512Mi, "
+                    f"expected the {name} as a quantity of 1Mi or more such as 12Gi or 512Mi, "
                     f"found {value!r}"
                 )
 
@@ -105,3 +125,16 @@ def millicores(cpu: str) -> int:
     if match["millicores"]:
         return int(match["millicores"])
     return round(float(match["cores"]) * 1000)
+
+
+def memory_bytes(quantity: str) -> float:
+    """A memory quantity matched by ``MEMORY_QUANTITY`` ("12Gi", "512M") in bytes."""
+    number = quantity.rstrip("EPTGMKi")
+    return float(number) * MEMORY_UNITS[quantity[len(number) :]]
+
+
+def is_label_key(key: str) -> bool:
+    """Whether Kubernetes accepts ``key`` as a label or taint key (``prefix/name``)."""
+    prefix, _, name = key.rpartition("/")
+    valid_prefix = not prefix or (len(prefix) <= 253 and DNS_SUBDOMAIN.fullmatch(prefix))
+    return bool(name and valid_prefix and LABEL_NAME.fullmatch(name))

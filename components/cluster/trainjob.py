@@ -12,6 +12,7 @@ mounts too, in a folder named after the job and removed when the job ends.
 from __future__ import annotations
 
 import logging
+import re
 import shutil
 import time
 from dataclasses import dataclass, replace
@@ -68,8 +69,12 @@ class ClusterJob:
 
 
 def trainjob_name(kfp_run_id: str) -> str:
-    """A DNS-1035 name per KFP run, short enough for the JobSet's pod host names."""
-    return f"dvc-{kfp_run_id}".lower()[:40].rstrip("-")
+    """A DNS-1035 label per KFP run, short enough for the JobSet's pod host names.
+
+    Letters are lowercased and anything but letters, digits and ``-`` becomes ``-``.
+    """
+    label = re.sub(r"[^a-z0-9-]", "-", f"dvc-{kfp_run_id}".lower())
+    return label[:40].rstrip("-")
 
 
 def build_trainjob(cfg: TrainConfig, job: ClusterJob) -> models.TrainerV1alpha1TrainJob:

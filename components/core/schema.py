@@ -119,8 +119,8 @@ def to_argv(config: Any) -> list[str]:
         if isinstance(value, bool):
             if value != field.default:
                 argv.append(flag(f"no_{field.name}" if field.default is True else field.name))
-        elif value is not None:
-            argv += [flag(field.name), str(value)]
+        elif value is not None:  # one word: a value that starts with "-" is not a flag
+            argv.append(f"{flag(field.name)}={value}")
     return argv
 
 
@@ -226,3 +226,9 @@ def signature_parameters(schemas: Sequence[type], *roles: str) -> dict[str, tupl
                     f"{schema.__name__}; a shared setting needs one type and one default"
                 )
     return merged
+
+
+def check_seed(seed: int, name: str) -> None:
+    """Refuse a seed that torch and numpy cannot both take: 0 to 2**32 - 1."""
+    if not 0 <= seed < 2**32:
+        raise ValueError(f"expected {name} from 0 to {2**32 - 1}, found {seed}")

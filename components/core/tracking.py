@@ -127,6 +127,11 @@ def log_params_into(run_id: str, params: dict[str, object]) -> None:
         client.log_param(run_id, key, value)
 
 
+def log_json_into(run_id: str, payload: dict, name: str) -> None:
+    """Log ``payload`` as the JSON artifact ``name`` of a run that is not this process's."""
+    MlflowClient(tracking_uri()).log_dict(run_id, payload, name)
+
+
 def log_params(params: dict[str, object]) -> None:
     mlflow.log_params({key: str(value) for key, value in params.items()})
 

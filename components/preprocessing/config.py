@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from components.core.schema import LOCAL, setting
+from components.core.schema import LOCAL, check_seed, setting
 from components.data import images
 from components.data.arrays import MAX_IMAGE_SIZE, MIN_IMAGE_SIZE
 
@@ -31,6 +31,7 @@ class PreprocessConfig:
     def __post_init__(self) -> None:
         if self.channels not in images.MODES:
             raise ValueError(f"expected channels 1 or 3, found {self.channels}")
+        check_seed(self.split_seed, "split_seed")
         if self.workers < 0:
             raise ValueError(f"expected 0 or more workers, found {self.workers}")
         if not MIN_IMAGE_SIZE <= self.image_size <= MAX_IMAGE_SIZE:

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 
 from components.core.names import DEFAULT_EXPERIMENT
-from components.core.schema import LOCAL, PER_RUN, setting
+from components.core.schema import LOCAL, PER_RUN, check_seed, setting
 
 MODEL_NAMES = ("tutorial_cnn", "compact_cnn", "bn_cnn", "resnet18")
 S3_PREFIX = re.compile(r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?")  # a valid bucket name
@@ -95,6 +95,7 @@ class TrainConfig:
                 f"{self.min_crop_area} and {self.label_smoothing}"
             )
         check_checkpoint_uri(self.checkpoint_uri, "checkpoint_uri")
+        check_seed(self.seed, "seed")
         if not 0 <= self.weight_decay < float("inf"):
             raise ValueError(f"expected a finite weight decay >= 0, found {self.weight_decay}")
 

@@ -10,7 +10,7 @@ from components.cluster.placement import Placement
 @pytest.mark.parametrize(
     ("fields", "message"),
     [
-        ({"cpu": "0"}, "CPU request above 0, found '0'"),
+        ({"cpu": "0"}, "CPU request above 0 and at most a million cores, found '0'"),
         ({"cpu": "two"}, "CPU quantity such as 3, 1.5 or 500m, found 'two'"),
         ({"memory": "12GB"}, "memory as a quantity .* found '12GB'"),
         ({"shm_size": "-2Gi"}, "shm_size as a quantity .* found '-2Gi'"),
@@ -32,3 +32,31 @@ def test_a_placement_survives_the_trip_through_json():
     assert (
         placement.node_label == ("pool", "gpu") and Placement(node_selector="").node_label is None
     )
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"node_selector": "=x"}, "node selector KEY=VALUE that Kubernetes accepts"),
+        ({"node_selector": "my key=v a l"}, "node selector KEY=VALUE that Kubernetes accepts"),
+        ({"node_selector": "pool=gpu\nx"}, "node selector KEY=VALUE that Kubernetes accepts"),
+        ({"toleration_key": "nvidia.com/gpu\nx"}, "expected a taint key"),
+        ({"s3_secret": "../UPPER case!"}, "s3_secret as a Kubernetes name"),
+        ({"mlflow_secret": ""}, "mlflow_secret as a Kubernetes name"),
+        ({"cpu": "99999999999999999999"}, "at most a million cores"),
+        ({"memory": "0.0001Ki"}, "memory as a quantity of 1Mi or more"),
+    ],
+)
+def test_names_and_sizes_kubernetes_would_refuse_are_refused_when_compiling(fields, message):
+    with pytest.raises(ValueError, match=message):
+        Placement(**fields)
+
+
+def test_valid_kubernetes_names_and_sizes_are_kept():
+    placement = Placement(
+        node_selector="cloud.google.com/gke-accelerator=nvidia-l4",
+        toleration_key="example.com/gpu-pool",
+        s3_secret="team-a.s3",
+        memory="512M",
+    )
+    assert placement.node_label == ("cloud.google.com/gke-accelerator", "nvidia-l4")

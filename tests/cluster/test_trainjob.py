@@ -26,6 +26,12 @@ RUN_ID = "8d6f3c1e-5b7a-4e2f-9c0d-1a2b3c4d5e6f"
 NAME = trainjob.trainjob_name(RUN_ID)
 
 
+def flag_value(command: list[str], flag: str) -> str:
+    """The value of ``--flag=value`` in a command line."""
+    (value,) = [word.split("=", 1)[1] for word in command if word.startswith(f"{flag}=")]
+    return value
+
+
 def make_job(**overrides) -> trainjob.ClusterJob:
     settings = dict(
         name=NAME,
@@ -86,8 +92,8 @@ def test_the_trainjob_runs_the_train_step_with_the_single_node_settings():
     }
     command = trainer["command"]
     assert command[:5] == ["python", "-m", "torch.distributed.run", "-m", "components.train"]
-    assert "--resume" in command and command[command.index("--epochs") + 1] == "7"
-    assert command[command.index("--kfp-run-id") + 1] == RUN_ID
+    assert "--resume" in command and flag_value(command, "--epochs") == "7"
+    assert flag_value(command, "--kfp-run-id") == RUN_ID
     env = {item["name"]: item for item in trainer["env"]}
     assert env["MLFLOW_TRACKING_URI"]["value"] == "http://mlflow.mlflow.svc.cluster.local:5000"
     assert env["AWS_SECRET_ACCESS_KEY"]["valueFrom"]["secretKeyRef"] == {
@@ -156,7 +162,7 @@ def test_one_node_is_not_a_trainjob():
 def pods_that_write_a_model(job: dict) -> None:
     """What rank 0 leaves on the shared volume: the model and its MLflow run."""
     command = job["spec"]["trainer"]["command"]
-    output = command[command.index("--output") + 1]
+    output = flag_value(command, "--output")
     Path(output).mkdir(parents=True)
     (Path(output) / "mlflow_run_id").write_text("mlflow-run-7")
     (Path(output) / "model.pt").write_bytes(b"weights")
@@ -185,7 +191,7 @@ def test_the_launcher_runs_the_trainjob_surfaces_rank_0s_log_and_cleans_up(tmp_p
     assert (tmp_path / "out/model.pt").read_bytes() == b"weights"
     (created,) = api.created
     command = created["spec"]["trainer"]["command"]
-    assert command[command.index("--data") + 1] == str(tmp_path / "shared" / NAME / "arrays")
+    assert flag_value(command, "--data") == str(tmp_path / "shared" / NAME / "arrays")
     assert (
         len(api.polls) >= 2
         and max(b - a for a, b in zip(api.polls, api.polls[1:], strict=False)) < 5
@@ -258,3 +264,9 @@ def test_a_trainjob_the_cluster_refuses_is_a_clear_error(tmp_path):
         with pytest.raises(RuntimeError, match="the cluster refused TrainJob .* 422"):
             launch(api, tmp_path)
     assert not (tmp_path / "shared" / NAME).exists()
+
+
+@pytest.mark.parametrize("run_id", ["ABC_def.ghi", "Run 7/b", "0a1b-" * 20])
+def test_a_trainjob_name_is_a_dns_label_whatever_the_run_id(run_id):
+    name = trainjob.trainjob_name(run_id)
+    assert re.fullmatch(r"[a-z]([-a-z0-9]{0,38}[a-z0-9])?", name), name

@@ -70,7 +70,7 @@ def test_the_pipeline_has_no_parameter_the_schemas_do_not_declare():
 
 
 def test_mlflow_params_are_the_recipe_and_nothing_local():
-    cfg = TrainConfig(data="d", output="o", epochs=3, checkpoint_uri="s3://b/c")
+    cfg = TrainConfig(data="d", output="o", epochs=3, checkpoint_uri="s3://bucket/c")
     params = schema.params(cfg)
     assert params["epochs"] == 3 and params["model"] == "tutorial_cnn"
     assert not {"data", "output", "checkpoint_uri", "resume", "experiment"} & set(params)

@@ -31,3 +31,27 @@ def test_every_command_lists_every_pipeline_parameter_with_its_default(command, 
     shown = capsys.readouterr().out
     for name, (kind, default) in PARAMETERS.items():
         assert f"{name}={default!r}" in shown and kind.__name__ in shown, name
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--nodes", "0"], "expected 1 to 2147483647 training nodes, found 0"),
+        (["--nodes", "1000000000000"], "training nodes, found 1000000000000"),
+        (["--kfp-backend", "99.x"], "expected a KFP backend version such as 2.5, found '99.x'"),
+        (["--memory", "0.0001Ki"], "memory as a quantity of 1Mi or more"),
+        (["--image", ""], "expected the image as an image reference, found ''"),
+        (["--node-selector", "=x"], "node selector KEY=VALUE"),
+    ],
+)
+def test_compile_refuses_what_kubernetes_would_with_one_line(argv, message, tmp_path):
+    with pytest.raises(SystemExit) as stopped:
+        pipeline_main(["compile", "--output", str(tmp_path / "p.yaml"), *argv])
+    assert str(stopped.value).startswith("error: ") and message in str(stopped.value)
+    assert not (tmp_path / "p.yaml").exists()
+
+
+def test_compile_into_a_folder_is_one_line(tmp_path):
+    (tmp_path / "p.yaml").mkdir()
+    with pytest.raises(SystemExit, match="^error: .*p.yaml"):
+        pipeline_main(["compile", "--output", str(tmp_path / "p.yaml")])

@@ -135,7 +135,9 @@ def test_the_strict_parse_catches_a_field_an_old_backend_does_not_know(tmp_path)
 
 
 def test_a_backend_older_than_the_oldest_supported_is_refused(tmp_path):
-    with pytest.raises(ValueError, match="older than the oldest supported, 2.5"):
+    with pytest.raises(
+        SystemExit, match="^error: KFP backend 2.4 is older than the oldest supported, 2.5$"
+    ):
         compiled(tmp_path, "--kfp-backend", "2.4")
 
 

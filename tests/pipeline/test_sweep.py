@@ -49,3 +49,15 @@ def test_the_compare_view_lists_every_run_of_the_experiment():
     assert json.loads(params["runs"]) == ["a", "b"] and json.loads(params["experiments"]) == ["4"]
     assert sweep.ui_address("https://mlflow.example") == "https://mlflow.example"
     assert sweep.ui_address("sqlite:///runs/mlflow.db") == "http://127.0.0.1:5000"
+
+
+def test_a_name_given_twice_is_refused_not_replaced():
+    with pytest.raises(SystemExit, match="expected each name once, found model again"):
+        sweep.split_pairs(["model=bn_cnn,resnet18", "model=tutorial_cnn,compact_cnn"])
+    with pytest.raises(SystemExit, match="expected each name once, found lr again"):
+        sweep.split_pairs(["lr=0.1", "lr=0.01,0.02"])
+
+
+def test_values_that_convert_to_the_same_are_one_combination_refused():
+    with pytest.raises(SystemExit, match="expected different values of lr, found 0.001 more"):
+        sweep.grid({"lr": [0.001, 1e-3]})

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 
+import mlflow
 import pytest
 from mlflow.tracking import MlflowClient
 
 from pipeline.sweep import BEST_TAG
-from pipeline.sweep_runs import mark_best, start_parent
+from pipeline.sweep_runs import GRID_FILE, mark_best, start_parent
 
 
 def child(client: MlflowClient, experiment_id: str, val: float, test: float) -> str:
@@ -23,8 +24,10 @@ def test_the_best_child_is_chosen_on_validation_never_on_test(mlflow_store):
     parent = start_parent("sweeps", grid, "kfp-1", "dogs-vs-cats-sweep")
     client = MlflowClient(mlflow_store)
     held = client.get_run(parent)
-    assert json.loads(held.data.params["sweep_grid"]) == grid
-    assert held.data.params["sweep_size"] == "2" and held.data.tags["kfp.run_id"] == "kfp-1"
+    logged = mlflow.artifacts.load_dict(f"runs:/{parent}/{GRID_FILE}")
+    assert logged == {"combinations": [json.loads(c) for c in grid]}  # whole, however long
+    assert held.data.params["sweep_size"] == "2" and held.data.params["sweep_axes"] == "lr"
+    assert held.data.tags["kfp.run_id"] == "kfp-1"
     experiment = held.info.experiment_id
     better_on_val = child(client, experiment, val=0.90, test=0.70)
     better_on_test = child(client, experiment, val=0.80, test=0.99)

@@ -25,7 +25,7 @@ def test_secrets_are_optional_only_where_the_backend_knows_the_field():
 @pytest.mark.parametrize(
     ("build", "message"),
     [
-        (lambda: ClusterTarget(nodes=0), "expected 1 or more training nodes, found 0"),
+        (lambda: ClusterTarget(nodes=0), "expected 1 to 2147483647 training nodes, found 0"),
         (lambda: ClusterTarget(kfp_backend="2.4"), "older than the oldest supported, 2.5"),
         (lambda: PipelineOnly(gpus=0), "expected 1 or more GPUs for the train task, found 0"),
     ],

@@ -60,3 +60,16 @@ def test_a_checkpoint_location_neither_s3_nor_a_folder_is_refused_before_any_wor
 @pytest.mark.parametrize("uri", ["s3://my-bucket/runs", "s3://bucket", "/mnt/ckpt", "runs/ckpt"])
 def test_s3_prefixes_and_folder_paths_are_checkpoint_locations(uri):
     assert TrainConfig(data="d", output="o", checkpoint_uri=uri).checkpoint_uri == uri
+
+
+@pytest.mark.parametrize("seed", [-1, 2**32, 99999999999999999999])
+def test_a_seed_torch_or_numpy_cannot_take_is_refused(seed):
+    with pytest.raises(ValueError, match=f"expected seed from 0 to 4294967295, found {seed}"):
+        TrainConfig(data="d", output="o", seed=seed)
+
+
+def test_an_experiment_that_looks_like_a_flag_survives_the_command_line():
+    cfg = TrainConfig(data="d", output="o", experiment="--dry-run", lr=0.01)
+    argv = schema.to_argv(cfg)
+    assert "--experiment=--dry-run" in argv
+    assert train.parse_config(argv) == cfg
