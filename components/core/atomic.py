@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import shutil
@@ -12,6 +13,7 @@ from pathlib import Path
 
 MARKER = ".dogs-vs-cats-output.json"  # which step wrote a directory, and which files
 STAGING = ".dogs-vs-cats-staging.json"  # in a staging folder: the step and the output it is for
+LOCK = ".dogs-vs-cats-output.lock"  # held while a step writes into its output
 
 
 @contextlib.contextmanager
@@ -61,7 +63,7 @@ def check_replaceable(path: Path, step: str) -> None:
                 f"{MARKER} of that step in it); choose an empty or new output directory"
             )
         return
-    listed = {*written.get("files", []), MARKER}
+    listed = {*written.get("files", []), MARKER, LOCK}
     foreign = next((entry for entry in _entries(path) if entry not in listed), None)
     if foreign is not None:
         raise FileExistsError(
@@ -88,6 +90,35 @@ def claim_directory(path: Path, step: str, files: list[str]) -> None:
     check_replaceable(path, step)
     path.mkdir(parents=True, exist_ok=True)
     write_json(path / MARKER, {"step": step, "files": sorted(files)})
+
+
+@contextlib.contextmanager
+def exclusive(path: Path, step: str) -> Iterator[None]:
+    """Hold ``path`` for this process while ``step`` writes into it; a second is refused.
+
+    Raises:
+        FileExistsError: ``path`` holds what ``step`` did not write, or another process
+            holds it now.
+    """
+    path = Path(os.path.abspath(path))
+    check_replaceable(path, step)
+    path.mkdir(parents=True, exist_ok=True)
+    with open(path / LOCK, "a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise FileExistsError(
+                f"refusing to write into {path}: another {step} run is writing into it now; "
+                "wait for it, or choose another output directory"
+            ) from None
+        try:
+            yield
+        finally:
+            if not (path / MARKER).exists():  # nothing was written: nothing is left
+                (path / LOCK).unlink(missing_ok=True)
+                with contextlib.suppress(OSError):
+                    path.rmdir()
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 @contextlib.contextmanager
@@ -132,10 +163,10 @@ def _read_record(record: Path) -> dict:
 
 
 def _holds_anything(path: Path) -> bool:
-    """Whether ``path`` holds any entry (one that cannot be read counts as holding some)."""
+    """Whether ``path`` holds an entry besides a lock (unreadable: it may hold anything)."""
     try:
         with os.scandir(path) as scan:
-            return next(scan, None) is not None
+            return any(entry.name != LOCK for entry in scan)
     except OSError:
         return True
 

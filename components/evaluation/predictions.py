@@ -6,6 +6,7 @@ URI), which the command line loads only once its arguments are parsed.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,17 +19,34 @@ from components.data.images import decode_file
 from components.training.inference import default_batch_size
 from components.training.models import load_classifier
 
+URI_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+:")  # runs:, models:, s3:, file: (not C:)
+
 
 def load_any(model: str) -> tuple[torch.nn.Module, int, int]:
     """A model from a train output directory, or an MLflow URI (runs:/…, models:/…, s3://…).
 
     Returns it with the channels and image size it takes.
+
+    Raises:
+        FileNotFoundError: ``model`` is neither a URI nor an existing folder.
+        ValueError: it is a file, or a model outside the data contract.
+        TrackingUnavailableError: a ``runs:/`` or ``models:/`` URI whose tracking server
+            does not answer (at once, not after MLflow's retries).
     """
-    if Path(model).exists():
-        classifier, spec = load_classifier(Path(model))
+    if not URI_SCHEME.match(model):
+        folder = Path(model)
+        if not folder.is_dir():
+            found = "a file" if folder.exists() else "nothing there"
+            raise FileNotFoundError(
+                f"expected a train output folder or an MLflow model URI (runs:/RUN/model, "
+                f"models:/NAME@ALIAS) as --model, found {found}: {model}"
+            )
+        classifier, spec = load_classifier(folder)
         return classifier, spec["channels"], spec["image_size"]
     from components.core import tracking
 
+    if model.startswith(("runs:/", "models:/")):
+        tracking.check_server()
     shape = tracking.model_input_shape(model)
     square = len(shape) == 4 and shape[2] == shape[3]
     problems = shape_problems(shape[1], shape[2]) if square else ["square N×C×S×S images"]
@@ -81,3 +99,8 @@ def predict_files(model: str, files: list[Path]) -> Predictions:
             for (file, _), p in zip(chunk, probabilities, strict=True)
         ]
     return result
+
+
+def printable(path: Path) -> str:
+    """``path`` as one line of text: control characters (tab, newline…) escaped."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in str(path))

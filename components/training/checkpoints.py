@@ -44,7 +44,8 @@ def load_checkpoint(path: Path, source: str | None = None) -> dict:
         found = list(state) if isinstance(state, dict) else type(state).__name__
         raise ValueError(
             f"expected a checkpoint from the train step in {source or path} "
-            f"({', '.join(STATE_KEYS)}; epoch = the history's length), found {found!r:.300}"
+            f"({', '.join(STATE_KEYS)}; epoch = the history's length, one record an epoch), "
+            f"found {found!r:.300}"
         )
     return state
 
@@ -55,6 +56,10 @@ def _holds_a_training_state(state: dict) -> bool:
         and isinstance(state["config"], dict)
         and isinstance(state["history"], list)
         and state["epoch"] == len(state["history"])
+        and all(
+            isinstance(entry, dict) and entry.get("epoch") == epoch
+            for epoch, entry in enumerate(state["history"], start=1)
+        )
     )
 
 
@@ -164,6 +169,14 @@ def restore(state: dict, learner: Learner) -> None:
 
 def _candidates(cfg: TrainConfig) -> Iterator[dict]:
     local = Path(cfg.output) / CHECKPOINT
+    if local.is_symlink() or (local.exists() and not local.is_file()):
+        kind = (
+            "a link" if local.is_symlink() else "a folder" if local.is_dir() else "a special file"
+        )
+        raise ValueError(
+            f"cannot resume: expected {local} to be the checkpoint file the train step "
+            f"wrote, found {kind}; remove it, or start without --resume"
+        )
     if local.is_file():
         yield load_checkpoint(local)
     run_id = cfg.mlflow_run_id or (

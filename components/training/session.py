@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from components.core import schema, tracking
-from components.core.atomic import atomic_file, claim_directory, write_json
+from components.core.atomic import atomic_file, claim_directory, exclusive, write_json
 from components.data.arrays import read_meta
 from components.training import checkpoints, runtime
 from components.training.batches import DeviceSplit
@@ -57,7 +57,10 @@ def train(cfg: TrainConfig) -> TrainResult:
     """
     workers, device = runtime.start(cfg.device)
     try:
-        return _train(cfg, workers, device)
+        # rank 0 writes the output: a second run into it at once is refused
+        held = exclusive(Path(cfg.output), "train") if workers.is_main else contextlib.nullcontext()
+        with held:
+            return _train(cfg, workers, device)
     finally:
         runtime.stop(workers)
 
@@ -74,11 +77,12 @@ def _train(cfg: TrainConfig, workers: Workers, device: torch.device) -> TrainRes
             f"processes, found {cfg.batch_size}"
         )
     meta = read_meta(Path(cfg.data))
+    # the checkpoint is checked before the data loads and anything trains
+    found = checkpoints.find_checkpoint(cfg, meta) if cfg.resume and workers.is_main else None
     train_data = DeviceSplit.load(Path(cfg.data), "train", device)
     val_data = DeviceSplit.load(Path(cfg.data), "val", device)
     learner = new_learner(cfg, meta, workers, device, math.ceil(len(train_data) / cfg.batch_size))
     model = learner.model
-    found = checkpoints.find_checkpoint(cfg, meta) if cfg.resume and workers.is_main else None
     state = runtime.share(workers, found)
     if state:
         checkpoints.restore(state, learner)

@@ -136,3 +136,17 @@ def test_the_current_folder_or_the_root_is_refused_at_once(tmp_path, monkeypatch
         with atomic.atomic_directory(tmp_path / where if where == "." else where, "download"):
             pytest.fail("nothing is staged for a folder that cannot be replaced")
     assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+def test_a_second_writer_of_one_output_is_refused_while_the_first_holds_it(tmp_path):
+    out = tmp_path / "model"
+    with atomic.exclusive(out, "train"):
+        atomic.claim_directory(out, "train", ["model.pt"])
+        with pytest.raises(FileExistsError, match="another train run is writing into it now"):
+            with atomic.exclusive(out, "train"):
+                pytest.fail("two writers at once")
+    with atomic.exclusive(out, "train"):  # released: the next run may write
+        pass
+    with atomic.exclusive(tmp_path / "failed", "train"):
+        pass  # a run that wrote nothing leaves nothing
+    assert not (tmp_path / "failed").exists()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+
 import mlflow
 import numpy as np
 import pytest
@@ -77,3 +79,32 @@ def test_a_pickled_mlflow_model_is_refused_and_its_code_never_runs(tmp_path, mlf
     with pytest.raises(ValueError, match="signature of one input tensor at .*, found no signature"):
         predictions.load_any(model_dir.as_uri())  # predict's own path: refused before loading
     assert not (tmp_path / "pwned").exists()
+
+
+@pytest.mark.parametrize("model", ["/no/such/dir", "photo.jpg"])
+def test_a_model_that_is_neither_a_folder_nor_a_uri_is_one_line(tmp_path, model, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "photo.jpg").write_bytes(b"\xff\xd8")
+    with pytest.raises(SystemExit) as stopped:
+        predict.main(["--model", model, "photo.jpg"])
+    message = str(stopped.value)
+    assert message.startswith("error: expected a train output folder or an MLflow model URI")
+    assert ("a file" if model == "photo.jpg" else "nothing there") in message
+
+
+def test_a_runs_uri_whose_server_does_not_answer_is_one_line_at_once(tmp_path, monkeypatch):
+    from tests.servers import free_port
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{free_port()}")
+    with pytest.raises(SystemExit, match="^error: the MLflow tracking server at .* unreachable"):
+        predict.main(["--model", "runs:/0123/model", str(tmp_path / "x.jpg")])
+
+
+def test_a_file_name_cannot_forge_an_output_line(sample_images, tmp_path, capsys):
+    model = always_dog_model(tmp_path / "m", size=40)
+    forged = tmp_path / "forged.jpg\tcat\t1.0000\nother.jpg"
+    shutil.copyfile(sample_images / "PetImages/Dog/1.jpg", forged)
+    predict.main(["--model", str(model), str(forged)])
+    (line,) = capsys.readouterr().out.splitlines()
+    name, label, probability = line.split("\t")
+    assert name.endswith("forged.jpg\\tcat\\t1.0000\\nother.jpg") and label == "dog"

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import time
 
+import mlflow
 import numpy as np
 import pytest
 import torch
@@ -226,3 +227,39 @@ def test_a_checkpoint_naming_another_run_is_refused_and_that_run_is_untouched(
     checkpoints.save_checkpoint({**state, "mlflow_run_id": own.run_id}, path)
     resumed = session.train(config(small_arrays, tmp_path / "b", epochs=2, resume=True))
     assert resumed.run_id == own.run_id and len(resumed.history) == 2
+
+
+@pytest.mark.parametrize("odd", ["folder", "fifo", "link to /dev/zero"])
+def test_a_checkpoint_that_is_not_a_file_is_refused_before_anything_trains(
+    small_arrays, tmp_path, mlflow_store, odd
+):
+    out = tmp_path / "out"
+    session.train(config(small_arrays, out, epochs=1, dry_run=True))
+    path = out / checkpoints.CHECKPOINT
+    path.unlink()
+    if odd == "folder":
+        path.mkdir()
+    elif odd == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to("/dev/zero")
+    runs = mlflow.search_runs(search_all_experiments=True, output_format="list")
+    # a folder is refused with the output, the others as the checkpoint; named either way
+    with pytest.raises((ValueError, FileExistsError), match=r"checkpoint\.pt"):
+        session.train(config(small_arrays, out, epochs=2, resume=True))
+    after = mlflow.search_runs(search_all_experiments=True, output_format="list")
+    assert [run.info.run_id for run in after] == [run.info.run_id for run in runs]
+    assert len(MlflowClient(mlflow_store).get_metric_history(runs[0].info.run_id, "val_loss")) == 1
+
+
+def test_a_checkpoint_whose_history_is_not_one_record_an_epoch_is_refused(
+    small_arrays, tmp_path, mlflow_store
+):
+    out = tmp_path / "out"
+    session.train(config(small_arrays, out, epochs=1, dry_run=True))
+    path = out / checkpoints.CHECKPOINT
+    state = load_checkpoint(path)
+    checkpoints.save_checkpoint({**state, "history": [7]}, path)
+    with pytest.raises(ValueError, match="one record an epoch"):
+        session.train(config(small_arrays, out, epochs=2, resume=True))
+    assert (out / "model.pt").is_file()  # the output is kept as it was
