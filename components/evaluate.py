@@ -11,12 +11,15 @@ import json
 from components.core import schema
 from components.core.errors import one_line_errors
 from components.core.logs import setup_logging
+from components.core.names import MLFLOW_WAITS
 from components.evaluation.config import EvaluateConfig
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m components.evaluate", description=__doc__.splitlines()[0]
+        prog="python -m components.evaluate",
+        description=__doc__.splitlines()[0],
+        epilog=MLFLOW_WAITS,
     )
     schema.add_arguments(parser, EvaluateConfig)
     return parser

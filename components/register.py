@@ -10,6 +10,7 @@ import argparse
 from components.core import schema
 from components.core.errors import one_line_errors
 from components.core.logs import setup_logging
+from components.core.names import MLFLOW_WAITS
 from components.core.presets import apply_preset
 from components.registration.config import RegisterConfig
 from components.registration.decision import register_if_accurate
@@ -17,7 +18,9 @@ from components.registration.decision import register_if_accurate
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m components.register", description=__doc__.splitlines()[0]
+        prog="python -m components.register",
+        description=__doc__.splitlines()[0],
+        epilog=MLFLOW_WAITS,
     )
     schema.add_arguments(parser, RegisterConfig)
     return parser

@@ -15,7 +15,6 @@ from tests.conftest import REPO
 
 # modules with no logic of their own to test, each with the reason
 NO_LOGIC = {
-    "components/core/logs.py": "one logging.basicConfig call",
     "components/core/names.py": "constants",
     "components/core/progress.py": "tqdm's options",
     "components/core/s3.py": "a boto3 client's timeouts; used against S3 in data/test_sources",

@@ -16,6 +16,8 @@ from components.core.uris import redact
 log = logging.getLogger(__name__)
 
 USER_ERRORS = (ValueError, OSError, LookupError, MemoryError, RuntimeError)
+# the services a step talks to: their errors say what the service answered, or that it did not
+SERVICE_ERRORS = ("mlflow.", "botocore.", "boto3.", "requests.", "urllib3.")
 
 
 @contextlib.contextmanager
@@ -25,7 +27,9 @@ def one_line_errors() -> Iterator[None]:
         yield
     except KeyboardInterrupt:
         raise SystemExit(130) from None
-    except USER_ERRORS as err:
+    except Exception as err:
+        if not (isinstance(err, USER_ERRORS) or type(err).__module__.startswith(SERVICE_ERRORS)):
+            raise  # a defect of the project: its traceback is what fixes it
         log.debug("the step stopped", exc_info=True)
         message = redact(" ".join(str(err).split())) or type(err).__name__
         raise SystemExit(f"error: {message}") from None

@@ -3,3 +3,12 @@
 DEFAULT_EXPERIMENT = "dogs-vs-cats"  # the MLflow experiment
 REGISTERED_MODEL_NAME = "dogs-vs-cats"  # the MLflow Model Registry entry
 CLASSES = ("cat", "dog")  # label 0, label 1
+# MLflow waits 120 s per request and retries 7 times (about 20 minutes) by default: a
+# tracking server whose API hangs would stall a step that long; these bound it
+MLFLOW_HTTP_LIMITS = {"MLFLOW_HTTP_REQUEST_TIMEOUT": "30", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "5"}
+MLFLOW_WAITS = (
+    "waits: a tracking server that does not answer its health check within 10 s stops the "
+    "step before any work; after that each MLflow call waits at most 30 s and is tried 5 "
+    "times with back-off (about 4 minutes in all), then the step stops with one line "
+    "(MLFLOW_HTTP_REQUEST_TIMEOUT and MLFLOW_HTTP_REQUEST_MAX_RETRIES change this)"
+)

@@ -24,6 +24,7 @@ from mlflow.models import infer_signature
 from mlflow.tracking import MlflowClient
 
 from components.core import uris
+from components.core.names import MLFLOW_HTTP_LIMITS
 
 log = logging.getLogger(__name__)
 
@@ -39,11 +40,7 @@ CHECKPOINT_ARTIFACT = "checkpoints"
 MODEL_NAME = "model"
 
 
-# MLflow waits 120 s per request and retries 7 times (about 20 minutes) by default: a
-# tracking server whose API hangs would stall training that long. These bound it to
-# about 4 minutes; set the variables to choose otherwise.
-HTTP_LIMITS = {"MLFLOW_HTTP_REQUEST_TIMEOUT": "30", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "5"}
-for _name, _value in HTTP_LIMITS.items():
+for _name, _value in MLFLOW_HTTP_LIMITS.items():
     os.environ.setdefault(_name, _value)
 
 

@@ -81,8 +81,7 @@ def extract(archive: Path, target: Path, limits: ExtractionLimits = ExtractionLi
         unpack = _extract_tar
     else:
         raise ValueError(
-            f"expected a .zip or .tar(.gz) archive at {archive}, found neither "
-            "(a zip cut short has lost the directory at its end)"
+            f"expected a .zip or .tar(.gz) archive at {archive}, found {_what_it_is(archive)}"
         )
     try:
         unpack(archive, target.resolve(), tally)
@@ -281,3 +280,12 @@ def copy_tree(source: Path, target: Path, limits: ExtractionLimits = ExtractionL
 
 def _raise(error: OSError) -> None:
     raise error  # os.walk would skip a folder it cannot read, silently
+
+
+def _what_it_is(path: Path) -> str:
+    """A word on a file that is neither zip nor tar: an HTML page is named as such."""
+    with open(path, "rb") as file:
+        start = file.read(512).lstrip().lower()
+    if start.startswith((b"<!doctype html", b"<html", b"<?xml", b"<head", b"<body")):
+        return "an HTML or XML page (a login, an error or a download page, not the file)"
+    return "neither (a zip cut short has lost the directory at its end)"

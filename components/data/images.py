@@ -12,7 +12,7 @@ import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 MODES = {1: "L", 3: "RGB"}
-IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp"}
+IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp", ".tif", ".tiff"}
 # what a photo comes as (JPEG includes a camera's MPO); never a format whose decoder
 # runs a program (EPS runs Ghostscript) or that only crafted files use
 PHOTO_FORMATS = ("JPEG", "PNG", "GIF", "BMP", "WEBP", "TIFF")

@@ -45,7 +45,12 @@ class DownloadConfig:
         "or ~/.cache/dogs-vs-cats)",
         role=LOCAL,
     )
-    retries: int = setting(5, "attempts per download", role=LOCAL)
+    retries: int = setting(
+        5,
+        "attempts per download; a server or S3 endpoint that never answers is given up "
+        "after retries × stall-seconds plus back-off (about 3 minutes at the defaults)",
+        role=LOCAL,
+    )
     stall_seconds: float = setting(
         sources.RetryPolicy.stall_seconds,
         "an attempt that receives less than 64 KiB in this time has stalled and is retried",

@@ -53,6 +53,11 @@ def build_arrays(cfg: PreprocessConfig) -> dict:
     _check_both_classes(decoded, input_dir)
     splits = split_indices(decoded.labels, cfg.val_fraction, cfg.test_fraction, cfg.split_seed)
     mean, std = channel_stats(decoded.pixels[np.sort(splits["train"])])
+    if min(std) == 0:  # every training image one colour: nothing to learn, nothing to scale
+        raise ValueError(
+            f"expected photos that vary, found every training image under {input_dir} one "
+            f"flat colour (std {std}); these are not photos"
+        )
     meta = _meta(found, decoded, splits, cfg, mean, std)
     with atomic_directory(output_dir, "preprocess") as staging:
         for split, index in splits.items():
@@ -137,7 +142,7 @@ def _check_both_classes(decoded: DecodedImages, input_dir: Path) -> None:
 def _decode_in_order(paths: list[Path], cfg: PreprocessConfig):
     work = functools.partial(images.decode_file, size=cfg.image_size, channels=cfg.channels)
     progress = functools.partial(progress_bar, total=len(paths), unit="img", desc="decode")
-    workers = cfg.workers or available_cores()
+    workers = min(cfg.workers or available_cores(), available_cores())  # no more than the cores
     if workers <= 1:
         yield from progress(map(work, paths))
         return

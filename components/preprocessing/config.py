@@ -25,7 +25,10 @@ class PreprocessConfig:
     test_fraction: float = setting(0.1, "share of each class held out for the test")
     split_seed: int = setting(0, "seed of the train/val/test split (training has its own seed)")
     workers: int = setting(
-        0, "decoding processes; 0: one per core this process may use (its CPU limit)", role=LOCAL
+        0,
+        "decoding processes, at most one per core this process may use (its CPU limit); "
+        "0: that many",
+        role=LOCAL,
     )
 
     def __post_init__(self) -> None:

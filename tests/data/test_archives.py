@@ -309,3 +309,11 @@ def test_an_empty_archive_is_an_error_and_the_good_output_survives(tmp_path, emp
         fetch(str(archive), tmp_path)
     after = sorted(p.relative_to(tmp_path / "out") for p in (tmp_path / "out").rglob("*"))
     assert after == before and len(before) > 8
+
+
+def test_an_html_page_in_place_of_the_archive_is_named_as_such(tmp_path):
+    page = tmp_path / "archive.zip"
+    page.write_bytes(b"\n  <!DOCTYPE html><html><body>Sign in to download</body></html>")
+    with pytest.raises(ValueError, match="found an HTML or XML page"):
+        fetching.fetch(str(page), tmp_path / "out")
+    assert not (tmp_path / "out").exists()

@@ -273,3 +273,41 @@ def test_staging_left_by_a_killed_run_is_cleaned_and_a_live_ones_is_not(tmp_path
     build(root, tmp_path / "arrays", **SMALL)
     assert not any(folder.exists() for folder in abandoned)
     assert live.is_dir()
+
+
+def test_tiff_photos_are_kept_like_the_others(tmp_path):
+    root = tmp_path / "in"
+    for i in range(4):
+        for folder, mode in (("Cat", "RGB"), ("Dog", "L")):
+            jpeg = write_jpeg(
+                root / "PetImages" / folder / f"{i}.jpg", seed=i + len(folder), mode=mode
+            )
+            Image.open(jpeg).save(jpeg.with_suffix(".tiff"))
+            jpeg.unlink()
+    meta = build(root, tmp_path / "out", **SMALL)
+    assert meta["kept"] == {"cat": 4, "dog": 4} and meta["ignored"] == []
+
+
+def test_photos_of_one_flat_colour_are_refused_not_scaled_by_zero(tmp_path):
+    root = tmp_path / "in"
+    for i in range(6):
+        for offset, folder in enumerate(("Cat", "Dog")):
+            path = root / "PetImages" / folder / f"{i}.png"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            size = (32 + i + 10 * offset, 32)  # other bytes each, the same grey once scaled
+            Image.new("RGB", size, (90, 90, 90)).save(path)
+    with pytest.raises(ValueError, match="one flat colour"):
+        build(root, tmp_path / "out", image_size=16, channels=3, workers=1)
+    assert not (tmp_path / "out").exists()
+
+
+def test_more_workers_than_cores_start_no_more_processes_than_cores(tmp_path, monkeypatch):
+    root = make_kaggle_folder(tmp_path / "in")
+    started = []
+    real_pool = building.ProcessPoolExecutor
+    monkeypatch.setattr(building, "available_cores", lambda: 2)
+    monkeypatch.setattr(
+        building, "ProcessPoolExecutor", lambda n, **kw: started.append(n) or real_pool(n, **kw)
+    )
+    build(root, tmp_path / "out", image_size=16, workers=16)
+    assert started == [2]

@@ -1,0 +1,26 @@
+"""The steps' logging: every line with the credentials in its URIs replaced by ***."""
+
+from __future__ import annotations
+
+import logging
+
+from components.core.logs import RedactCredentials, setup_logging
+
+
+def test_a_log_line_holding_a_uri_is_redacted_before_it_is_written():
+    record = logging.LogRecord("x", logging.INFO, "f", 1, "at %s", ("http://u:pw@h",), None)
+    RedactCredentials().filter(record)
+    assert record.getMessage() == "at http://***@h"
+
+
+def test_the_steps_logging_redacts_every_handlers_lines(capsys):
+    root = logging.getLogger()
+    saved = root.handlers[:]
+    root.handlers = [logging.StreamHandler()]
+    try:
+        setup_logging()
+        logging.getLogger("mlflow.store").warning("cannot reach http://me:pw@mlflow:5000")
+    finally:
+        root.handlers = saved
+    err = capsys.readouterr().err
+    assert "http://***@mlflow:5000" in err and "pw" not in err

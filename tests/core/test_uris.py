@@ -1,0 +1,20 @@
+"""Credentials in URIs: split off where a URI is used, replaced by *** wherever one is shown."""
+
+from __future__ import annotations
+
+from components.core.uris import redact, split_credentials
+
+
+def test_every_uri_in_a_text_loses_its_user_and_password():
+    text = "from http://me:p%40ss@host:5000/api and s3://KEY:SECRET@bucket/x, not a@b.c"
+    assert redact(text) == "from http://***@host:5000/api and s3://***@bucket/x, not a@b.c"
+
+
+def test_a_uri_splits_into_the_bare_uri_and_its_credentials():
+    assert split_credentials("http://me:p%40ss@host:5000/api") == (
+        "http://host:5000/api",
+        "me",
+        "p@ss",
+    )
+    assert split_credentials("https://host/x") == ("https://host/x", None, None)
+    assert split_credentials("sqlite:///runs/mlflow.db") == ("sqlite:///runs/mlflow.db", None, None)
