@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
-from components.core.atomic import atomic_directory, write_json
+from components.core.atomic import atomic_directory, check_replaceable, write_json
 from components.core.uris import redact
 from components.data import archives, sources
 from components.downloading.config import DownloadConfig, check_sha256
@@ -82,6 +82,7 @@ def fetch(
     """
     output = Path(output)
     check_sha256(sha256)
+    check_replaceable(output, "download")  # at once, not after the download
     previous = _reusable_record(output, source, sha256)
     if previous:
         log.info("reusing %s: it already holds %s (sha256 %s)", output, redact(source), sha256)

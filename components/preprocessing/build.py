@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from components.core import schema
-from components.core.atomic import atomic_directory, write_json
+from components.core.atomic import atomic_directory, check_replaceable, write_json
 from components.core.cores import available_cores
 from components.core.names import CLASSES
 from components.core.progress import progress as progress_bar
@@ -47,6 +47,7 @@ def build_arrays(cfg: PreprocessConfig) -> dict:
         The ``meta.json`` contents.
     """
     input_dir, output_dir = Path(cfg.input), Path(cfg.output)
+    check_replaceable(output_dir, "preprocess")  # at once, not after the decoding
     found = find_labelled_files(input_dir)
     log.info("found %d image files (%s layout) under %s", len(found.files), found.layout, input_dir)
     decoded = decode_unique(found, cfg)

@@ -97,3 +97,15 @@ def test_a_password_in_the_source_is_used_but_never_shown_or_recorded(tmp_path, 
     recorded = (tmp_path / "out/download.json").read_text()
     assert "pw-s3cret" not in recorded and "***@" in recorded
     assert "pw-s3cret" not in capsys.readouterr().err
+
+
+def test_an_output_that_cannot_be_replaced_is_refused_before_anything_is_fetched(
+    tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "notes.txt").write_text("mine")
+    with ScriptedServer(PAYLOAD) as server:
+        with pytest.raises(SystemExit, match="^error: refusing to replace .*: it was not written"):
+            download_main(["--source", server.url(), "--output", "."])
+        assert server.requests == []
+    assert (tmp_path / "notes.txt").read_text() == "mine"
