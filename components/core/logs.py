@@ -22,6 +22,8 @@ def setup_logging(level: str = "INFO") -> None:
         level=os.environ.get("LOG_LEVEL", level).upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    for handler in logging.getLogger().handlers:
-        if not any(isinstance(f, RedactCredentials) for f in handler.filters):
-            handler.addFilter(RedactCredentials())
+    loggers = [logging.getLogger(), *logging.root.manager.loggerDict.values()]
+    for logger in loggers:  # the root's handlers, and a library's own (MLflow has one)
+        for handler in getattr(logger, "handlers", []):
+            if not any(isinstance(f, RedactCredentials) for f in handler.filters):
+                handler.addFilter(RedactCredentials())

@@ -36,6 +36,7 @@ PARENT_TAG = "mlflow.parentRunId"  # MLflow's own: the UI nests a child under it
 COMBINATION_TAG = "sweep.combination"  # the recipe settings a sweep's child run varies
 SWEEP_PARENT_TAG = "sweep.parent"  # "true" on a sweep's parent run
 OUTPUT_TAG = "training.output"  # the folder a run's training writes; resume checks it
+STORE_TAG = "training.checkpoint_uri"  # its durable checkpoint store, where it has one
 CHECKPOINT_ARTIFACT = "checkpoints"
 MODEL_NAME = "model"
 

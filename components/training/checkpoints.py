@@ -213,13 +213,18 @@ def check_own_run(state: dict, cfg: TrainConfig) -> None:
     if found is None:
         raise ValueError(f"{refused}, which does not exist at {tracking.tracking_uri()}")
     experiment, tags, params = found
-    expected = identity_tags(cfg) or {tracking.OUTPUT_TAG: os.path.abspath(cfg.output)}
-    wrong = [key for key, value in expected.items() if tags.get(key) != value]
-    if experiment != cfg.experiment or wrong:
+    # this training: its KFP run (and combination); outside a pipeline, its output folder
+    # or its durable store (a lost pod's successor writes another folder)
+    identities = [identity_tags(cfg)] if cfg.kfp_run_id else []
+    identities += [{tracking.OUTPUT_TAG: os.path.abspath(cfg.output)}]
+    if cfg.checkpoint_uri:
+        identities.append({tracking.STORE_TAG: cfg.checkpoint_uri})
+    ours = any(all(tags.get(k) == v for k, v in tags_.items()) for tags_ in identities)
+    if experiment != cfg.experiment or not ours:
         raise ValueError(
-            f"{refused}, which this training did not create (experiment {experiment!r}, "
-            f"tags {', '.join(f'{k}={tags.get(k)!r}' for k in wrong) or 'as expected'}); "
-            "start without --resume, or give --mlflow-run-id to continue that run"
+            f"{refused}, which this training did not create (its experiment {experiment!r}, "
+            f"its output {tags.get(tracking.OUTPUT_TAG)!r}); start without --resume, or "
+            "give --mlflow-run-id to continue that run"
         )
     saved = state["config"]
     changed = [

@@ -155,6 +155,7 @@ def _tags(cfg: TrainConfig) -> dict[str, str]:
         tracking.KFP_PIPELINE_TAG: cfg.pipeline_name,
         tracking.PARENT_TAG: _parent_run(cfg),
         tracking.OUTPUT_TAG: os.path.abspath(cfg.output),
+        tracking.STORE_TAG: cfg.checkpoint_uri,
     }
     return {**checkpoints.identity_tags(cfg), **{k: v for k, v in tags.items() if v}}
 
