@@ -126,3 +126,19 @@ def pytest_sessionfinish(session, exitstatus):
     )
     if session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.fixture(scope="session")
+def built_pipeline():
+    """The pipeline function, built once (KFP traces the wiring when it is built)."""
+    from pipeline.pipeline import build_pipeline
+
+    return build_pipeline()
+
+
+@pytest.fixture(scope="session")
+def built_sweep():
+    """The sweep pipeline function, built once."""
+    from pipeline.pipeline import build_pipeline
+
+    return build_pipeline(sweep=True)

@@ -19,7 +19,7 @@ from components.preprocessing.config import PreprocessConfig
 from components.registration.config import RegisterConfig
 from components.training.config import MODEL_NAMES, TrainConfig
 from components.training.models import MODELS
-from pipeline.pipeline import PARAMETERS, STEP_SCHEMAS, build_pipeline
+from pipeline.pipeline import PARAMETERS, STEP_SCHEMAS
 from pipeline.sweep import SWEEPABLE
 from pipeline.target import PipelineOnly
 
@@ -45,8 +45,8 @@ def test_each_flag_defaults_to_its_schema_default(step):
 
 
 @pytest.mark.parametrize("step", STEPS, ids=lambda s: s.__name__)
-def test_a_flag_and_the_pipeline_parameter_of_one_setting_share_its_default(step):
-    parameters = inspect.signature(build_pipeline().pipeline_func).parameters
+def test_a_flag_and_the_pipeline_parameter_of_one_setting_share_its_default(step, built_pipeline):
+    parameters = inspect.signature(built_pipeline.pipeline_func).parameters
     shared = schema.fields_of(step, RECIPE, PER_RUN)
     assert shared, f"{step.__name__} has no pipeline parameter"
     parser = STEPS[step]()
@@ -59,8 +59,8 @@ def test_a_flag_and_the_pipeline_parameter_of_one_setting_share_its_default(step
     assert not local & (set(parameters) - pipeline_only), "a local flag leaked into the pipeline"
 
 
-def test_the_pipeline_has_no_parameter_the_schemas_do_not_declare():
-    parameters = set(inspect.signature(build_pipeline().pipeline_func).parameters)
+def test_the_pipeline_has_no_parameter_the_schemas_do_not_declare(built_pipeline):
+    parameters = set(inspect.signature(built_pipeline.pipeline_func).parameters)
     declared = {
         field.name
         for step in (*STEP_SCHEMAS, PipelineOnly)

@@ -26,6 +26,15 @@ def compiled(tmp_path_factory):
     return path, text, spec, platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
 
 
+@pytest.fixture(scope="module")
+def compiled_sweep(tmp_path_factory) -> tuple[dict, dict]:
+    """The sweep pipeline's spec and its Kubernetes platform config, compiled once a module."""
+    path = tmp_path_factory.mktemp("spec") / "sweep.yaml"
+    pipeline_main(["compile", "--sweep", "--output", str(path), "--image", IMAGE])
+    spec, platform = yaml.safe_load_all(path.read_text())
+    return spec, platform
+
+
 def executor(spec, name):
     return spec["deploymentSpec"]["executors"][f"exec-{name}"]["container"]
 

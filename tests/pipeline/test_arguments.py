@@ -6,19 +6,19 @@ import json
 
 import pytest
 
+from pipeline.arguments import parse_arguments, sweep_arguments
 
-def test_preset_expands_into_parameters_that_pairs_override():
-    from pipeline.arguments import parse_arguments
-    from pipeline.pipeline import build_pipeline
 
-    arguments = parse_arguments(["epochs=2"], build_pipeline(), preset="accurate")
+def test_preset_expands_into_parameters_that_pairs_override(built_pipeline):
+
+    arguments = parse_arguments(["epochs=2"], built_pipeline, preset="accurate")
     assert arguments["model"] == "resnet18" and arguments["image_size"] == 128
     assert arguments["channels"] == 3 and arguments["epochs"] == 2
     assert arguments["min_crop_area"] == 0.25 and arguments["label_smoothing"] == 0.1
     assert arguments["min_accuracy"] == 0.93  # each preset's own gate
-    tutorial = parse_arguments(["min_accuracy=0.5"], build_pipeline(), preset="tutorial")
+    tutorial = parse_arguments(["min_accuracy=0.5"], built_pipeline, preset="tutorial")
     assert tutorial["model"] == "compact_cnn" and tutorial["min_accuracy"] == 0.5
-    cpu = parse_arguments(["mirror_average=false"], build_pipeline(), preset="cpu")
+    cpu = parse_arguments(["mirror_average=false"], built_pipeline, preset="cpu")
     assert cpu["channels"] == 3 and cpu["epochs"] == 17 and cpu["min_accuracy"] == 0.9
     assert cpu["mirror_average"] is False  # a bool recipe setting, overridden by a pair
 
@@ -37,19 +37,13 @@ def test_preset_expands_into_parameters_that_pairs_override():
         (["image_size=1000"], "image size from 8 to 512, found 1000"),
     ],
 )
-def test_bad_pipeline_arguments_are_refused_before_the_run_starts(pairs, message):
-    from pipeline.arguments import parse_arguments
-    from pipeline.pipeline import build_pipeline
-
+def test_bad_pipeline_arguments_are_refused_before_the_run_starts(pairs, message, built_pipeline):
     with pytest.raises(SystemExit, match=message):
-        parse_arguments(pairs, build_pipeline())
+        parse_arguments(pairs, built_pipeline)
 
 
-def test_sweep_pairs_become_a_grid_and_a_bad_combination_is_refused_before_running():
-    from pipeline.arguments import sweep_arguments
-    from pipeline.pipeline import build_pipeline
-
-    pipeline = build_pipeline(sweep=True)
+def test_sweep_pairs_become_a_grid_and_a_bad_combination_is_refused_before_running(built_sweep):
+    pipeline = built_sweep
     arguments = sweep_arguments(
         ["lr=0.001,0.003", "model=tutorial_cnn,bn_cnn", "epochs=2"], pipeline
     )

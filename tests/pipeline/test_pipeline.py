@@ -136,10 +136,10 @@ def test_secrets_come_from_kubernetes_and_no_value_is_compiled_in(compiled):
         assert "dogs-vs-cats-mlflow" in secrets
 
 
-def test_the_sweep_compiles_to_a_parallel_for_of_train_and_evaluate_then_one_register(tmp_path):
-    path = tmp_path / "sweep.yaml"
-    pipeline_main(["compile", "--sweep", "--output", str(path), "--image", IMAGE])
-    spec, platform = yaml.safe_load_all(path.read_text())
+def test_the_sweep_compiles_to_a_parallel_for_of_train_and_evaluate_then_one_register(
+    compiled_sweep,
+):
+    spec, platform = compiled_sweep
     root = spec["root"]
     assert root["inputDefinitions"]["parameters"]["grid"]["parameterType"] == "LIST"
     loop_name = next(name for name in root["dag"]["tasks"] if name.startswith("for-loop"))
@@ -175,10 +175,8 @@ def parameter_feeds(spec) -> list[tuple[str, str, dict]]:
 
 
 @pytest.mark.parametrize("sweep", [False, True], ids=["pipeline", "sweep"])
-def test_each_setting_reaches_its_task_as_an_input_of_its_own(tmp_path, sweep):
-    path = tmp_path / "pipeline.yaml"
-    pipeline_main(["compile", "--output", str(path), *(["--sweep"] if sweep else [])])
-    spec, _ = yaml.safe_load_all(path.read_text())
+def test_each_setting_reaches_its_task_as_an_input_of_its_own(compiled, compiled_sweep, sweep):
+    spec = compiled_sweep[0] if sweep else compiled[2]
     root_parameters = set(spec["root"]["inputDefinitions"]["parameters"])
     fed = set()
     for component, name, source in parameter_feeds(spec):
