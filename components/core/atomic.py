@@ -103,6 +103,7 @@ def exclusive(path: Path, step: str) -> Iterator[None]:
     path = Path(os.path.abspath(path))
     if _marker(path).get("step") != step:  # no lock file goes into a foreign folder
         check_replaceable(path, step)
+    created = not path.exists()
     path.mkdir(parents=True, exist_ok=True)
     with open(path / LOCK, "a") as lock:
         try:
@@ -115,10 +116,14 @@ def exclusive(path: Path, step: str) -> Iterator[None]:
         try:
             yield
         finally:
-            if not (path / MARKER).exists():  # nothing was written: nothing is left
+            if all(entry in (MARKER, LOCK) for entry in _entries(path)):
+                # nothing was written (a server that did not answer, a refused checkpoint):
+                # nothing is left, not even the claim
+                (path / MARKER).unlink(missing_ok=True)
                 (path / LOCK).unlink(missing_ok=True)
-                with contextlib.suppress(OSError):
-                    path.rmdir()
+                if created:
+                    with contextlib.suppress(OSError):
+                        path.rmdir()
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 

@@ -147,6 +147,12 @@ def test_a_second_writer_of_one_output_is_refused_while_the_first_holds_it(tmp_p
                 pytest.fail("two writers at once")
     with atomic.exclusive(out, "train"):  # released: the next run may write
         pass
-    with atomic.exclusive(tmp_path / "failed", "train"):
-        pass  # a run that wrote nothing leaves nothing
-    assert not (tmp_path / "failed").exists()
+    with pytest.raises(ConnectionError), atomic.exclusive(tmp_path / "failed", "train"):
+        atomic.claim_directory(tmp_path / "failed", "train", ["model.pt"])
+        raise ConnectionError("the tracking server did not answer")
+    assert not (tmp_path / "failed").exists()  # a run that wrote nothing leaves nothing
+    (tmp_path / "mine").mkdir()  # a user's empty folder stays, as empty as it was
+    with pytest.raises(ConnectionError), atomic.exclusive(tmp_path / "mine", "train"):
+        atomic.claim_directory(tmp_path / "mine", "train", ["model.pt"])
+        raise ConnectionError("the tracking server did not answer")
+    assert list((tmp_path / "mine").iterdir()) == []
