@@ -1,6 +1,8 @@
 """Register step: the quality gate between a trained model and the MLflow Model Registry.
 
-python -m components.register --mlflow-run-id RUN --test-accuracy 0.93 [--min-accuracy 0.85]
+python -m components.register --mlflow-run-id RUN [--min-accuracy 0.85]
+
+The model is judged by the test_accuracy the evaluate step logged into its run.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ from components.registration.config import RegisterConfig
 
 log = logging.getLogger(__name__)
 
+ACCURACY_TOLERANCE = 1e-6  # a given accuracy that differs from the run's by more is refused
 DECISION_TAG = "quality_gate"  # the MLflow run tag that holds the decision and its reason
 
 
@@ -27,17 +28,18 @@ def register_if_accurate(cfg: RegisterConfig) -> Decision:
     Either way the decision and its reason are tagged on the MLflow run and logged.
 
     Args:
-        cfg: the run, its test accuracy, the minimum and the registry name.
+        cfg: the run, the minimum and the registry name; a test accuracy given is only
+            checked against the one the run holds.
 
     Returns:
         The decision, with the registered version when there is one.
     """
     from components.core import tracking  # mlflow loads when the gate runs, not for --help
 
-    passed = cfg.test_accuracy >= cfg.min_accuracy
+    accuracy = logged_test_accuracy(cfg)
+    passed = accuracy >= cfg.min_accuracy
     comparison = (
-        f"test accuracy {cfg.test_accuracy:.4f} {'>=' if passed else '<'} "
-        f"minimum {cfg.min_accuracy:.4f}"
+        f"test accuracy {accuracy:.4f} {'>=' if passed else '<'} minimum {cfg.min_accuracy:.4f}"
     )
     if not passed:
         decision = Decision(False, f"not registered: {comparison}")
@@ -50,3 +52,26 @@ def register_if_accurate(cfg: RegisterConfig) -> Decision:
     tracking.set_run_tags(cfg.mlflow_run_id, {DECISION_TAG: decision.reason})
     log.info("quality gate: %s", decision.reason)
     return decision
+
+
+def logged_test_accuracy(cfg: RegisterConfig) -> float:
+    """The ``test_accuracy`` the evaluate step logged into the run: what is judged.
+
+    Raises:
+        LookupError: the run has none (it was not evaluated).
+        ValueError: ``cfg.test_accuracy`` is given and is not the run's.
+    """
+    from components.core import tracking
+
+    logged = tracking.run_metrics(cfg.mlflow_run_id).get("test_accuracy")
+    if logged is None:
+        raise LookupError(
+            f"expected a test_accuracy metric in MLflow run {cfg.mlflow_run_id} (the evaluate "
+            "step logs it), found none: evaluate the model first"
+        )
+    if cfg.test_accuracy is not None and abs(cfg.test_accuracy - logged) > ACCURACY_TOLERANCE:
+        raise ValueError(
+            f"refusing to judge MLflow run {cfg.mlflow_run_id} by a test accuracy of "
+            f"{cfg.test_accuracy}: the run's own, from the evaluate step, is {logged}"
+        )
+    return logged
