@@ -4,6 +4,7 @@ answers without loading torch or MLflow."""
 from __future__ import annotations
 
 import ast
+import importlib
 import subprocess
 import sys
 
@@ -51,3 +52,13 @@ def test_every_step_is_a_thin_entry_point_over_its_package(step):
     assert {"build_parser", "main"} <= set(functions)
     assert not [node.name for node in tree.body if isinstance(node, ast.ClassDef)]
     assert len(functions) <= 3, functions  # the work lives in its package
+
+
+@pytest.mark.parametrize("step", ["train", "evaluate", "register", "download"])
+def test_help_says_how_long_each_wait_is(step):
+    text = importlib.import_module(f"components.{step}").build_parser().format_help()
+    shown = " ".join(text.split()).replace("- ", "-")  # as argparse wrapped it
+    if step == "download":
+        assert "given up after retries × stall-seconds plus back-off" in shown
+    else:
+        assert "each MLflow call waits at most 30 s and is tried 5 times" in shown
