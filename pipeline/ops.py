@@ -3,8 +3,9 @@
 Each pipeline field of a step's schema is an input of its own, of the field's name and
 type: KFP shows each in its UI and hands each over as it was given, so no value can
 change another (``tests/pipeline/test_ops.py`` holds every component's inputs to its
-schema). A body takes its schema's fields from its own arguments (``locals()``, before
-anything else is bound) and builds the step's config, which checks them.
+schema). A body builds the step's config from its arguments, which checks them; the
+training components, with 14 such inputs, take them from ``locals()`` before anything
+else is bound.
 
 The bodies run inside our images (kfp and this project already installed), or in this
 Python under ``kfp.local.SubprocessRunner``; they import what they need themselves, as
@@ -69,12 +70,18 @@ def preprocess_op(
         test_fraction: share of each class held out for the test.
         split_seed: seed of the train/val/test split.
     """
-    recipe = dict(locals())
-    from components.core.schema import pick
     from components.preprocessing.build import build_arrays
     from components.preprocessing.config import PreprocessConfig
 
-    cfg = PreprocessConfig(input=raw.path, output=arrays.path, **pick(PreprocessConfig, recipe))
+    cfg = PreprocessConfig(
+        input=raw.path,
+        output=arrays.path,
+        image_size=image_size,
+        channels=channels,
+        val_fraction=val_fraction,
+        test_fraction=test_fraction,
+        split_seed=split_seed,
+    )
     meta = build_arrays(cfg)
     arrays.metadata.update(kept=meta["kept"], skipped=len(meta["skipped"]))
 

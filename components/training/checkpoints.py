@@ -143,7 +143,7 @@ def find_checkpoint(cfg: TrainConfig, meta: dict) -> dict | None:
     state = newest(list(_candidates(cfg)))
     if state:
         check_resumable(state, cfg, meta)
-        check_own_run(state, cfg)
+        check_own_run(state, cfg)  # after check_resumable, whose check it relies on
         log.info("resuming after epoch %d (MLflow run %s)", state["epoch"], state["mlflow_run_id"])
     else:
         log.info("no checkpoint found to resume from; starting at epoch 1")
@@ -226,10 +226,10 @@ def check_own_run(state: dict, cfg: TrainConfig) -> None:
             f"its output {tags.get(tracking.OUTPUT_TAG)!r}); start without --resume, or "
             "give --mlflow-run-id to continue that run"
         )
-    saved = state["config"]
+    # the checkpoint's recipe is this run's (check_resumable), so the run's params must be too
     changed = [
         name
-        for name, value in schema.params(TrainConfig(**{**saved, "epochs": cfg.epochs})).items()
+        for name, value in schema.params(cfg).items()
         if name != "epochs" and name in params and params[name] != str(value)
     ]
     if changed:
