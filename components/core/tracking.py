@@ -37,6 +37,8 @@ COMBINATION_TAG = "sweep.combination"  # the recipe settings a sweep's child run
 SWEEP_PARENT_TAG = "sweep.parent"  # "true" on a sweep's parent run
 OUTPUT_TAG = "training.output"  # the folder a run's training writes; resume checks it
 STORE_TAG = "training.checkpoint_uri"  # its durable checkpoint store, where it has one
+# a resumed run trained to more epochs than its `epochs` param (params cannot change)
+EPOCHS_TAG = "training.epochs"
 CHECKPOINT_ARTIFACT = "checkpoints"
 MODEL_NAME = "model"
 

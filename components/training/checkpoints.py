@@ -253,8 +253,8 @@ def _data_shape(meta: dict) -> list[int]:
 
 def check_resumable(state: dict, cfg: TrainConfig, meta: dict) -> None:
     """Refuse to resume ``state`` for ``cfg`` unless the data's shape and the whole recipe
-    (every ``RECIPE`` field of the schema; ``epochs`` may grow on a constant schedule)
-    are the checkpoint's."""
+    (every ``RECIPE`` field of the schema; ``epochs`` may grow on a constant schedule,
+    never shrink below the epochs trained) are the checkpoint's."""
     # checkpoints written before the data's shape was saved carry none
     saved_shape = state.get("data_shape", _data_shape(meta))
     if saved_shape != _data_shape(meta):
@@ -263,6 +263,12 @@ def check_resumable(state: dict, cfg: TrainConfig, meta: dict) -> None:
             f"{saved_shape}, the arrays in {cfg.data} are {_data_shape(meta)}"
         )
     saved = state["config"]
+    if cfg.epochs < state["epoch"]:
+        raise ValueError(
+            f"cannot resume: the checkpoint has {state['epoch']} epochs trained, this run asks "
+            f"for epochs={cfg.epochs}; resume with epochs={state['epoch']} or more, or start "
+            "without --resume"
+        )
     for field in schema.fields_of(TrainConfig, RECIPE):
         if field.name == "epochs" and cfg.schedule != "onecycle":
             continue  # a constant schedule may be extended; one-cycle's length is fixed

@@ -96,6 +96,8 @@ def _train(cfg: TrainConfig, workers: Workers, device: torch.device) -> TrainRes
     with tracked as run_id:
         if workers.is_main and not state:
             tracking.log_params(run_params(cfg, meta))
+        if workers.is_main and state and cfg.epochs != state["config"]["epochs"]:
+            tracking.set_run_tags(run_id, {tracking.EPOCHS_TAG: _extension(cfg, state)})
         for epoch in range(len(history) + 1, cfg.epochs + 1):
             try:
                 metrics = run_epoch(learner, train_data, val_data, cfg, epoch, workers)
@@ -130,6 +132,12 @@ def _refuse_a_retry_that_diverged(cfg: TrainConfig) -> None:
             "resumed from the same checkpoint with the same recipe it would stop again. "
             "Start a new run with a lower --lr or another --schedule"
         )
+
+
+def _extension(cfg: TrainConfig, state: dict) -> str:
+    """What a resumed run that trains to more epochs records: its params cannot change."""
+    was = state["config"]["epochs"]
+    return f"{cfg.epochs} (param epochs={was}; resumed after epoch {state['epoch']})"
 
 
 def run_name(cfg: TrainConfig) -> str:

@@ -1,4 +1,5 @@
-"""MLflow as the cluster uses it: a real tracking server process over HTTP, artifacts in S3."""
+"""MLflow as the cluster uses it: a real tracking server process over HTTP on PostgreSQL,
+artifacts proxied into SeaweedFS (the store Kubeflow Pipelines installs)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ import time
 import urllib.parse
 from pathlib import Path
 
-import boto3
 import mlflow
 import psycopg
 import pytest
@@ -32,7 +32,7 @@ from tests.servers import (
     S3_KEYS,
     MlflowServer,
     PostgresServer,
-    S3Server,
+    SeaweedS3,
     deployment_container,
     deployment_flags,
     free_port,
@@ -45,19 +45,9 @@ ARTIFACTS = REPO / "test-artifacts"
 
 @pytest.fixture(scope="module")
 def s3():
-    with S3Server() as server:
-        boto3.client("s3", endpoint_url=server.endpoint, **_boto_keys()).create_bucket(
-            Bucket=BUCKET
-        )
+    with SeaweedS3() as server:
+        server.client().create_bucket(Bucket=BUCKET)
         yield server
-
-
-def _boto_keys() -> dict:
-    return {
-        "aws_access_key_id": "testing",
-        "aws_secret_access_key": "testing",
-        "region_name": "us-east-1",
-    }
 
 
 @pytest.fixture(scope="module")
@@ -99,8 +89,7 @@ def server(running_server, tmp_path, monkeypatch):
 
 
 def bucket_keys(s3) -> list[str]:
-    client = boto3.client("s3", endpoint_url=s3.endpoint, **_boto_keys())
-    return [o["Key"] for o in client.list_objects_v2(Bucket=BUCKET).get("Contents", [])]
+    return s3.keys(BUCKET)
 
 
 def test_train_and_evaluate_over_http_with_artifacts_in_s3(small_arrays, tmp_path, server, s3):

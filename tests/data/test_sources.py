@@ -1,4 +1,4 @@
-"""Fetching against real servers on 127.0.0.1: HTTP (flaky on cue) and S3 (moto)."""
+"""Fetching against real servers on 127.0.0.1: HTTP (flaky on cue) and S3 (SeaweedFS)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import time
 
 import boto3
 import pytest
-from moto.server import ThreadedMotoServer
 
 from components.data import sources
 from components.data.archives import ExtractionLimits
@@ -16,18 +15,20 @@ from components.download import main as download_main
 from components.downloading import fetch as fetching
 from tests.downloads import DIGEST, PAYLOAD, fetch
 from tests.helpers import ScriptedServer, tar_gz_bytes, zip_bytes
+from tests.servers import S3_KEYS, SeaweedS3
+
+
+@pytest.fixture(scope="module")
+def seaweed():
+    with SeaweedS3() as server:
+        yield server
 
 
 @pytest.fixture
-def s3_endpoint(monkeypatch):
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
+def s3_endpoint(seaweed, monkeypatch):
+    for key, value in S3_KEYS.items():
+        monkeypatch.setenv(key, value)
+    return seaweed.endpoint
 
 
 def test_5xx_is_retried_then_succeeds(tmp_path):
@@ -175,6 +176,7 @@ def test_persistent_5xx_gives_up_with_the_attempt_count(tmp_path):
             fetch(server.url(), tmp_path)
 
 
+@pytest.mark.integration
 def test_s3_source_with_endpoint_flag(tmp_path, s3_endpoint):
     s3 = boto3.client("s3", endpoint_url=s3_endpoint)
     s3.create_bucket(Bucket="datasets")
@@ -198,21 +200,21 @@ def test_s3_source_with_endpoint_flag(tmp_path, s3_endpoint):
     assert (tmp_path / "out/PetImages/Dog/1.jpg").read_bytes() == b"woof"
 
 
+@pytest.mark.integration
 def test_s3_endpoint_from_environment_and_missing_key(tmp_path, s3_endpoint, monkeypatch):
     monkeypatch.setenv("AWS_ENDPOINT_URL", s3_endpoint)
-    boto3.client("s3").create_bucket(Bucket="datasets")
-    with pytest.raises(sources.DownloadError, match="s3://datasets/missing.zip"):
-        fetch("s3://datasets/missing.zip", tmp_path)
-    boto3.client("s3").put_object(Bucket="datasets", Key="big.zip", Body=PAYLOAD)
+    boto3.client("s3").create_bucket(Bucket="datasets-env")
+    with pytest.raises(sources.DownloadError, match="s3://datasets-env/missing.zip"):
+        fetch("s3://datasets-env/missing.zip", tmp_path)
+    boto3.client("s3").put_object(Bucket="datasets-env", Key="big.zip", Body=PAYLOAD)
     with pytest.raises(sources.DownloadError, match=f"holds {len(PAYLOAD)} bytes, over the 1000"):
-        fetch("s3://datasets/big.zip", tmp_path, limits=ExtractionLimits(max_bytes=1000))
+        fetch("s3://datasets-env/big.zip", tmp_path, limits=ExtractionLimits(max_bytes=1000))
     assert list((tmp_path / "cache").iterdir()) == []
 
 
 def test_an_s3_endpoint_that_never_answers_is_a_clear_error_in_bounded_time(tmp_path, monkeypatch):
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    for key, value in S3_KEYS.items():
+        monkeypatch.setenv(key, value)
     policy = sources.RetryPolicy(attempts=1, stall_seconds=1)
     started = time.monotonic()
     with socket.create_server(("127.0.0.1", 0)) as silent:  # connects, never answers

@@ -36,10 +36,11 @@ def test_resume_from_a_durable_store_after_losing_the_pod(sample_arrays, tmp_pat
     )
     assert resumed.run_id == first.run_id
     assert resumed.history[0] == first.history[0] and len(resumed.history) == 2
-    steps = [
-        m.step for m in MlflowClient(mlflow_store).get_metric_history(first.run_id, "val_loss")
-    ]
-    assert steps == [1, 2]
+    client = MlflowClient(mlflow_store)
+    assert [m.step for m in client.get_metric_history(first.run_id, "val_loss")] == [1, 2]
+    run = client.get_run(first.run_id)  # the params stay the first attempt's; a tag says more
+    assert run.data.params["epochs"] == "1"
+    assert run.data.tags["training.epochs"] == "2 (param epochs=1; resumed after epoch 1)"
 
 
 def test_resume_finds_the_checkpoint_in_the_kfp_runs_mlflow_run(
@@ -142,24 +143,20 @@ def test_killed_and_resumed_run_ends_with_the_same_weights(small_arrays, tmp_pat
     assert steps == {1, 2, 3, 4}
 
 
+@pytest.mark.integration
 def test_checkpoints_survive_the_pod_in_s3(sample_arrays, tmp_path, mlflow_store, monkeypatch):
-    import boto3
-
-    from tests.servers import S3_KEYS, S3Server
+    from tests.servers import S3_KEYS, SeaweedS3
 
     for key, value in S3_KEYS.items():
         monkeypatch.setenv(key, value)
-    with S3Server() as s3:
+    with SeaweedS3() as s3:  # the store a Kubeflow cluster has
         monkeypatch.setenv("AWS_ENDPOINT_URL", s3.endpoint)
-        boto3.client("s3").create_bucket(Bucket="checkpoints")
+        s3.client().create_bucket(Bucket="checkpoints")
         uri = "s3://checkpoints/kfp-run-9"
         first = session.train(
             config(sample_arrays, tmp_path / "pod1", epochs=1, checkpoint_uri=uri)
         )
-        keys = [
-            o["Key"] for o in boto3.client("s3").list_objects_v2(Bucket="checkpoints")["Contents"]
-        ]
-        assert keys == ["kfp-run-9/checkpoint.pt"]
+        assert s3.keys("checkpoints") == ["kfp-run-9/checkpoint.pt"]
         resumed = session.train(
             config(sample_arrays, tmp_path / "pod2", epochs=2, resume=True, checkpoint_uri=uri)
         )
@@ -181,7 +178,7 @@ def changed(value):
 def test_resume_refuses_a_change_to_any_recipe_field_the_schema_declares(schedule):
     cfg = TrainConfig(data="d", output="o", schedule=schedule, min_crop_area=0.5)
     meta = {"channels": 1, "image_size": 40}
-    state = {"config": dataclasses.asdict(cfg), "data_shape": [1, 40]}
+    state = {"config": dataclasses.asdict(cfg), "data_shape": [1, 40], "epoch": 1}
     checkpoints.check_resumable(state, cfg, meta)  # the same recipe resumes
     for field in schema.fields_of(TrainConfig, RECIPE):
         other = dataclasses.replace(cfg, **{field.name: changed(getattr(cfg, field.name))})
@@ -194,11 +191,20 @@ def test_resume_refuses_a_change_to_any_recipe_field_the_schema_declares(schedul
         checkpoints.check_resumable(state, dataclasses.replace(cfg, **compile_or_local), meta)
 
 
+def test_resume_refuses_fewer_epochs_than_the_checkpoint_trained():
+    cfg = TrainConfig(data="d", output="o", epochs=4)
+    meta = {"channels": 1, "image_size": 40}
+    state = {"config": dataclasses.asdict(cfg), "data_shape": [1, 40], "epoch": 4}
+    checkpoints.check_resumable(state, cfg, meta)  # as many: only the outputs are written
+    with pytest.raises(ValueError, match="checkpoint has 4 epochs trained, this run asks for "):
+        checkpoints.check_resumable(state, dataclasses.replace(cfg, epochs=2), meta)
+
+
 def test_a_checkpoint_from_before_a_recipe_field_existed_resumes_at_its_default():
     cfg = TrainConfig(data="d", output="o")
     saved = dataclasses.asdict(cfg)
     del saved["mirror_average"]  # written before the field was added
-    state = {"config": saved, "data_shape": [1, 40]}
+    state = {"config": saved, "data_shape": [1, 40], "epoch": 1}
     checkpoints.check_resumable(state, cfg, {"channels": 1, "image_size": 40})
     with pytest.raises(ValueError, match="has mirror_average=False"):
         other = dataclasses.replace(cfg, mirror_average=True)
