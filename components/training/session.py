@@ -96,7 +96,7 @@ def _train(cfg: TrainConfig, workers: Workers, device: torch.device) -> TrainRes
     with tracked as run_id:
         if workers.is_main and not state:
             tracking.log_params(run_params(cfg, meta))
-        if workers.is_main and state and cfg.epochs != state["config"]["epochs"]:
+        if run_id and state and cfg.epochs != state["config"]["epochs"]:  # rank 0 only
             tracking.set_run_tags(run_id, {tracking.EPOCHS_TAG: _extension(cfg, state)})
         for epoch in range(len(history) + 1, cfg.epochs + 1):
             try:
