@@ -12,10 +12,18 @@ import yaml
 from tests.conftest import REPO
 
 MANIFESTS = REPO / "manifests"
-KUSTOMIZATIONS = ["base", "overlays/kubeflow-minio", "pipeline", "overlays/profile"]
+KUSTOMIZATIONS = [
+    "base",
+    "overlays/kubeflow",
+    "pipeline",
+    "overlays/profile",
+    "overlays/multi-node",
+    "overlays/profile-multi-node",
+]
 K8S_VERSION = "1.30.0"
 POD_OWNERS = {"Deployment", "StatefulSet", "DaemonSet", "Job"}
-PODLESS = {"pipeline", "overlays/profile"}  # RBAC, volumes and namespaces: no pod to check
+# RBAC, volumes and namespaces: no pod to check
+PODLESS = {"pipeline", "overlays/profile", "overlays/multi-node", "overlays/profile-multi-node"}
 
 
 def render(directory: str) -> list[dict]:
@@ -106,14 +114,28 @@ def test_mlflow_serves_artifacts_from_s3_and_allows_in_cluster_names():
     assert "mlflow.mlflow.svc.cluster.local:*" in allowed.split(",")
 
 
-def test_minio_overlay_points_artifacts_at_kubeflows_minio():
-    (deployment,) = [d for d in render("overlays/kubeflow-minio") if d["kind"] == "Deployment"]
-    env = {
-        e["name"]: e.get("value")
-        for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]
+def artifact_store(directory: str) -> dict[str, str]:
+    """The tracking server's artifact settings: the ConfigMap its container reads."""
+    documents = render(directory)
+    (deployment,) = [d for d in documents if d["kind"] == "Deployment"]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert not {"ARTIFACTS_DESTINATION", "MLFLOW_S3_ENDPOINT_URL"} & {
+        e["name"] for e in container["env"]
     }
-    assert env["ARTIFACTS_DESTINATION"] == "s3://mlpipeline/mlflow-artifacts"
-    assert env["MLFLOW_S3_ENDPOINT_URL"] == "http://minio-service.kubeflow.svc.cluster.local:9000"
+    (source,) = container["envFrom"]
+    (config,) = [d for d in documents if d["kind"] == "ConfigMap"]
+    assert source["configMapRef"]["name"] == config["metadata"]["name"]  # the hashed name
+    return config["data"]
+
+
+def test_the_artifact_store_is_set_in_one_place_per_overlay():
+    assert artifact_store("base") == {"ARTIFACTS_DESTINATION": "s3://mlflow-artifacts"}
+    assert artifact_store("overlays/kubeflow") == {
+        "ARTIFACTS_DESTINATION": "s3://mlpipeline/mlflow-artifacts",
+        # SeaweedFS since KFP 2.15 and MinIO before both answer as minio-service:9000
+        "MLFLOW_S3_ENDPOINT_URL": "http://minio-service.kubeflow.svc.cluster.local:9000",
+        "MLFLOW_S3_IGNORE_TLS": "true",
+    }
 
 
 def rbac_rules(role: dict) -> dict[tuple[str, str], set[str]]:
@@ -137,15 +159,46 @@ def subjects(binding: dict) -> set[tuple[str, str]]:
     ],
 )
 def test_the_pipeline_may_run_trainjobs_and_read_runtimes_and_logs(directory, namespace, runners):
-    documents = {d["kind"]: d for d in render(directory)}
-    rules = rbac_rules(documents["Role"])
+    documents = {(d["kind"], d["metadata"]["name"]): d for d in render(directory)}
+    rules = rbac_rules(documents["Role", "dogs-vs-cats-trainjobs"])
     verbs = {"create", "get", "watch", "delete"}
     assert verbs <= rules[("trainer.kubeflow.org", "trainjobs")]
     assert "get" in rules[("", "pods/log")] and "list" in rules[("", "pods")]
     assert not any(group == "kubeflow.org" for group, _ in rules)  # no Training Operator v1
-    runtimes = rbac_rules(documents["ClusterRole"])
+    runtimes = rbac_rules(documents["ClusterRole", "dogs-vs-cats-training-runtimes"])
     assert {"get", "list"} <= runtimes[("trainer.kubeflow.org", "clustertrainingruntimes")]
-    for binding in (documents["RoleBinding"], documents["ClusterRoleBinding"]):
-        assert subjects(binding) == {(namespace, name) for name in runners}
-    assert documents["RoleBinding"]["metadata"]["namespace"] == namespace
-    assert documents["PersistentVolumeClaim"]["spec"]["accessModes"] == ["ReadWriteMany"]
+    bindings = [d for (kind, _), d in documents.items() if kind.endswith("RoleBinding")]
+    for binding in bindings:
+        if binding["metadata"]["name"] != "dogs-vs-cats-steps":
+            assert subjects(binding) == {(namespace, name) for name in runners}
+    assert documents["RoleBinding", "dogs-vs-cats-trainjobs"]["metadata"]["namespace"] == namespace
+    assert not any(kind == "PersistentVolumeClaim" for kind, _ in documents)  # multi-node only
+
+
+@pytest.mark.parametrize(
+    ("directory", "namespace"), [("pipeline", "kubeflow"), ("overlays/profile", "team-a")]
+)
+def test_steps_may_run_as_the_pipelines_own_service_account(directory, namespace):
+    documents = {(d["kind"], d["metadata"]["name"]): d for d in render(directory)}
+    rules = rbac_rules(documents["Role", "dogs-vs-cats-steps"])
+    assert {"create", "patch"} <= rules[("argoproj.io", "workflowtaskresults")]  # Argo's executor
+    assert "get" in rules[("", "configmaps")] and "get" in rules[("", "secrets")]  # KFP's launcher
+    binding = documents["RoleBinding", "dogs-vs-cats-steps"]
+    assert subjects(binding) == {(namespace, "dogs-vs-cats-pipeline")}
+    assert binding["metadata"]["namespace"] == namespace
+    assert ("ServiceAccount", "dogs-vs-cats-pipeline") in documents
+
+
+@pytest.mark.parametrize(
+    ("directory", "namespace"),
+    [("overlays/multi-node", "kubeflow"), ("overlays/profile-multi-node", "team-a")],
+)
+def test_the_shared_volume_comes_with_the_multi_node_overlays_in_their_namespace(
+    directory, namespace
+):
+    documents = render(directory)
+    (claim,) = [d for d in documents if d["kind"] == "PersistentVolumeClaim"]
+    assert claim["spec"]["accessModes"] == ["ReadWriteMany"]
+    assert {d["metadata"].get("namespace") for d in documents if d["kind"] != "ClusterRole"} - {
+        None
+    } == {namespace}
