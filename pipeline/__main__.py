@@ -2,7 +2,7 @@
 
 python -m pipeline compile --output pipeline.yaml [--image IMG] [--gpu-image IMG] [--cpu 8 ...]
 python -m pipeline run --local [--source URI] [name=value ...]
-python -m pipeline submit --host URL [name=value ...]
+python -m pipeline submit --host URL [--namespace NS] [name=value ...]
 python -m pipeline sweep --local lr=0.001,0.003 model=tutorial_cnn,bn_cnn [name=value ...]
 """
 
@@ -17,7 +17,7 @@ from pipeline.arguments import parse_arguments, refuse_credentials, sweep_argume
 from pipeline.cli import build_parser
 from pipeline.pipeline import build_pipeline
 from pipeline.spec import compile_pipeline
-from pipeline.submit import submit
+from pipeline.submit import Destination, submit
 from pipeline.target import ClusterTarget
 
 log = logging.getLogger(__name__)
@@ -65,8 +65,16 @@ def main(argv: list[str] | None = None) -> None:
         if args.command == "compile":
             log.info("wrote %s", compile_pipeline(args.output, target, args.sweep))
             return
-        run_id = submit(args.host, args.experiment, args.arguments, target, args.sweep, args.preset)
-    print(f"submitted run {run_id}")
+        destination = Destination(
+            host=args.host,
+            namespace=args.namespace,
+            token=args.token,
+            experiment=args.experiment,
+            run_name=args.run_name,
+            service_account=args.service_account,
+        )
+        run = submit(destination, args.arguments, target, args.sweep, args.preset)
+    print(f"submitted run {run.run_id}: {run.url}")
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ from components.cluster.placement import Placement
 from components.core import schema
 from components.core.presets import PRESETS
 from pipeline.pipeline import PARAMETERS
+from pipeline.submit import DEFAULT_EXPERIMENT, SERVICE_ACCOUNT, TOKEN_ENV
 from pipeline.target import CURRENT_BACKEND, ClusterTarget
 
 
@@ -66,7 +67,25 @@ def build_parser(description: str) -> argparse.ArgumentParser:
     submit = commands.choices["submit"]
     submit.add_argument("--host", required=True, help="Kubeflow Pipelines API endpoint")
     submit.add_argument(
-        "--experiment", default="dogs-vs-cats", help="KFP experiment (default: %(default)s)"
+        "--namespace",
+        help="the profile's namespace to run in (a multi-user Kubeflow needs it)",
+    )
+    submit.add_argument(
+        "--token",
+        help=f"a bearer token for the API (better: ${TOKEN_ENV}, which `ps` does not show; "
+        "default: that, else the in-cluster service-account token where there is one)",
+    )
+    submit.add_argument(
+        "--experiment",
+        default=DEFAULT_EXPERIMENT,
+        help="an existing KFP experiment (default: %(default)s, created on first use)",
+    )
+    submit.add_argument("--run-name", help="the run's name in the KFP UI (default: KFP's)")
+    submit.add_argument(
+        "--service-account",
+        default=SERVICE_ACCOUNT,
+        help="what the run's pods run as (default: %(default)s, from manifests/pipeline or "
+        "overlays/profile; '' for the namespace's default)",
     )
     submit.add_argument("arguments", nargs="*", metavar="name=value")
     here = {

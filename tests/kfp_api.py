@@ -1,7 +1,9 @@
 """A small stand-in for the Kubeflow Pipelines v2beta1 REST API, on 127.0.0.1.
 
 It speaks the part of the API that ``kfp run create``/``submit`` and ``kfp.Client`` use
-(health, experiments, runs) and keeps what it is sent, for the tests to inspect.
+(health, experiments, runs) and keeps what it is sent, for the tests to inspect. As a
+multi-user install it wants a bearer token and serves only the profiles' namespaces it
+knows, answering 401 and 403 as KFP's API server does behind Kubeflow's auth.
 """
 
 from __future__ import annotations
@@ -17,11 +19,24 @@ CREATED = "2026-11-22T00:00:00Z"
 
 
 class FakeKfpApi(LocalHTTPServer):
-    def __init__(self):
+    def __init__(self, *, token: str | None = None, namespaces: set[str] | None = None):
+        self.token = token
+        self.namespaces = namespaces  # a multi-user install's profiles; None: single-user
         self.experiments: dict[str, dict] = {}
         self.runs: dict[str, dict] = {}
         self.unknown: list[str] = []
         self._bind()
+
+    def refusal(self, authorization: str | None, namespace: str | None) -> tuple[int, dict] | None:
+        """401 without the token, 403 for a namespace that is not a known profile."""
+        if self.token and authorization != f"Bearer {self.token}":
+            return 401, {"error": "Unauthenticated: no valid identity", "code": 16}
+        if self.namespaces is not None and namespace not in self.namespaces:
+            return 403, {
+                "error": f"PermissionDenied: namespace {namespace!r} is not accessible",
+                "code": 7,
+            }
+        return None
 
     @property
     def endpoint(self) -> str:
@@ -29,10 +44,15 @@ class FakeKfpApi(LocalHTTPServer):
 
     def get(self, path: str, query: dict) -> tuple[int, dict]:
         if path == "/healthz":
-            return 200, {"multi_user": False}
+            return 200, {"multi_user": self.namespaces is not None}
         if path == "/experiments":
             wanted = json.dumps(query.get("filter", [""])[0])
-            found = [e for e in self.experiments.values() if e["display_name"] in wanted]
+            namespace = query.get("namespace", [None])[0]
+            found = [
+                e
+                for e in self.experiments.values()
+                if e["display_name"] in wanted and e.get("namespace") in (namespace, None, "")
+            ]
             return 200, {"experiments": found, "total_size": len(found)} if found else {}
         if path.startswith("/runs/") and path[len("/runs/") :] in self.runs:
             return 200, self.runs[path[len("/runs/") :]]
@@ -81,10 +101,25 @@ class FakeKfpApi(LocalHTTPServer):
                     api.unknown.append(self.path)
                     self._reply(404, {"error": "not the v2beta1 API"})
                     return
-                status, payload = method(url.path[len(PREFIX) :], self._payload(url))
+                path, payload = url.path[len(PREFIX) :], self._payload(url)
+                if path != "/healthz":
+                    namespace = (
+                        payload.get("namespace", [None])[0]
+                        if self.command == "GET"
+                        else payload.get("namespace") or self._experiment_namespace(payload)
+                    )
+                    refused = api.refusal(self.headers.get("Authorization"), namespace)
+                    if refused:
+                        self._reply(*refused)
+                        return
+                status, payload = method(path, payload)
                 if status == 404:
                     api.unknown.append(self.path)
                 self._reply(status, payload)
+
+            def _experiment_namespace(self, body: dict) -> str | None:
+                experiment = api.experiments.get(body.get("experiment_id", ""), {})
+                return experiment.get("namespace")
 
             def _payload(self, url):
                 if self.command == "GET":

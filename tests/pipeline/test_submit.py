@@ -56,7 +56,9 @@ def test_python_submit_converts_parameter_types(capsys):
         "channels": 3,
         "experiment": HOSTILE.removeprefix("experiment="),  # as it was typed
     }
-    assert "submitted run run-1" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"submitted run run-1: {api.endpoint}/#/runs/details/run-1" in out
+    assert run["service_account"] == "dogs-vs-cats-pipeline"  # what manifests/pipeline makes
 
 
 def test_an_unreachable_kfp_api_is_one_line_that_says_what_was_tried():
@@ -68,3 +70,48 @@ def test_an_unreachable_kfp_api_is_one_line_that_says_what_was_tried():
     message = str(stopped.value)
     assert message.startswith(f"cannot reach the Kubeflow Pipelines API at {host}")
     assert "ConnectionError" in message and "\n" not in message
+
+
+def test_a_profile_run_goes_to_its_namespace_with_the_token_name_and_experiment(
+    capsys, monkeypatch
+):
+    monkeypatch.setenv("KF_PIPELINES_TOKEN", "secret-token")
+    with FakeKfpApi(token="secret-token", namespaces={"team-a"}) as api:
+        flags = ["--namespace", "team-a", "--run-name", "first try", "--service-account", ""]
+        pipeline_main(["submit", "--host", api.endpoint, *flags, "epochs=3"])
+        (experiment,) = api.experiments.values()
+        (run,) = api.runs.values()
+        assert api.unknown == []
+    assert experiment["namespace"] == "team-a" and experiment["display_name"] == "dogs-vs-cats"
+    assert run["display_name"] == "first try"
+    assert run["experiment_id"] == experiment["experiment_id"]
+    assert not run.get("service_account")  # '': the namespace's default-editor
+    assert "secret-token" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("api_settings", "flags", "expected"),
+    [
+        (
+            {"token": "t", "namespaces": {"team-a"}},
+            ["--namespace", "team-a"],
+            "refused the request: 401 Unauthorized: ",
+        ),
+        (
+            {"token": "t", "namespaces": {"team-a"}},
+            ["--namespace", "team-b", "--token", "t"],
+            "(namespace team-b) refused the request: 403 Forbidden: ",
+        ),
+        ({"namespaces": {"team-a"}}, [], "is multi-user: give --namespace"),
+        ({}, ["--experiment", "dogs-vs-cat"], "no experiment named 'dogs-vs-cat': create it"),
+    ],
+    ids=["no token", "not a profile of this identity", "no namespace", "no such experiment"],
+)
+def test_each_refusal_is_one_line_that_says_what_to_do(api_settings, flags, expected, monkeypatch):
+    monkeypatch.delenv("KF_PIPELINES_TOKEN", raising=False)
+    with FakeKfpApi(**api_settings) as api:
+        with pytest.raises(SystemExit) as stopped:
+            pipeline_main(["submit", "--host", api.endpoint, *flags, "epochs=3"])
+        assert api.runs == {}
+    message = str(stopped.value)
+    assert expected in message and "\n" not in message, message
