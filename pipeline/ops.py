@@ -13,7 +13,7 @@ KFP requires. ``pipeline.pipeline`` sets each task's image at compile time. (No
 ``from __future__ import annotations`` here: KFP reads the annotations as types.)
 """
 
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 from kfp import dsl
 from kfp.dsl import (
@@ -30,6 +30,23 @@ from kfp.dsl import (
 from pipeline.target import IMAGE
 
 component = dsl.component(base_image=IMAGE, install_kfp_package=False)
+
+
+@component
+def preflight_op(tracking_uri: str, grid: Optional[list] = None):  # noqa: UP045 (kfp reads it)
+    """Fail before anything is downloaded when the run could not finish.
+
+    Args:
+        tracking_uri: the MLflow tracking server, which must answer.
+        grid: in a sweep, the combinations, which must be one or more valid ones.
+    """
+    from components.core.tracking import check_server, use_tracking_uri
+    from pipeline.sweep import check_grid
+
+    use_tracking_uri(tracking_uri)
+    check_server()
+    if grid is not None:
+        check_grid(grid)
 
 
 @component

@@ -28,6 +28,13 @@ PIPELINE_NAME = "dogs-vs-cats"
 STEP_SCHEMAS = (DownloadConfig, PreprocessConfig, TrainConfig, EvaluateConfig, RegisterConfig)
 # {name: (type, default)}: every parameter of the pipeline, from the schemas
 PARAMETERS = schema.signature_parameters((*STEP_SCHEMAS, PipelineOnly), *PIPELINE_ROLES)
+# what the KFP UI shows beside each parameter when a run is launched from it
+DESCRIPTIONS = {
+    **schema.descriptions((*STEP_SCHEMAS, PipelineOnly), *PIPELINE_ROLES),
+    "grid": "the combinations to train: a list of JSON strings, each an object of recipe "
+    'settings, e.g. ["{\\"lr\\": 0.001}", "{\\"lr\\": 0.003}"] (`python -m pipeline submit '
+    "--sweep lr=0.001,0.003` builds it); an empty list is refused before anything runs",
+}
 S3_ENV = {key: key for key in S3_KEYS}
 MLFLOW_ENV = {key: key for key in MLFLOW_KEYS}
 TRAIN_RETRY_WINDOW = f"{7 * 24 * 3600}s"  # a week: longer than any training run
@@ -112,11 +119,15 @@ def build_pipeline(target: ClusterTarget | None = None, sweep: bool = False):
         if sweep
         else "Train, evaluate and register a Dogs-vs-Cats classifier."
     )
+    # kfp reads each parameter's description from the function's docstring
+    dogs_vs_cats.__doc__ = "\n".join(
+        [description, "", "Args:", *(f"    {n}: {DESCRIPTIONS[n]}" for n in parameters)]
+    )
     return dsl.pipeline(name=name, description=description)(dogs_vs_cats)
 
 
 def _wire(p: Parameters, target: ClusterTarget) -> PipelineOutputs:
-    arrays = _data_tasks(p, target)
+    arrays = _data_tasks(p, target, _preflight_task(p, target))
     training = _training_inputs(p, arrays)
     if target.nodes > 1:  # compiled for several nodes: a Kubeflow Trainer TrainJob trains
         train = ops.trainjob_op(
@@ -145,14 +156,15 @@ def _wire(p: Parameters, target: ClusterTarget) -> PipelineOutputs:
 
 
 def _wire_sweep(p: Parameters, grid, target: ClusterTarget) -> SweepOutputs:
-    arrays = _data_tasks(p, target)
+    preflight = _preflight_task(p, target, grid)
+    arrays = _data_tasks(p, target, preflight)
     parent = ops.sweep_parent_op(
         grid=grid,
         experiment=p.train.experiment,
         tracking_uri=p.pipeline.tracking_uri,
         kfp_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
         pipeline_name=PIPELINE_NAME,
-    )
+    ).after(preflight)
     _cpu_task(parent, target, cpu="500m", memory="1Gi").set_caching_options(False)
     _with_mlflow_secret(parent, target)
     with dsl.ParallelFor(grid, parallelism=target.sweep_parallelism) as combination:
@@ -183,9 +195,18 @@ def _wire_sweep(p: Parameters, grid, target: ClusterTarget) -> SweepOutputs:
     )
 
 
-def _data_tasks(p: Parameters, target: ClusterTarget):
-    """Download and preprocess; the arrays."""
-    download = ops.download_op(**pipeline_values(p.download))
+def _preflight_task(p: Parameters, target: ClusterTarget, grid=None):
+    """Check the tracking server (and a sweep's grid) before anything is downloaded."""
+    sweep = {} if grid is None else {"grid": grid}
+    preflight = ops.preflight_op(tracking_uri=p.pipeline.tracking_uri, **sweep)
+    _cpu_task(preflight, target, cpu="250m", memory="512Mi").set_caching_options(False)
+    _with_mlflow_secret(preflight, target)
+    return preflight
+
+
+def _data_tasks(p: Parameters, target: ClusterTarget, preflight):
+    """Download and preprocess, once ``preflight`` passed; the arrays."""
+    download = ops.download_op(**pipeline_values(p.download)).after(preflight)
     _cpu_task(download, target, cpu="1", memory="2Gi")
     # no KFP retry: the step retries transient errors itself, within its deadline, and a
     # refused archive or a digest mismatch would only fail again

@@ -74,6 +74,36 @@ def grid(axes: dict[str, list[object]]) -> list[str]:
     ]
 
 
+def check_grid(combinations: list) -> None:
+    """Refuse a grid that cannot run: empty, too large, or a combination that is not a JSON
+    object of recipe settings with valid values.
+
+    Raises:
+        ValueError: what was expected and what the grid holds.
+    """
+    if not combinations:
+        raise ValueError(
+            'expected a grid of one or more combinations, e.g. [{"lr": 0.001}, {"lr": 0.003}], '
+            "found an empty list"
+        )
+    if len(combinations) > MAX_COMBINATIONS:
+        found = len(combinations)
+        raise ValueError(
+            f"expected a grid of at most {MAX_COMBINATIONS} training runs, found {found}"
+        )
+    for combination in combinations:
+        if not isinstance(combination, str):  # each is handed to a train task's str input
+            raise ValueError(
+                f"expected each combination as a JSON string, e.g. '{{\"lr\": 0.001}}', found "
+                f"{json.dumps(combination)}"
+            )
+        try:
+            decoded = schema.decode(TrainConfig, combination, SWEEPABLE)
+            TrainConfig(data="-", output="-", **decoded)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"combination {combination} of the grid: {err}") from None
+
+
 def combination_key(combination: str) -> str:
     """A short, stable name for a combination: its checkpoint folder in a sweep."""
     return hashlib.sha256(combination.encode()).hexdigest()[:12]

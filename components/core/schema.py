@@ -228,6 +228,19 @@ def signature_parameters(schemas: Sequence[type], *roles: str) -> dict[str, tupl
     return merged
 
 
+def descriptions(schemas: Sequence[type], *roles: str) -> dict[str, str]:
+    """``{name: help}`` over several schemas, a field with choices naming them."""
+    described: dict[str, str] = {}
+    for schema in schemas:
+        for field in fields_of(schema, *roles):
+            choices = field.metadata.get("choices")
+            text = field.metadata["help"]
+            if choices:
+                text += f" (one of: {', '.join(map(str, choices))})"
+            described.setdefault(field.name, text)
+    return described
+
+
 def check_seed(seed: int, name: str) -> None:
     """Refuse a seed that torch and numpy cannot both take: 0 to 2**32 - 1."""
     if not 0 <= seed < 2**32:

@@ -57,6 +57,20 @@ def test_registration_takes_no_alias_from_the_pipeline():
     assert "alias" not in parameter_inputs(ops.register_op)
 
 
+def test_preflight_refuses_a_tracking_server_that_does_not_answer_and_an_empty_grid(
+    mlflow_store,
+):
+    from components.core.tracking import TrackingUnavailableError
+    from tests.servers import free_port
+
+    ops.preflight_op.python_func(tracking_uri=mlflow_store)
+    ops.preflight_op.python_func(tracking_uri=mlflow_store, grid=['{"lr": 0.01}'])
+    with pytest.raises(TrackingUnavailableError, match="unreachable"):
+        ops.preflight_op.python_func(tracking_uri=f"http://127.0.0.1:{free_port()}")
+    with pytest.raises(ValueError, match="expected a grid of one or more combinations"):
+        ops.preflight_op.python_func(tracking_uri=mlflow_store, grid=[])
+
+
 def test_download_and_preprocess_bodies_write_their_artifacts(sample_zip, tmp_path):
     raw = Dataset(name="dataset", uri=str(tmp_path / "raw"), metadata={})
     ops.download_op.python_func(source=str(sample_zip), sha256="", dataset=raw)

@@ -197,3 +197,25 @@ def test_the_training_seed_and_the_split_seed_feed_different_tasks(compiled):
         if source.get("componentInputParameter") in ("seed", "split_seed"):
             takers.setdefault(name, set()).add(component)
     assert takers == {"seed": {"comp-train-op"}, "split_seed": {"comp-preprocess-op"}}
+
+
+def test_every_parameter_is_described_for_the_kfp_ui_with_its_choices(compiled, compiled_sweep):
+    _, _, spec, _ = compiled
+    parameters = spec["root"]["inputDefinitions"]["parameters"]
+    assert parameters and all(p.get("description") for p in parameters.values())
+    assert parameters["model"]["description"].endswith(
+        "(one of: tutorial_cnn, compact_cnn, bn_cnn, resnet18)"
+    )
+    assert "(one of: constant, onecycle)" in parameters["schedule"]["description"]
+    sweep_parameters = compiled_sweep[0]["root"]["inputDefinitions"]["parameters"]
+    assert "empty list is refused" in sweep_parameters["grid"]["description"]
+
+
+def test_nothing_is_downloaded_before_the_preflight_passed(compiled, compiled_sweep):
+    for spec in (compiled[2], compiled_sweep[0]):
+        tasks = spec["root"]["dag"]["tasks"]
+        assert "preflight-op" in tasks["download-op"]["dependentTasks"]
+        assert not tasks["preflight-op"].get("dependentTasks")
+    sweep_tasks = compiled_sweep[0]["root"]["dag"]["tasks"]
+    assert "preflight-op" in sweep_tasks["sweep-parent-op"]["dependentTasks"]
+    assert sweep_tasks["preflight-op"]["inputs"]["parameters"]["grid"]  # the grid it checks

@@ -61,3 +61,18 @@ def test_a_name_given_twice_is_refused_not_replaced():
 def test_values_that_convert_to_the_same_are_one_combination_refused():
     with pytest.raises(SystemExit, match="expected different values of lr, found 0.001 more"):
         sweep.grid({"lr": [0.001, 1e-3]})
+
+
+def test_a_grid_from_the_ui_is_checked_whole_before_anything_runs():
+    sweep.check_grid(['{"lr": 0.01}', '{"model": "bn_cnn", "epochs": 2}'])
+    refusals = {
+        "expected a grid of one or more combinations": [],
+        "unknown TrainConfig settings \\['gpus'\\]": ['{"gpus": 2}'],
+        'combination {"model": "vgg"} of the grid': ['{"model": "vgg"}'],
+        "expected a JSON object": ["lr=0.1"],
+        "expected each combination as a JSON string": [{"lr": 0.1}],
+        f"at most {sweep.MAX_COMBINATIONS} training runs": ['{"lr": 0.1}'] * 1001,
+    }
+    for message, grid in refusals.items():
+        with pytest.raises(ValueError, match=message):
+            sweep.check_grid(grid)
