@@ -7,6 +7,7 @@ and the screen gets the task lines, their times and, for a failed task, its erro
 from __future__ import annotations
 
 import io
+import json
 import re
 import time
 from typing import TextIO
@@ -16,6 +17,22 @@ TASK_STARTED = re.compile(r"Executing task '(?P<task>[^']+)'")
 TASK_ENDED = re.compile(r"Task '(?P<task>[^']+)' finished with status (?P<status>\w+)")
 TASK_CACHED = re.compile(r"Task (?P<task>\S+) cache hit")
 ERROR_LINE = re.compile(r"^(\w+\.)*\w*(Error|Exception|Exit)\b(: .*)?$")
+COMBINATION_PREFIX = "sweep combination: "  # a sweep task's first line: what it varies
+
+
+def announce_combination(combination: str) -> None:
+    """Print the line that names a sweep task's combination in the live account."""
+    if combination:
+        print(COMBINATION_PREFIX + combination, flush=True)
+
+
+def _varied(task_lines: list[str]) -> str:
+    """`` (lr=0.003 model=bn_cnn)`` from a sweep task's announcement, else ``""``."""
+    for line in task_lines:
+        if line.startswith(COMBINATION_PREFIX):
+            varied = json.loads(line.removeprefix(COMBINATION_PREFIX))
+            return " (" + " ".join(f"{k}={v}" for k, v in varied.items()) + ")"
+    return ""
 
 
 class LiveView(io.TextIOBase):
@@ -59,7 +76,7 @@ class LiveView(io.TextIOBase):
         elif ended := TASK_ENDED.search(line):
             task, status = ended["task"], ended["status"].lower()
             seconds = time.monotonic() - self._started.get(task, time.monotonic())
-            self._say(f"{task:<16} {status} in {seconds:.1f} s")
+            self._say(f"{task:<16} {status} in {seconds:.1f} s{_varied(self._task_lines)}")
             if status != "success" and self.failure is None:
                 self.failure = f"{task}: {self._error_line()}"
         elif cached := TASK_CACHED.search(line):

@@ -15,6 +15,7 @@ from components.core import tracking
 from components.core.names import DEFAULT_EXPERIMENT
 from components.core.uris import split_credentials
 from pipeline.live import LiveView
+from pipeline.sweep import run_url, ui_address
 
 
 class LocalRunError(RuntimeError):
@@ -89,6 +90,7 @@ def summary(outputs: dict, tracking_uri: str, workdir: Path, log_path: Path) -> 
             f"registration:  {outputs['registration']}",
             f"model:         {_newest(workdir.glob('outputs/*/*-op/trained_model'))}",
             f"MLflow run:    {outputs['mlflow_run_id']} at {tracking_uri}",
+            f"run page:      {_run_page(tracking_uri, outputs['mlflow_run_id'])}",
         ]
     lines += [f"outputs:       {workdir / 'outputs'}", f"log:           {log_path}"]
     if tracking_uri.startswith("sqlite:///"):
@@ -97,6 +99,14 @@ def summary(outputs: dict, tracking_uri: str, workdir: Path, log_path: Path) -> 
             "(then open http://127.0.0.1:5000)"
         )
     return "\n".join(lines)
+
+
+def _run_page(tracking_uri: str, run_id: str) -> str:
+    """The run's page in the MLflow UI (of the server, or of ``mlflow ui`` on this machine)."""
+    from mlflow.tracking import MlflowClient
+
+    experiment_id = MlflowClient(tracking_uri).get_run(run_id).info.experiment_id
+    return run_url(ui_address(tracking_uri), experiment_id, run_id)
 
 
 def _newest(paths) -> Path | str:

@@ -153,8 +153,10 @@ def train_op(
     recipe = dict(locals())
     from components.core.tracking import use_tracking_uri
     from components.training.session import train_processes
+    from pipeline.live import announce_combination
     from pipeline.steps import pipeline_train_config
 
+    announce_combination(combination)
     use_tracking_uri(tracking_uri)
     cfg = pipeline_train_config(
         arrays=arrays.path,
@@ -261,6 +263,7 @@ def evaluate_op(
     metrics: Output[Metrics],
     classification: Output[ClassificationMetrics],
     report: Output[Markdown],
+    combination: str = "",
 ) -> NamedTuple("EvaluateOutputs", accuracy=float, mlflow_run_id=str):  # type: ignore[valid-type]
     """Score the test split: KFP metrics, confusion matrix, ROC curve, a report.
 
@@ -274,6 +277,7 @@ def evaluate_op(
         metrics: scalar metrics for the KFP UI.
         classification: confusion matrix and ROC curve for the KFP UI.
         report: a Markdown summary for the KFP UI.
+        combination: in a sweep, the child's recipe fields, named in the task's first line.
 
     Returns:
         The test accuracy and, passed through, the MLflow run id.
@@ -281,8 +285,10 @@ def evaluate_op(
     from components.core.tracking import use_tracking_uri
     from components.evaluation.config import EvaluateConfig
     from components.evaluation.report import evaluate
+    from pipeline.live import announce_combination
     from pipeline.reports import publish_evaluation
 
+    announce_combination(combination)
     use_tracking_uri(tracking_uri)
     cfg = EvaluateConfig(
         model_dir=model.path,

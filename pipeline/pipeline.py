@@ -174,7 +174,7 @@ def _wire_sweep(p: Parameters, grid, target: ClusterTarget) -> SweepOutputs:
             gpus=p.pipeline.gpus, combination=combination, **_training_inputs(p, arrays)
         ).after(parent)
         _gpu_task(train, target, p.pipeline.gpus)
-        evaluate = _evaluate_task(p, arrays, train, target)
+        evaluate = _evaluate_task(p, arrays, train, target, combination)
     best = ops.sweep_best_op(
         parent_run_id=parent.output,
         child_run_ids=dsl.Collected(evaluate.outputs["mlflow_run_id"]),
@@ -227,12 +227,13 @@ def _training_inputs(p: Parameters, arrays) -> dict:
     )
 
 
-def _evaluate_task(p: Parameters, arrays, train, target: ClusterTarget):
+def _evaluate_task(p: Parameters, arrays, train, target: ClusterTarget, combination=""):
     evaluate = ops.evaluate_op(
         arrays=arrays,
         model=train.outputs["trained_model"],
         mlflow_run_id=train.outputs["Output"],
         tracking_uri=p.pipeline.tracking_uri,
+        combination=combination,
         **pipeline_values(p.evaluate),
     )
     _cpu_task(evaluate, target, cpu="2", memory="8Gi").set_caching_options(False)

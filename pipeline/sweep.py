@@ -117,6 +117,11 @@ def compare_url(ui: str, experiment_id: str, run_ids: list[str]) -> str:
     return f"{ui.rstrip('/')}/#/compare-runs?{query}"
 
 
+def run_url(ui: str, experiment_id: str, run_id: str) -> str:
+    """The MLflow UI's page of one run."""
+    return f"{ui.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}"
+
+
 def ui_address(tracking_uri: str) -> str:
     """Where the MLflow UI answers: the tracking server, or a local ``mlflow ui``."""
     if tracking_uri.startswith(("http://", "https://")):

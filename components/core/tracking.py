@@ -20,11 +20,12 @@ import numpy as np
 import requests
 import torch
 from mlflow.exceptions import MlflowException
-from mlflow.models import infer_signature
+from mlflow.models import ModelSignature, infer_signature
 from mlflow.tracking import MlflowClient
+from mlflow.types import ColSpec, Schema
 
 from components.core import uris
-from components.core.names import MLFLOW_HTTP_LIMITS
+from components.core.names import CLASSES, MLFLOW_HTTP_LIMITS
 
 log = logging.getLogger(__name__)
 
@@ -148,6 +149,14 @@ def log_checkpoint(path: Path) -> None:
     mlflow.log_artifact(str(path), CHECKPOINT_ARTIFACT)
 
 
+def signature(example: np.ndarray, output: np.ndarray) -> ModelSignature:
+    """Pixels in (N×C×S×S, 0–255), one logit column per class out, named in label order."""
+    if output.shape[1:] != (len(CLASSES),):
+        raise ValueError(f"expected {len(CLASSES)} logits an image, found shape {output.shape}")
+    columns = Schema([ColSpec("float", f"logit_{name}") for name in CLASSES])
+    return ModelSignature(inputs=infer_signature(example).inputs, outputs=columns)
+
+
 def log_model(model: torch.nn.Module, example: np.ndarray) -> str:
     """Log ``model`` with a signature and input example; load it back and check it predicts.
 
@@ -162,8 +171,9 @@ def log_model(model: torch.nn.Module, example: np.ndarray) -> str:
         model,
         name=MODEL_NAME,
         serialization_format="pt2",  # torch.export: loading it runs no pickle
-        signature=infer_signature(example, expected),
+        signature=signature(example, expected),
         input_example=example,
+        metadata={"classes": list(CLASSES), "output": "logits, one column per class"},
         pip_requirements=[f"torch=={torch.__version__.split('+')[0]}", "numpy"],
     )
     loaded = load_model(info.model_uri)

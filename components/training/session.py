@@ -111,6 +111,8 @@ def _train(cfg: TrainConfig, workers: Workers, device: torch.device) -> TrainRes
                 checkpoints.save_everywhere(cfg, meta, learner, history, run_id)
             if cfg.dry_run:
                 break
+        if workers.is_main:  # saving and logging the model can take half a minute
+            log.info("training done; saving the model to %s and logging it to MLflow", cfg.output)
         model_uri = _write_outputs(cfg, model, meta, history, run_id) if workers.is_main else None
     return TrainResult(run_id, history, model_uri)
 

@@ -225,6 +225,10 @@ def test_a_sweep_of_two_lands_under_one_parent_and_compares_side_by_side(
         if path.is_file() and path.suffix not in (".npy", ".pt", ".db"):
             assert leaked(path.read_bytes().decode(errors="replace")) == [], path
     client = MlflowClient(server.url)
+    for lr in ("0.001", "0.003"):  # each child's task lines name its combination
+        for task in ("train-op", "evaluate-op"):
+            pattern = rf"^  {task} +success in [\d.]+ s \(lr={lr}\)$"
+            assert re.search(pattern, done.stdout, re.MULTILINE), (task, lr)
     parent = re.search(r"^sweep run: +(\w+)", done.stdout, re.MULTILINE).group(1)
     best = re.search(r"^best run: +(\w+)", done.stdout, re.MULTILINE).group(1)
     url = re.search(r"^compare: +(\S+)$", done.stdout, re.MULTILINE).group(1)

@@ -12,6 +12,7 @@ RUN = [
     "Task 'download-op' finished with status \x1b[92mSUCCESS\x1b[0m\n",
     "Task preprocess-op cache hit\n",
     "Executing task 'train-op'\n",
+    'sweep combination: {"lr": 0.003, "model": "bn_cnn"}\n',
     "Traceback (most recent call last):\n",
     '  File "x.py", line 1\n',
     "ValueError: cannot resume: the checkpoint has lr=0.001\n",
@@ -37,6 +38,7 @@ def test_the_screen_gets_a_line_per_task_and_the_failure_its_error():
     assert lines[1].startswith("  download-op      success in ") and lines[1].endswith(" s")
     assert lines[2] == "  preprocess-op    reused from kfp.local's cache"
     assert lines[3] == "  train-op         started" and "failure in" in lines[4]
+    assert lines[4].endswith(" s (lr=0.003 model=bn_cnn)")  # a sweep's task names its recipe
     assert len(lines) == 5
     assert view.failure == "train-op: ValueError: cannot resume: the checkpoint has lr=0.001"
 

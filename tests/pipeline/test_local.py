@@ -46,7 +46,8 @@ def test_whole_pipeline_runs_locally_and_registers_a_good_enough_model(sample_zi
     assert done.returncode == 0, done.stderr[-5000:]
     assert not (workdir / "mlflow.db").exists()
     # a short account on the screen: a line as each task starts and ends, then the summary
-    tasks = ["download-op", "preprocess-op", "train-op", "evaluate-op", "register-op"]
+    tasks = ["preflight-op", "download-op", "preprocess-op", "train-op", "evaluate-op"]
+    tasks.append("register-op")
     for task in tasks:
         assert re.search(rf"^  {task} +started$", done.stdout, re.MULTILINE), task
         assert re.search(rf"^  {task} +success in [\d.]+ s$", done.stdout, re.MULTILINE), task
@@ -72,6 +73,8 @@ def test_whole_pipeline_runs_locally_and_registers_a_good_enough_model(sample_zi
     version = client.get_model_version_by_alias("dogs-vs-cats", "candidate")
     assert version.run_id == run_id
     assert run.data.tags["quality_gate"].startswith("registered dogs-vs-cats version 1")
+    page = f"http://127.0.0.1:5000/#/experiments/{run.info.experiment_id}/runs/{run_id}"
+    assert re.search(rf"^run page: +{re.escape(page)}$", done.stdout, re.MULTILINE)
 
 
 def test_a_failed_local_run_ends_in_one_line_naming_the_task_and_its_error(tmp_path):

@@ -10,6 +10,7 @@ import sys
 import time
 from http.server import BaseHTTPRequestHandler
 
+import mlflow
 import numpy as np
 import pytest
 import torch
@@ -58,13 +59,26 @@ def test_train_logs_everything_to_mlflow(sample_arrays, tmp_path, mlflow_store):
     ]
     logged = tracking.load_model(result.model_uri)  # pickle refused: it must load without
     assert logged(torch.full((5, 1, 40, 40), 128.0)).shape == (5, 2)
+    info = mlflow.models.get_model_info(result.model_uri)  # the class order travels with it
+    assert [c["name"] for c in info.signature.outputs.to_dict()] == ["logit_cat", "logit_dog"]
+    assert info.metadata["classes"] == ["cat", "dog"]
     assert (tmp_path / "out/mlflow_run_id").read_text() == result.run_id
     saved = json.loads((tmp_path / "out/history.json").read_text())
     assert [e["epoch"] for e in saved] == [1, 2] and METRICS <= set(saved[0])
 
 
-def test_model_dir_rebuilds_the_net_and_its_normalisation(sample_arrays, tmp_path, mlflow_store):
-    session.train(config(sample_arrays, tmp_path / "out", epochs=1, dry_run=True))
+def test_model_dir_rebuilds_the_net_and_its_normalisation(
+    sample_arrays, tmp_path, mlflow_store, caplog
+):
+    with caplog.at_level("INFO", logger="components.training"):
+        session.train(config(sample_arrays, tmp_path / "out", epochs=1, dry_run=True))
+    said = [r.getMessage() for r in caplog.records if r.name.startswith("components.training")]
+    # the last epoch's line, then what the following half minute is spent on
+    assert (
+        said[-1]
+        == f"training done; saving the model to {tmp_path / 'out'} and logging it to MLflow"
+    )
+    assert said[-2].startswith("epoch 1/1 ")
     model, spec = load_classifier(tmp_path / "out")
     assert spec["model"] == "tutorial_cnn" and spec["channels"] == 1 and spec["image_size"] == 40
     assert spec["mean"] and spec["std"] and spec["classes"] == ["cat", "dog"]
