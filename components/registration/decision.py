@@ -36,6 +36,7 @@ def register_if_accurate(cfg: RegisterConfig) -> Decision:
     """
     from components.core import tracking  # mlflow loads when the gate runs, not for --help
 
+    tracking.check_server()  # one line at once, not a minute of retries
     accuracy = logged_test_accuracy(cfg)
     passed = accuracy >= cfg.min_accuracy
     comparison = (

@@ -80,3 +80,16 @@ def test_a_test_accuracy_the_run_does_not_hold_is_refused_and_nothing_registered
         RegisterConfig(mlflow_run_id=result.run_id, test_accuracy=0.58, min_accuracy=0.5)
     )
     assert decision.registered  # the run's own number, given, is only checked
+
+
+def test_a_tracking_server_that_does_not_answer_is_one_line_at_once(monkeypatch):
+    import time
+
+    from components.core.tracking import TrackingUnavailableError
+    from tests.servers import free_port
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{free_port()}")
+    started = time.monotonic()
+    with pytest.raises(TrackingUnavailableError, match="unreachable"):
+        register_if_accurate(RegisterConfig(mlflow_run_id="abc", min_accuracy=0.5))
+    assert time.monotonic() - started < 10  # MLflow's own retries would take a minute
