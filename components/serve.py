@@ -1,0 +1,41 @@
+"""Serve a trained model with KServe's model server: photos in, classes out.
+
+python -m components.serve --model DIR_OR_MLFLOW_URI [--host H] [--port P]
+
+V1: POST /v1/models/dogs-vs-cats:predict {"instances": [{"image": {"b64": "..."}}]};
+v2: POST /v2/models/dogs-vs-cats/infer with one BYTES input "image". Ready once
+GET /v1/models/dogs-vs-cats answers 200; Prometheus metrics at /metrics.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from components.core import schema
+from components.core.errors import one_line_errors
+from components.core.logs import setup_logging
+from components.serving.config import ServeConfig
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m components.serve", description=__doc__.splitlines()[0]
+    )
+    schema.add_arguments(parser, ServeConfig)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    cfg = schema.from_namespace(ServeConfig, args)
+    setup_logging()
+    sys.argv[1:] = []  # kserve parses sys.argv when imported; these flags are ours, parsed
+    from components.serving.server import serve  # torch and kserve load only now
+
+    with one_line_errors():
+        serve(cfg)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Serving the classifier with KServe's model server: photos in, classes out."""

@@ -1,0 +1,52 @@
+"""The serve step's schema: which model, where it listens, what a request may hold."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from components.core.schema import LOCAL, setting
+
+MODEL_NAME = "dogs-vs-cats"  # the name in KServe's routes: /v1/models/dogs-vs-cats:predict
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    """What ``python -m components.serve`` loads and how much one request may ask."""
+
+    model: str = setting(
+        help="train output directory, or an MLflow model URI such as "
+        "models:/dogs-vs-cats@candidate or runs:/RUN_ID/model",
+        role=LOCAL,
+    )
+    host: str = setting("0.0.0.0", "address to listen on", role=LOCAL)
+    port: int = setting(8080, "HTTP port (KServe's default)", role=LOCAL)
+    max_body_mb: float = setting(
+        20.0,
+        "largest request body in MiB; a larger one is refused with 413 before it is read "
+        "whole (about 32 photos of 450 KiB, base64-encoded)",
+        role=LOCAL,
+    )
+    max_instances: int = setting(64, "most photos in one request", role=LOCAL)
+    max_batch: int = setting(
+        64, "most photos of concurrent requests run through the network at once", role=LOCAL
+    )
+    batch_wait_ms: float = setting(
+        2.0, "how long a request waits for others to share its batch", role=LOCAL
+    )
+
+    def __post_init__(self) -> None:
+        if not 0 < self.port < 65536:
+            raise ValueError(f"expected a port from 1 to 65535, found {self.port}")
+        if not self.max_body_mb > 0:
+            raise ValueError(f"expected --max-body-mb above 0, found {self.max_body_mb}")
+        if self.max_instances < 1 or self.max_batch < 1:
+            raise ValueError(
+                "expected --max-instances and --max-batch of 1 or more, found "
+                f"{self.max_instances} and {self.max_batch}"
+            )
+        if not 0 <= self.batch_wait_ms <= 1000:
+            raise ValueError(f"expected --batch-wait-ms from 0 to 1000, found {self.batch_wait_ms}")
+
+    @property
+    def max_body_bytes(self) -> int:
+        return int(self.max_body_mb * 1024**2)

@@ -1,0 +1,59 @@
+"""KServe's model server around the classifier, on the address and with the limits asked."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import warnings
+
+from kserve import ModelServer
+from kserve.constants.constants import FASTAPI_APP_IMPORT_STRING
+from kserve.protocol.rest.server import RESTServer
+
+from components.serving.config import ServeConfig
+from components.serving.limits import BodyLimit
+from components.serving.model import DogsVsCats
+
+log = logging.getLogger(__name__)
+
+
+class _LimitedRESTServer(RESTServer):
+    """KServe's REST server (its FastAPI app, V1 and v2 routes, error bodies, metrics),
+    listening on ``host`` and refusing bodies over the limit."""
+
+    def __init__(self, server: ModelServer, cfg: ServeConfig):
+        super().__init__(
+            FASTAPI_APP_IMPORT_STRING,
+            server.dataplane,
+            server.model_repository_extension,
+            cfg.port,
+            grace_period=5,
+        )
+        self.config.host = cfg.host  # KServe's own binds 0.0.0.0 only
+        self.max_body_bytes = cfg.max_body_bytes
+
+    def _add_middlewares(self, app) -> None:
+        super()._add_middlewares(app)
+        app.add_middleware(BodyLimit, max_bytes=self.max_body_bytes)
+
+
+def serve(cfg: ServeConfig) -> None:
+    """Load the model, then answer requests until SIGTERM or Ctrl-C.
+
+    ``ModelServer`` holds the model's registry and data plane; its REST server runs here
+    rather than through ``ModelServer.start``, which binds every address and has no place
+    for a body limit. gRPC is off: the cluster's InferenceService speaks HTTP.
+    """
+    # one line a request: uvicorn's access line; not KServe's timing lines besides
+    logging.getLogger("kserve.trace").setLevel(logging.WARNING)
+    warnings.filterwarnings("ignore", "ORJSONResponse is deprecated")  # inside KServe
+    model = DogsVsCats(cfg)
+    model.load()
+    server = ModelServer(
+        http_port=cfg.port, enable_grpc=False, workers=1, enable_latency_logging=False
+    )
+    server.register_model(model)
+    model.start()
+    rest = _LimitedRESTServer(server, cfg)
+    log.info("serving %s as %s on http://%s:%d", cfg.model, model.name, cfg.host, cfg.port)
+    asyncio.run(rest.start())
