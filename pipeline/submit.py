@@ -53,20 +53,20 @@ def submit(
     sweep: bool,
     preset: str | None,
 ) -> SubmittedRun:
-    """Compile for ``target``, check the API and the namespace, start a run."""
+    """Check the arguments and the API, compile for ``target``, start a run."""
     import kfp
 
     parse = sweep_arguments if sweep else parse_arguments
     arguments = parse(pairs, build_pipeline(target, sweep), preset)
     refuse_credentials(arguments, ("source", "tracking_uri"))
+    health = check_reachable(destination.host)
+    if health.get("multi_user") and not destination.namespace:
+        raise SystemExit(
+            f"the Kubeflow Pipelines at {destination.host} is multi-user: give --namespace "
+            "with your profile's namespace"
+        )
     with tempfile.TemporaryDirectory() as scratch:
         package = compile_pipeline(Path(scratch) / "pipeline.yaml", target, sweep)
-        health = check_reachable(destination.host)
-        if health.get("multi_user") and not destination.namespace:
-            raise SystemExit(
-                f"the Kubeflow Pipelines at {destination.host} is multi-user: give --namespace "
-                "with your profile's namespace"
-            )
         with api_errors(destination):
             client = kfp.Client(
                 host=destination.host,

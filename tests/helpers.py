@@ -6,11 +6,13 @@ import contextlib
 import gzip
 import hashlib
 import io
+import struct
 import subprocess
 import sys
 import tarfile
 import time
 import zipfile
+import zlib
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
@@ -203,3 +205,20 @@ def train_config(sample_arrays, output, **overrides):
     from components.training.config import TrainConfig
 
     return TrainConfig(data=str(sample_arrays), output=str(output), **overrides)
+
+
+def png_of_zeros(width: int, height: int) -> bytes:
+    """A valid grey PNG of ``width``×``height`` black pixels: a few kilobytes per 10⁷."""
+    packer = zlib.compressobj(9)
+    row = bytes(width + 1)  # the filter byte, then the pixels
+    data = b"".join(packer.compress(row) for _ in range(height)) + packer.flush()
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return (
+            struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+        )
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)  # 8-bit grey
+    return (
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", data) + chunk(b"IEND", b"")
+    )

@@ -38,3 +38,20 @@ def tiny_split(device, count=37, size=40) -> DeviceSplit:
 def tiny_model(device) -> Classifier:
     torch.manual_seed(0)
     return Classifier(build_model("tutorial_cnn", 1, 40), [0.45], [0.25]).to(device).eval()
+
+
+def seeded_model(directory, channels=1, size=40, seed=0):
+    """An untrained tutorial net of fixed random weights: its answers vary with the image."""
+    torch.manual_seed(seed)
+    net = build_model("tutorial_cnn", channels, size)
+    spec = {
+        "model": "tutorial_cnn",
+        "channels": channels,
+        "image_size": size,
+        "mean": [0.45] * channels,
+        "std": [0.25] * channels,
+        "classes": ["cat", "dog"],
+    }
+    directory.mkdir(parents=True, exist_ok=True)
+    save_classifier(directory / "model.pt", Classifier(net, spec["mean"], spec["std"]), spec)
+    return directory

@@ -392,3 +392,54 @@ class PostgresServer:
         if self.process:
             stop_process_group(self.process, grace=10)
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+class ModelServerProcess:
+    """``python -m components.serve`` on 127.0.0.1 as its own process group, ready when
+    KServe's readiness route answers 200."""
+
+    def __init__(self, model: Path, workdir: Path, *flags: str):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = workdir / "serve.log"
+        self.command = [
+            *(sys.executable, "-m", "components.serve", "--model", str(model)),
+            *("--host", "127.0.0.1", "--port", str(self.port), *flags),
+        ]
+        self.process: subprocess.Popen | None = None
+
+    def __enter__(self) -> ModelServerProcess:
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                self.command, stdout=log, stderr=log, cwd=REPO, start_new_session=True
+            )
+        try:
+            self._wait_until_ready(deadline=time.monotonic() + 120)
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def _wait_until_ready(self, deadline: float) -> None:
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"the model server exited: {self.log_tail()}")
+            with contextlib.suppress(requests.RequestException):
+                if requests.get(f"{self.url}/v1/models/dogs-vs-cats", timeout=5).ok:
+                    return
+            time.sleep(0.3)
+        raise TimeoutError(f"the model server was not ready in time: {self.log_tail()}")
+
+    def rss_bytes(self) -> int:
+        """The server process's resident memory."""
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        raise RuntimeError("no VmRSS")
+
+    def log_tail(self) -> str:
+        return self.log_path.read_text(errors="replace")[-3000:]
+
+    def __exit__(self, *exc) -> None:
+        if self.process:
+            stop_process_group(self.process)

@@ -5,14 +5,13 @@ from __future__ import annotations
 import io
 import os
 import random
-import struct
-import zlib
 
 import numpy as np
 import pytest
 from PIL import Image
 
 from components.data import images
+from tests.helpers import png_of_zeros
 
 
 def encoded(array: np.ndarray, fmt: str, mode: str | None = None) -> bytes:
@@ -39,23 +38,6 @@ def test_a_file_too_large_for_a_photo_is_skipped_unread(tmp_path, monkeypatch):
     path.write_bytes(encoded(np.zeros((64, 64, 3), np.uint8), "BMP"))  # 12 KB
     result = images.decode_file(path, 16, 1)
     assert result.pixels is None and "over the 1000-byte limit" in result.reason
-
-
-def png_of_zeros(width: int, height: int) -> bytes:
-    """A valid grey PNG of ``width``×``height`` black pixels: a few kilobytes per 10⁷."""
-    packer = zlib.compressobj(9)
-    row = bytes(width + 1)  # the filter byte, then the pixels
-    data = b"".join(packer.compress(row) for _ in range(height)) + packer.flush()
-
-    def chunk(kind: bytes, body: bytes) -> bytes:
-        return (
-            struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
-        )
-
-    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)  # 8-bit grey
-    return (
-        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", data) + chunk(b"IEND", b"")
-    )
 
 
 @pytest.mark.parametrize(

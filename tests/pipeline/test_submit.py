@@ -72,8 +72,20 @@ def test_an_unreachable_kfp_api_is_one_line_that_says_what_was_tried():
     assert "ConnectionError" in message and "\n" not in message
 
 
+@pytest.fixture
+def precompiled(compiled, monkeypatch):
+    """The module's compiled spec in place of compiling again: these tests are about the
+    API conversation (test_python_submit_converts_parameter_types compiles for real)."""
+
+    def copy_spec(output, target, sweep):
+        shutil.copyfile(compiled[0], output)
+        return output
+
+    monkeypatch.setattr("pipeline.submit.compile_pipeline", copy_spec)
+
+
 def test_a_profile_run_goes_to_its_namespace_with_the_token_name_and_experiment(
-    capsys, monkeypatch
+    capsys, monkeypatch, precompiled
 ):
     monkeypatch.setenv("KF_PIPELINES_TOKEN", "secret-token")
     with FakeKfpApi(token="secret-token", namespaces={"team-a"}) as api:
@@ -107,7 +119,9 @@ def test_a_profile_run_goes_to_its_namespace_with_the_token_name_and_experiment(
     ],
     ids=["no token", "not a profile of this identity", "no namespace", "no such experiment"],
 )
-def test_each_refusal_is_one_line_that_says_what_to_do(api_settings, flags, expected, monkeypatch):
+def test_each_refusal_is_one_line_that_says_what_to_do(
+    api_settings, flags, expected, monkeypatch, precompiled
+):
     monkeypatch.delenv("KF_PIPELINES_TOKEN", raising=False)
     with FakeKfpApi(**api_settings) as api:
         with pytest.raises(SystemExit) as stopped:

@@ -1,0 +1,27 @@
+"""The serve step's settings: what it refuses before loading anything."""
+
+from __future__ import annotations
+
+import pytest
+
+from components.serving.config import ServeConfig
+
+
+def test_defaults_listen_like_kserve_and_bound_a_request():
+    cfg = ServeConfig(model="m")
+    assert (cfg.host, cfg.port) == ("0.0.0.0", 8080)
+    assert cfg.max_body_bytes == 20 * 1024**2
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"port": 0}, "expected a port from 1 to 65535, found 0"),
+        ({"max_body_mb": 0}, "expected --max-body-mb above 0"),
+        ({"max_instances": 0}, "expected --max-instances and --max-batch of 1 or more"),
+        ({"batch_wait_ms": -1}, "expected --batch-wait-ms from 0 to 1000"),
+    ],
+)
+def test_settings_out_of_range_are_refused(changes, message):
+    with pytest.raises(ValueError, match=message):
+        ServeConfig(model="m", **changes)

@@ -1,0 +1,206 @@
+"""The real model server on 127.0.0.1: real photos through V1 and v2, every bad request a
+4xx, still answering afterwards, one log line a request, no process left behind."""
+
+from __future__ import annotations
+
+import base64
+import signal
+import socket
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import requests
+
+from components.evaluation.predictions import predict_files
+from tests.helpers import png_of_zeros
+from tests.models import seeded_model
+from tests.servers import ModelServerProcess, process_group_members
+
+pytestmark = pytest.mark.integration
+V1 = "/v1/models/dogs-vs-cats:predict"
+V2 = "/v2/models/dogs-vs-cats/infer"
+JSON = {"Content-Type": "application/json"}
+LIMITS = ("--max-body-mb", "1", "--max-instances", "8")
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    return seeded_model(tmp_path_factory.mktemp("serve") / "model")
+
+
+@pytest.fixture(scope="module")
+def server(model_dir, tmp_path_factory):
+    with ModelServerProcess(model_dir, tmp_path_factory.mktemp("serve-log"), *LIMITS) as running:
+        yield running
+    assert process_group_members(running.process.pid) == []
+
+
+@pytest.fixture(scope="module")
+def photos(sample_images) -> list:
+    cats = sorted((sample_images / "PetImages/Cat").glob("*.jpg"))[:4]
+    return [*cats, *sorted((sample_images / "PetImages/Dog").glob("*.jpg"))[:4]]
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def v1_body(*photos: bytes) -> dict:
+    return {"instances": [{"image": {"b64": b64(p)}} for p in photos]}
+
+
+def good_answer(server, photo: bytes) -> dict:
+    answer = requests.post(server.url + V1, json=v1_body(photo), timeout=30)
+    assert answer.status_code == 200, answer.text
+    return answer.json()["predictions"][0]
+
+
+def test_real_photos_get_predicts_answers_through_v1_and_v2(server, model_dir, photos):
+    expected = [(c, p) for _, c, p in predict_files(str(model_dir), photos).classified]
+    data = [p.read_bytes() for p in photos]
+    v1 = requests.post(server.url + V1, json=v1_body(*data), timeout=60).json()["predictions"]
+    v2_request = {
+        "inputs": [
+            {
+                "name": "image",
+                "shape": [len(data)],
+                "datatype": "BYTES",
+                "data": [b64(d) for d in data],
+            }
+        ]
+    }
+    v2 = requests.post(server.url + V2, json=v2_request, timeout=60).json()["outputs"]
+    v2_by_name = {o["name"]: o for o in v2}
+    assert (
+        v2_by_name["class"]["datatype"] == "BYTES"
+        and v2_by_name["probability"]["datatype"] == "FP32"
+    )
+    got_v2 = list(zip(v2_by_name["class"]["data"], v2_by_name["probability"]["data"], strict=True))
+    for got in ([(a["class"], a["probability"]) for a in v1], got_v2):
+        assert [c for c, _ in got] == [c for c, _ in expected]
+        assert all(abs(p - q) < 1e-3 for (_, p), (_, q) in zip(got, expected, strict=True))
+    # curl -d sends no JSON content type: the V1 body is read all the same
+    plain = requests.post(server.url + V1, data=json_text(v1_body(data[0])), timeout=30)
+    assert plain.json()["predictions"][0]["class"] == expected[0][0]
+
+
+def json_text(body: dict) -> str:
+    import json
+
+    return json.dumps(body)
+
+
+def test_health_metadata_and_metrics_are_kserves(server):
+    assert requests.get(server.url + "/v2/health/ready", timeout=10).status_code == 200
+    metadata = requests.get(server.url + "/v2/models/dogs-vs-cats", timeout=10).json()
+    assert metadata["inputs"] == [{"name": "image", "datatype": "BYTES", "shape": [-1]}]
+    metrics = requests.get(server.url + "/metrics", timeout=10).text
+    assert 'request_predict_seconds_count{model_name="dogs-vs-cats"}' in metrics
+
+
+def streamed(server, path: str, total: int, chunk: int = 1024**2) -> tuple[int, int]:
+    """POST ``total`` bytes chunked, without holding them; the status and bytes sent."""
+    sent = 0
+    with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+        sock.sendall(
+            f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            "Transfer-Encoding: chunked\r\n\r\n".encode()
+        )
+        block = f"{chunk:x}\r\n".encode() + b" " * chunk + b"\r\n"
+        try:
+            while sent < total:
+                sock.sendall(block)
+                sent += chunk
+        except OSError:  # the server answered and closed: the rest is not read
+            pass
+        reply = sock.recv(4096).decode(errors="replace")
+    return int(reply.split()[1]), sent
+
+
+def declared(server, path: str, length: int) -> tuple[int, int]:
+    """Announce a body of ``length`` bytes, send none; the status and bytes sent."""
+    with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+        sock.sendall(
+            f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {length}\r\n\r\n".encode()
+        )
+        reply = sock.recv(4096).decode(errors="replace")
+    assert "at most 1048576 bytes" in reply
+    return int(reply.split()[1]), 0
+
+
+def test_bad_requests_are_4xx_with_kserves_error_body_and_the_server_keeps_answering(
+    server, photos
+):
+    photo = photos[0].read_bytes()
+    before = good_answer(server, photo)
+    rss_before = server.rss_bytes()
+    v2_fp32 = {"inputs": [{"name": "image", "shape": [1], "datatype": "FP32", "data": [1.0]}]}
+    cases = {
+        "not an image": (V1, v1_body(b"just some text"), 400, "not an image in a photo format"),
+        "truncated": (V1, v1_body(photo[:1500]), 400, "truncated or corrupt image data"),
+        "pixel bomb": (V1, v1_body(png_of_zeros(8000, 8000)), 400, "50,000,000-pixel limit"),
+        "too many": (
+            V1,
+            v1_body(*[photo] * 9),
+            400,
+            "expected 1 to 8 photos in one request, found 9",
+        ),
+        "wrong json": (V1, '{"instances": [', 400, ""),
+        "wrong shape": (V1, {"instances": {"image": 1}}, 400, '"instances" to be a list'),
+        "v2 datatype": (V2, v2_fp32, 400, "expected input 'image' of datatype BYTES"),
+    }
+    for name, (path, body, status, message) in cases.items():
+        sent = dict(data=body) if isinstance(body, str) else dict(json=body)
+        answer = requests.post(server.url + path, headers=JSON, timeout=60, **sent)
+        assert answer.status_code == status, (name, answer.text)
+        assert message in answer.json()["error"], (name, answer.text)
+    # 200 MB: declared, then streamed; neither is read whole
+    status, sent = declared(server, V1, 200 * 1024**2)
+    assert status == 413 and sent == 0
+    status, sent = streamed(server, V1, 200 * 1024**2)
+    assert status == 413 and sent < 200 * 1024**2
+    assert good_answer(server, photo) == before  # still serving, the same answer
+    assert server.rss_bytes() - rss_before < 150 * 1024**2
+
+
+def test_concurrent_clients_each_get_their_own_answer(server, photos):
+    data = [p.read_bytes() for p in photos]
+    singly = [good_answer(server, d) for d in data]
+    with ThreadPoolExecutor(16) as pool:
+        together = list(pool.map(lambda d: good_answer(server, d), data * 4))
+    # batched with others, the same class and, to float rounding, the same probability
+    for got, alone in zip(together, singly * 4, strict=True):
+        assert got["class"] == alone["class"]
+        assert got["probability"] == pytest.approx(alone["probability"], abs=1e-5)
+
+
+def test_one_log_line_a_request(server, photos):
+    lines_before = server.log_path.read_text().count("\n")
+    for _ in range(5):
+        good_answer(server, photos[0].read_bytes())
+    added = server.log_path.read_text().splitlines()[lines_before:]
+    assert len(added) == 5 and all("POST /v1/models/dogs-vs-cats" in line for line in added), added
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_the_server_cleanly_with_status_130(model_dir, tmp_path):
+    with ModelServerProcess(model_dir, tmp_path) as running:
+        running.process.send_signal(signal.SIGINT)
+        assert running.process.wait(timeout=30) == 130
+        assert process_group_members(running.process.pid) == []
+    assert "Traceback" not in running.log_tail()
+
+
+def test_a_model_that_is_not_there_is_one_line(tmp_path):
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "components.serve", "--model", str(tmp_path / "none")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1].startswith("error: expected a train output folder")
