@@ -9,6 +9,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from tests import crds
 from tests.conftest import REPO
 
 MANIFESTS = REPO / "manifests"
@@ -19,6 +20,8 @@ KUSTOMIZATIONS = [
     "overlays/profile",
     "overlays/multi-node",
     "overlays/profile-multi-node",
+    "serving",
+    "overlays/serving",
 ]
 K8S_VERSION = "1.30.0"
 POD_OWNERS = {"Deployment", "StatefulSet", "DaemonSet", "Job"}
@@ -54,25 +57,35 @@ def plain_manifests() -> list[tuple[str, dict]]:
     return found
 
 
+def validate(doc: dict) -> None:
+    """Strictly, against Kubernetes' schemas or, for a custom resource, its CRD's."""
+    if doc["kind"] == "InferenceService":
+        assert crds.errors(doc) == []
+    else:
+        kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+
+
 @pytest.mark.parametrize("directory", KUSTOMIZATIONS)
 def test_kustomizations_render_to_valid_resources(directory):
     documents = render(directory)
     assert documents
     for doc in documents:
-        kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+        validate(doc)
 
 
 @pytest.mark.parametrize(
     "name, doc", plain_manifests(), ids=lambda v: v if isinstance(v, str) else ""
 )
 def test_every_file_validates(name, doc):
-    kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+    validate(doc)
 
 
 def pod_specs(documents):
     for doc in documents:
         if doc["kind"] in POD_OWNERS:
             yield doc["metadata"]["name"], doc["spec"]["template"]["spec"]
+        elif doc["kind"] == "InferenceService":
+            yield doc["metadata"]["name"], doc["spec"]["predictor"]
 
 
 @pytest.mark.parametrize("directory", KUSTOMIZATIONS)
@@ -202,3 +215,42 @@ def test_the_shared_volume_comes_with_the_multi_node_overlays_in_their_namespace
     assert {d["metadata"].get("namespace") for d in documents if d["kind"] != "ClusterRole"} - {
         None
     } == {namespace}
+
+
+def test_the_served_manifest_is_the_deploy_steps_inference_service_for_the_candidate():
+    from components.deploying import inference_service
+    from components.deploying.config import DeployConfig
+
+    (rendered,) = [d for d in render("overlays/serving") if d["kind"] == "InferenceService"]
+    container = rendered["spec"]["predictor"]["containers"][0]
+    built = inference_service.manifest(
+        inference_service.build(
+            DeployConfig(
+                model_version="1",
+                tracking_uri=next(
+                    e["value"] for e in container["env"] if e["name"] == "MLFLOW_TRACKING_URI"
+                ),
+                image=container["image"],
+                namespace="team-a",
+            )
+        )
+    )
+    # the step names the version it registered; the manifest, whatever holds @candidate
+    candidate = "models:/dogs-vs-cats@candidate"
+    built["metadata"]["annotations"]["dogs-vs-cats/model-uri"] = candidate
+    built["spec"]["predictor"]["containers"][0]["args"][0] = f"--model={candidate}"
+    assert rendered == built
+    assert container["image"] == "ghcr.io/dogs-vs-cats/dogs-vs-cats:0.1.0"
+    assert container["env"][0]["value"] == "http://mlflow.mlflow.svc.cluster.local:5000"
+
+
+@pytest.mark.parametrize(
+    ("directory", "namespace"), [("pipeline", "kubeflow"), ("overlays/profile", "team-a")]
+)
+def test_the_deploy_step_may_create_and_watch_inference_services(directory, namespace):
+    documents = {(d["kind"], d["metadata"]["name"]): d for d in render(directory)}
+    rules = rbac_rules(documents["Role", "dogs-vs-cats-deploy"])
+    assert {"get", "watch", "create", "patch"} <= rules[("serving.kserve.io", "inferenceservices")]
+    binding = documents["RoleBinding", "dogs-vs-cats-deploy"]
+    assert ("dogs-vs-cats-pipeline") in {name for ns, name in subjects(binding) if ns == namespace}
+    assert {ns for ns, _ in subjects(binding)} == {namespace}

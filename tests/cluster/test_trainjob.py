@@ -149,6 +149,17 @@ def test_the_trainjob_is_valid_for_trainer_v2_and_its_pods_for_kubernetes():
     kubernetes_validate.validate(merged, "1.30.0", strict=True)
 
 
+def test_the_trainjob_validates_strictly_against_trainers_own_crd():
+    from tests.crds import TRAIN_JOB, errors
+
+    manifest = built()
+    assert errors(manifest, TRAIN_JOB) == []
+    misplaced = {**manifest, "spec": {**manifest["spec"], "replicas": 2}}  # not a TrainJob field
+    assert errors(misplaced, TRAIN_JOB) == [
+        "spec: Additional properties are not allowed ('replicas' was unexpected)"
+    ]
+
+
 def test_the_name_is_a_dns_label_short_enough_for_the_jobset_pods():
     assert re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", NAME) and len(NAME) <= 40
     assert trainjob.trainjob_name("Run-" + "x" * 80).startswith("dvc-run-")

@@ -1,0 +1,1 @@
+"""Deploying a registered model as a KServe InferenceService and seeing it Ready."""

@@ -1,0 +1,98 @@
+"""The InferenceService that serves a registered version, built with KServe's own models."""
+
+from __future__ import annotations
+
+from kserve import (
+    V1beta1InferenceService,
+    V1beta1InferenceServiceSpec,
+    V1beta1PredictorSpec,
+    constants,
+)
+from kubernetes import client as k8s
+
+from components.deploying.config import DeployConfig
+from components.serving.config import MODEL_NAME
+
+PORT = 8080
+# secrets the pipeline's steps read too, each optional: basic auth of the tracking server,
+# and keys for a model that lives in S3 rather than behind the tracking server's proxy
+OPTIONAL_SECRETS = ("dogs-vs-cats-mlflow", "dogs-vs-cats-s3")
+USER = 10001  # the images' user
+# measured: about 700 MiB resident once the model is loaded (docs/BENCHMARKS.md)
+RESOURCES = {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "2Gi"}}
+
+
+def build(cfg: DeployConfig, canary: bool = False) -> V1beta1InferenceService:
+    """The InferenceService for ``cfg``; ``canary``: the new version takes
+    ``cfg.canary_percent`` of the traffic while the one serving keeps the rest."""
+    return V1beta1InferenceService(
+        api_version=constants.KSERVE_V1BETA1,
+        kind=constants.KSERVE_KIND_INFERENCESERVICE,
+        metadata=k8s.V1ObjectMeta(
+            name=cfg.name,
+            namespace=cfg.namespace,
+            labels={"app.kubernetes.io/part-of": "dogs-vs-cats"},
+            annotations={"dogs-vs-cats/model-uri": cfg.model_uri},
+        ),
+        spec=V1beta1InferenceServiceSpec(predictor=_predictor(cfg, canary)),
+    )
+
+
+def _predictor(cfg: DeployConfig, canary: bool) -> V1beta1PredictorSpec:
+    return V1beta1PredictorSpec(
+        min_replicas=cfg.min_replicas,
+        max_replicas=cfg.max_replicas,
+        canary_traffic_percent=cfg.canary_percent if canary else None,
+        automount_service_account_token=False,  # the model server calls no Kubernetes API
+        security_context=k8s.V1PodSecurityContext(
+            run_as_non_root=True,
+            run_as_user=USER,
+            run_as_group=USER,
+            seccomp_profile=k8s.V1SeccompProfile(type="RuntimeDefault"),
+        ),
+        containers=[_container(cfg)],
+        volumes=[
+            k8s.V1Volume(name=name, empty_dir=k8s.V1EmptyDirVolumeSource())
+            for name in ("tmp", "home")
+        ],
+    )
+
+
+def _container(cfg: DeployConfig) -> k8s.V1Container:
+    ready = f"/v1/models/{MODEL_NAME}"
+    return k8s.V1Container(
+        name="kserve-container",  # the name KServe gives a predictor's container
+        image=cfg.image,
+        command=["python", "-m", "components.serve"],
+        args=[f"--model={cfg.model_uri}", f"--port={PORT}"],
+        env=[k8s.V1EnvVar(name="MLFLOW_TRACKING_URI", value=cfg.tracking_uri)],
+        env_from=[
+            k8s.V1EnvFromSource(secret_ref=k8s.V1SecretEnvSource(name=name, optional=True))
+            for name in OPTIONAL_SECRETS
+        ],
+        ports=[k8s.V1ContainerPort(container_port=PORT, protocol="TCP")],
+        readiness_probe=k8s.V1Probe(
+            http_get=k8s.V1HTTPGetAction(path=ready, port=PORT), period_seconds=10
+        ),
+        liveness_probe=k8s.V1Probe(
+            http_get=k8s.V1HTTPGetAction(path="/", port=PORT),
+            initial_delay_seconds=60,  # loading the model comes first
+            period_seconds=20,
+            failure_threshold=6,
+        ),
+        resources=k8s.V1ResourceRequirements(**RESOURCES),
+        security_context=k8s.V1SecurityContext(
+            allow_privilege_escalation=False,
+            read_only_root_filesystem=True,
+            capabilities=k8s.V1Capabilities(drop=["ALL"]),
+        ),
+        volume_mounts=[
+            k8s.V1VolumeMount(name="tmp", mount_path="/tmp"),
+            k8s.V1VolumeMount(name="home", mount_path="/home/app"),
+        ],
+    )
+
+
+def manifest(service: V1beta1InferenceService) -> dict:
+    """The resource as the Kubernetes API takes it (camelCase, no empty fields)."""
+    return k8s.ApiClient().sanitize_for_serialization(service)
