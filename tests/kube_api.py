@@ -149,3 +149,162 @@ class FakeKubeApi(LocalHTTPServer):
                 self._reply(200, {"kind": "Status", "status": "Success"})
 
         return Handler
+
+
+ISVCS = re.compile(
+    r"^/apis/serving\.kserve\.io/v1beta1/namespaces/([^/]+)/inferenceservices(?:/([^/]+))?$"
+)
+
+
+def merge_patch(target: dict, patch: dict) -> dict:
+    """RFC 7386: objects merge, null removes, anything else replaces."""
+    merged = dict(target)
+    for key, value in patch.items():
+        if value is None:
+            merged.pop(key, None)
+        elif isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = merge_patch(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+class FakeKServeApi(LocalHTTPServer):
+    """InferenceServices as KServe's controller reports them, on 127.0.0.1.
+
+    Each write bumps the generation; the controller's answer for it comes after
+    ``polls_to_settle`` reads: ``"Ready"`` (with a URL), ``"FailedToLoad"`` (KServe's
+    modelStatus for a model that does not load) or None (never Ready: its revision waits).
+    """
+
+    def __init__(self, outcome: str | None = "Ready", polls_to_settle: int = 2):
+        self.outcome, self.polls_to_settle = outcome, polls_to_settle
+        self.services: dict[tuple[str, str], dict] = {}
+        self.writes: list[tuple[str, dict]] = []  # ("create" or "patch", body as sent)
+        self.unavailable_reads = 0
+        self.refuse_writes = False
+        self._reads_since_write = 0
+        self._bind()
+
+    @property
+    def url(self) -> str:
+        return self.base_url
+
+    def serving(self, namespace: str, body: dict) -> None:
+        """Place a service that already serves, as an earlier deploy left it."""
+        stored = {**body, "metadata": {**body["metadata"], "generation": 1}}
+        self.services[namespace, body["metadata"]["name"]] = self._settled(stored, "Ready")
+
+    def _settled(self, service: dict, outcome: str | None) -> dict:
+        meta = service["metadata"]
+        generation = meta["generation"]
+        if outcome == "Ready":
+            status = {
+                "observedGeneration": generation,
+                "url": f"http://{meta['name']}.{meta['namespace']}.example.com",
+                "conditions": [{"type": t, "status": "True"} for t in ("PredictorReady", "Ready")],
+                "modelStatus": {"transitionStatus": "UpToDate"},
+            }
+        elif outcome == "FailedToLoad":
+            status = {
+                "observedGeneration": generation,
+                "conditions": [{"type": "Ready", "status": "False", "reason": "RevisionFailed"}],
+                "modelStatus": {
+                    "transitionStatus": "BlockedByFailedLoad",
+                    "lastFailureInfo": {
+                        "reason": "ModelLoadFailed",
+                        "message": "no registered model version 7",
+                    },
+                },
+            }
+        else:
+            status = {
+                "observedGeneration": generation,
+                "conditions": [
+                    {
+                        "type": "Ready",
+                        "status": "False",
+                        "reason": "RevisionMissing",
+                        "message": "Configuration is waiting for a Revision to become ready.",
+                    }
+                ],
+            }
+        return {**service, "status": status}
+
+    def read(self, key: tuple[str, str]) -> dict:
+        self._reads_since_write += 1
+        service = self.services[key]
+        if "status" in service:
+            return service
+        if self._reads_since_write < self.polls_to_settle:
+            return {**service, "status": {"observedGeneration": 0, "conditions": []}}
+        self.services[key] = self._settled(service, self.outcome)
+        return self.services[key]
+
+    def write(self, kind: str, key: tuple[str, str], body: dict) -> tuple[int, dict]:
+        if self.refuse_writes:
+            message = "admission webhook denied the request: spec.predictor: invalid"
+            return 422, {"kind": "Status", "code": 422, "message": message}
+        self.writes.append((kind, body))
+        if kind == "create":
+            if key in self.services:
+                return 409, {"kind": "Status", "code": 409, "reason": "AlreadyExists"}
+            updated = {**body, "metadata": {**body["metadata"], "generation": 1}}
+        else:
+            old = {k: v for k, v in self.services[key].items() if k != "status"}
+            updated = merge_patch(old, body)
+            updated["metadata"]["generation"] = old["metadata"]["generation"] + 1
+        self.services[key] = updated
+        self._reads_since_write = 0
+        return (201 if kind == "create" else 200), updated
+
+    def _handler(self):
+        api = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:
+                pass
+
+            def _reply(self, status: int, payload: dict) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _route(self):
+                match = ISVCS.match(urlsplit(self.path).path)
+                if not match:
+                    self._reply(404, {"kind": "Status", "code": 404, "message": self.path})
+                    return None
+                return match.group(1), match.group(2)
+
+            def _body(self) -> dict:
+                return json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+
+            def do_GET(self) -> None:
+                if (key := self._route()) is None:
+                    return
+                if api.unavailable_reads:
+                    api.unavailable_reads -= 1
+                    return self._reply(503, {"kind": "Status", "code": 503})
+                if key not in api.services:
+                    return self._reply(404, {"kind": "Status", "code": 404, "reason": "NotFound"})
+                self._reply(200, api.read(key))
+
+            def do_POST(self) -> None:
+                if (route := self._route()) is None:
+                    return
+                body = self._body()
+                self._reply(*api.write("create", (route[0], body["metadata"]["name"]), body))
+
+            def do_PATCH(self) -> None:
+                if (key := self._route()) is None:
+                    return
+                if key not in api.services:
+                    return self._reply(404, {"kind": "Status", "code": 404, "reason": "NotFound"})
+                assert self.headers["Content-Type"] == "application/merge-patch+json"
+                self._reply(*api.write("patch", key, self._body()))
+
+        return Handler
