@@ -41,6 +41,11 @@ def run_here(args: argparse.Namespace) -> None:
     if args.source:
         arguments["source"] = args.source
     refuse_credentials(arguments, ("source",))  # the tracking URI's move to the environment
+    if arguments.get("deploy"):
+        raise SystemExit(
+            "deploy=true needs KServe on a cluster: start the run there (python -m pipeline "
+            "submit ... deploy=true), or serve the model here with python -m components.serve"
+        )
     try:
         print(run_local(pipeline, arguments, args.workdir, verbose=args.verbose))
     except LocalRunError as err:

@@ -12,6 +12,10 @@ from pipeline.pipeline import STEP_SCHEMAS
 from pipeline.sweep import SWEEPABLE, grid, split_pairs
 from pipeline.target import PipelineOnly
 
+# a valid value for a field whose empty value a step refuses, and which an earlier task
+# hands it at run time: the version the register step registered
+RUN_TIME_PLACEHOLDERS = {"model_version": "1"}
+
 
 def parse_arguments(pairs: list[str], pipeline, preset: str | None = None) -> dict:
     """``name=value`` pairs, each value converted to the type of the pipeline's parameter.
@@ -67,6 +71,8 @@ def check_arguments(arguments: dict, pipeline) -> None:
         for field in dataclasses.fields(step):
             if field.name in values:
                 values_of_step[field.name] = values[field.name]
+            elif field.name in RUN_TIME_PLACEHOLDERS:
+                values_of_step[field.name] = RUN_TIME_PLACEHOLDERS[field.name]
             elif field.default is dataclasses.MISSING:
                 values_of_step[field.name] = schema.field_type(step, field)()  # "" or 0.0
         try:

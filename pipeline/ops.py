@@ -309,7 +309,7 @@ def register_op(
     tracking_uri: str,
     min_accuracy: float,
     registered_model_name: str,
-) -> NamedTuple("RegisterOutputs", registered=bool, reason=str):  # type: ignore[valid-type]
+) -> NamedTuple("RegisterOutputs", registered=bool, reason=str, version=str):  # type: ignore[valid-type]
     """Register the model as ``candidate`` only if it is accurate enough.
 
     Args:
@@ -320,7 +320,7 @@ def register_op(
         registered_model_name: name in the MLflow Model Registry.
 
     Returns:
-        Whether the model was registered, and why.
+        Whether the model was registered, why, and its version ("" when it was not).
     """
     from components.core.tracking import use_tracking_uri
     from components.registration.config import RegisterConfig
@@ -334,7 +334,56 @@ def register_op(
         registered_model_name=registered_model_name,
     )
     decision = register_if_accurate(cfg)
-    return (decision.registered, decision.reason)
+    return (decision.registered, decision.reason, decision.version or "")
+
+
+@component
+def deploy_op(
+    deploy: bool,
+    registered: bool,
+    model_version: str,
+    mlflow_run_id: str,
+    registered_model_name: str,
+    canary_percent: int,
+    tracking_uri: str,
+    image: str,
+) -> NamedTuple("DeployOutputs", url=str, reason=str):  # type: ignore[valid-type]
+    """Serve the registered version on KServe in this run's namespace, when asked to and
+    when the gate registered it; record where on the MLflow run.
+
+    Args:
+        deploy: the pipeline's switch; off: nothing is deployed.
+        registered: whether the gate registered the model.
+        model_version: the version it registered.
+        mlflow_run_id: the training run, tagged with the serving URL.
+        registered_model_name: name in the MLflow Model Registry.
+        canary_percent: the new version's share while another serves.
+        tracking_uri: the MLflow tracking server, which the model server loads through.
+        image: the image with components.serve.
+
+    Returns:
+        The InferenceService's URL ("" when nothing was deployed), and why.
+    """
+    from components.cluster.trainjob import current_namespace, in_cluster_client
+    from components.core.tracking import use_tracking_uri
+    from components.deploying.config import DeployConfig
+    from components.deploying.steps import serve_and_record
+
+    if not deploy:
+        return ("", "not deployed: the run's deploy parameter is off")
+    if not registered:
+        return ("", "not deployed: the quality gate did not register the model")
+    use_tracking_uri(tracking_uri)
+    cfg = DeployConfig(
+        model_version=model_version,
+        registered_model_name=registered_model_name,
+        canary_percent=canary_percent,
+        tracking_uri=tracking_uri,
+        image=image,
+        namespace=current_namespace(),
+    )
+    url = serve_and_record(cfg, mlflow_run_id, in_cluster_client())
+    return (url, f"serving {cfg.model_uri} at {url}")
 
 
 @component

@@ -16,6 +16,7 @@ from kfp import dsl, kubernetes
 from components.cluster.placement import GPU, MLFLOW_KEYS, S3_KEYS
 from components.core import schema
 from components.core.schema import PIPELINE_ROLES, pipeline_values, unchecked
+from components.deploying.config import DeployConfig
 from components.downloading.config import DownloadConfig
 from components.evaluation.config import EvaluateConfig
 from components.preprocessing.config import PreprocessConfig
@@ -25,7 +26,14 @@ from pipeline import ops
 from pipeline.target import ClusterTarget, PipelineOnly
 
 PIPELINE_NAME = "dogs-vs-cats"
-STEP_SCHEMAS = (DownloadConfig, PreprocessConfig, TrainConfig, EvaluateConfig, RegisterConfig)
+STEP_SCHEMAS = (
+    DownloadConfig,
+    PreprocessConfig,
+    TrainConfig,
+    EvaluateConfig,
+    RegisterConfig,
+    DeployConfig,
+)
 # {name: (type, default)}: every parameter of the pipeline, from the schemas
 PARAMETERS = schema.signature_parameters((*STEP_SCHEMAS, PipelineOnly), *PIPELINE_ROLES)
 # what the KFP UI shows beside each parameter when a run is launched from it
@@ -46,6 +54,7 @@ class PipelineOutputs(NamedTuple):
     mlflow_run_id: str
     test_accuracy: float
     registration: str
+    serving_url: str
 
 
 class SweepOutputs(NamedTuple):
@@ -57,6 +66,7 @@ class SweepOutputs(NamedTuple):
     test_accuracy: float
     compare_url: str
     registration: str
+    serving_url: str
 
 
 @dataclass(frozen=True)
@@ -72,6 +82,7 @@ class Parameters:
     train: TrainConfig
     evaluate: EvaluateConfig
     register: RegisterConfig
+    deploy: DeployConfig
     pipeline: PipelineOnly
 
     @classmethod
@@ -83,6 +94,7 @@ class Parameters:
             train=unchecked(TrainConfig, values),
             evaluate=unchecked(EvaluateConfig, values),
             register=unchecked(RegisterConfig, values),
+            deploy=unchecked(DeployConfig, values),
             pipeline=unchecked(PipelineOnly, values),
         )
 
@@ -148,10 +160,12 @@ def _wire(p: Parameters, target: ClusterTarget) -> PipelineOutputs:
         _gpu_task(train, target, p.pipeline.gpus)
     evaluate = _evaluate_task(p, arrays, train, target)
     register = _register_task(p, train.outputs["Output"], evaluate.outputs["accuracy"], target)
+    deploy = _deploy_task(p, register, train.outputs["Output"], target)
     return PipelineOutputs(
         mlflow_run_id=evaluate.outputs["mlflow_run_id"],
         test_accuracy=evaluate.outputs["accuracy"],
         registration=register.outputs["reason"],
+        serving_url=deploy.outputs["url"],
     )
 
 
@@ -185,6 +199,7 @@ def _wire_sweep(p: Parameters, grid, target: ClusterTarget) -> SweepOutputs:
     register = _register_task(
         p, best.outputs["mlflow_run_id"], best.outputs["test_accuracy"], target
     )
+    deploy = _deploy_task(p, register, best.outputs["mlflow_run_id"], target)
     return SweepOutputs(
         parent_run_id=parent.output,
         best_run_id=best.outputs["mlflow_run_id"],
@@ -192,6 +207,7 @@ def _wire_sweep(p: Parameters, grid, target: ClusterTarget) -> SweepOutputs:
         test_accuracy=best.outputs["test_accuracy"],
         compare_url=best.outputs["compare_url"],
         registration=register.outputs["reason"],
+        serving_url=deploy.outputs["url"],
     )
 
 
@@ -251,6 +267,23 @@ def _register_task(p: Parameters, run_id, test_accuracy, target: ClusterTarget):
     _cpu_task(register, target, cpu="500m", memory="1Gi").set_caching_options(False)
     _with_mlflow_secret(register, target)
     return register
+
+
+def _deploy_task(p: Parameters, register, run_id, target: ClusterTarget):
+    """After the gate: serves the version it registered when ``deploy`` is on; else it
+    only says why not (a task either way, so the run's ``serving_url`` always has a value)."""
+    deploy = ops.deploy_op(
+        deploy=p.pipeline.deploy,
+        registered=register.outputs["registered"],
+        model_version=register.outputs["version"],
+        mlflow_run_id=run_id,
+        tracking_uri=p.pipeline.tracking_uri,
+        image=target.image,
+        **pipeline_values(p.deploy),
+    )
+    _cpu_task(deploy, target, cpu="250m", memory="512Mi").set_caching_options(False)
+    _with_mlflow_secret(deploy, target)
+    return deploy
 
 
 def _cpu_task(task, target: ClusterTarget, cpu: str, memory: str):

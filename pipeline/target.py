@@ -74,6 +74,12 @@ class PipelineOnly:
     checkpoint_root: str = setting(
         "", "durable checkpoints: s3://BUCKET/PREFIX or a path; empty: MLflow's", role=PER_RUN
     )
+    deploy: bool = setting(
+        False,
+        "serve the model on KServe in the run's namespace once the gate registers it (an "
+        "InferenceService named dogs-vs-cats; a canary when another version serves)",
+        role=PER_RUN,
+    )
 
     def __post_init__(self) -> None:
         if self.gpus < 1:

@@ -10,9 +10,10 @@ from dataclasses import dataclass, fields
 
 import pytest
 
-from components import download, evaluate, preprocess, register, train
+from components import deploy, download, evaluate, preprocess, register, train
 from components.core import schema
 from components.core.schema import LOCAL, PER_RUN, RECIPE, setting
+from components.deploying.config import DeployConfig
 from components.downloading.config import DownloadConfig
 from components.evaluation.config import EvaluateConfig
 from components.preprocessing.config import PreprocessConfig
@@ -29,6 +30,7 @@ STEPS = {
     TrainConfig: train.build_parser,
     EvaluateConfig: evaluate.build_parser,
     RegisterConfig: register.build_parser,
+    DeployConfig: deploy.build_parser,
 }
 
 

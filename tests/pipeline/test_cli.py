@@ -55,3 +55,9 @@ def test_compile_into_a_folder_is_one_line(tmp_path):
     (tmp_path / "p.yaml").mkdir()
     with pytest.raises(SystemExit, match="^error: .*p.yaml"):
         pipeline_main(["compile", "--output", str(tmp_path / "p.yaml")])
+
+
+def test_a_local_run_that_asks_to_deploy_is_refused_before_anything_runs(tmp_path):
+    with pytest.raises(SystemExit, match="deploy=true needs KServe on a cluster"):
+        pipeline_main(["run", "--local", "--workdir", str(tmp_path / "w"), "deploy=true"])
+    assert not (tmp_path / "w").exists()

@@ -47,7 +47,7 @@ def test_whole_pipeline_runs_locally_and_registers_a_good_enough_model(sample_zi
     assert not (workdir / "mlflow.db").exists()
     # a short account on the screen: a line as each task starts and ends, then the summary
     tasks = ["preflight-op", "download-op", "preprocess-op", "train-op", "evaluate-op"]
-    tasks.append("register-op")
+    tasks += ["register-op", "deploy-op"]
     for task in tasks:
         assert re.search(rf"^  {task} +started$", done.stdout, re.MULTILINE), task
         assert re.search(rf"^  {task} +success in [\d.]+ s$", done.stdout, re.MULTILINE), task

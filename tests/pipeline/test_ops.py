@@ -15,6 +15,7 @@ from mlflow.tracking import MlflowClient
 
 from components.core import schema
 from components.data.arrays import read_meta
+from components.deploying.config import DeployConfig
 from components.downloading.config import DownloadConfig
 from components.evaluation.config import EvaluateConfig
 from components.preprocessing.config import PreprocessConfig
@@ -35,6 +36,7 @@ STEP_OPS = [
     (ops.trainjob_op, TrainConfig),
     (ops.evaluate_op, EvaluateConfig),
     (ops.register_op, RegisterConfig),
+    (ops.deploy_op, DeployConfig),
 ]
 
 
@@ -135,7 +137,7 @@ def test_train_evaluate_and_register_bodies_hand_the_run_on(small_arrays, tmp_pa
     assert run_id in (tmp_path / "report.md").read_text()
 
     name = 'dogs "vs" cats, ü'  # a value a string template would have broken
-    registered, reason = ops.register_op.python_func(
+    registered, reason, version = ops.register_op.python_func(
         mlflow_run_id=run_id,
         test_accuracy=accuracy,
         tracking_uri=mlflow_store,
@@ -143,7 +145,8 @@ def test_train_evaluate_and_register_bodies_hand_the_run_on(small_arrays, tmp_pa
         registered_model_name=name,
     )
     assert not registered and reason.startswith("not registered: test accuracy")
-    registered, reason = ops.register_op.python_func(
+    assert version == ""
+    registered, reason, version = ops.register_op.python_func(
         mlflow_run_id=run_id,
         test_accuracy=accuracy,
         tracking_uri=mlflow_store,
@@ -152,6 +155,7 @@ def test_train_evaluate_and_register_bodies_hand_the_run_on(small_arrays, tmp_pa
     )
     assert registered and reason.startswith(f"registered {name} version 1 as @candidate")
     assert client.get_model_version_by_alias(name, "candidate").run_id == run_id
+    assert version == "1"
 
 
 def test_sweep_bodies_open_the_parent_train_each_combination_and_mark_the_best(
@@ -190,3 +194,55 @@ def test_sweep_bodies_open_the_parent_train_each_combination_and_mark_the_best(
     vals = {run.info.run_id: run.data.metrics["val_accuracy"] for run in runs}
     assert val_accuracy == max(vals.values()) == vals[best]
     assert client.get_run(parent).info.status == "FINISHED" and all(c in compare for c in children)
+
+
+DEPLOY = dict(
+    model_version="1",
+    mlflow_run_id="run-1",
+    registered_model_name="dogs-vs-cats",
+    canary_percent=10,
+    image="registry.example/dogs-vs-cats@sha256:" + "a" * 64,
+)
+
+
+def test_deploy_does_nothing_unless_asked_and_the_gate_registered(mlflow_store):
+    off = ops.deploy_op.python_func(
+        deploy=False, registered=True, tracking_uri=mlflow_store, **DEPLOY
+    )
+    assert off == ("", "not deployed: the run's deploy parameter is off")
+    gate = ops.deploy_op.python_func(
+        deploy=True, registered=False, tracking_uri=mlflow_store, **DEPLOY
+    )
+    assert gate == ("", "not deployed: the quality gate did not register the model")
+
+
+def test_deploy_serves_the_registered_version_and_tags_its_url_on_the_run(
+    mlflow_store, monkeypatch
+):
+    from kubernetes import client as k8s
+
+    from components.cluster import trainjob
+    from components.core import tracking
+    from tests.kube_api import FakeKServeApi
+
+    run_id = tracking.create_run("dogs-vs-cats", run_name="trained", tags={})
+    with FakeKServeApi(polls_to_settle=1) as api:  # Ready at the first read: no poll waits
+        configuration = k8s.Configuration()
+        configuration.host = api.url
+        # the stand-in in place of the pod's in-cluster API and namespace (no cluster here)
+        monkeypatch.setattr(trainjob, "in_cluster_client", lambda: k8s.ApiClient(configuration))
+        monkeypatch.setattr(trainjob, "current_namespace", lambda: "team-a")
+        url, reason = ops.deploy_op.python_func(
+            deploy=True,
+            registered=True,
+            tracking_uri=mlflow_store,
+            **{**DEPLOY, "mlflow_run_id": run_id},
+        )
+        ((kind, body),) = api.writes
+    assert url == "http://dogs-vs-cats.team-a.example.com"
+    assert reason == f"serving models:/dogs-vs-cats/1 at {url}"
+    assert (
+        kind == "create" and body["spec"]["predictor"]["containers"][0]["image"] == DEPLOY["image"]
+    )
+    tags = MlflowClient(mlflow_store).get_run(run_id).data.tags
+    assert tags["serving.url"] == url and tags["serving.model_uri"] == "models:/dogs-vs-cats/1"

@@ -1,0 +1,46 @@
+"""Serve a registered model version on KServe: create or update its InferenceService.
+
+python -m components.deploy --model-version 3 --tracking-uri URL --image IMAGE [--namespace NS]
+
+Waits until KServe reports it Ready and prints its URL; a version already serving under
+the name keeps most of the traffic while the new one takes --canary-percent. Uses the
+in-cluster service account inside a pod, else the current kubeconfig context.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from components.core import schema
+from components.core.errors import one_line_errors
+from components.core.logs import setup_logging
+from components.deploying.config import DeployConfig
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m components.deploy", description=__doc__.splitlines()[0]
+    )
+    schema.add_arguments(parser, DeployConfig)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    cfg = schema.from_namespace(DeployConfig, args)
+    setup_logging()
+    from kubernetes import client, config  # loaded only to deploy: --help answers at once
+
+    from components.deploying.rollout import deploy
+
+    with one_line_errors():
+        if os.environ.get("KUBERNETES_SERVICE_HOST"):
+            config.load_incluster_config()
+        else:
+            config.load_kube_config()
+        print(deploy(cfg, client.ApiClient()))
+
+
+if __name__ == "__main__":
+    main()
