@@ -364,15 +364,15 @@ def deploy_op(
     Returns:
         The InferenceService's URL ("" when nothing was deployed), and why.
     """
+    if not deploy:
+        return ("", "not deployed: the run's deploy parameter is off")
+    if not registered:
+        return ("", "not deployed: the quality gate did not register the model")
     from components.cluster.trainjob import current_namespace, in_cluster_client
     from components.core.tracking import use_tracking_uri
     from components.deploying.config import DeployConfig
     from components.deploying.steps import serve_and_record
 
-    if not deploy:
-        return ("", "not deployed: the run's deploy parameter is off")
-    if not registered:
-        return ("", "not deployed: the quality gate did not register the model")
     use_tracking_uri(tracking_uri)
     cfg = DeployConfig(
         model_version=model_version,

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import signal
 import socket
 import subprocess
@@ -99,8 +100,20 @@ def test_health_metadata_and_metrics_are_kserves(server):
     assert 'request_predict_seconds_count{model_name="dogs-vs-cats"}' in metrics
 
 
-def streamed(server, path: str, total: int, chunk: int = 1024**2) -> tuple[int, int]:
-    """POST ``total`` bytes chunked, without holding them; the status and bytes sent."""
+def read_reply(sock: socket.socket) -> str:
+    """Everything the server sends until it closes the connection (as it does after 413)."""
+    reply = b""
+    with contextlib.suppress(ConnectionResetError):
+        while chunk := sock.recv(65536):
+            reply += chunk
+    return reply.decode(errors="replace")
+
+
+def streamed(server, path: str, total: int, chunk: int = 1024**2) -> tuple[str, int]:
+    """POST ``total`` bytes chunked, without holding them; the reply and bytes sent.
+
+    The reply may be lost: a server that closes a connection with bytes unread resets it
+    (test_limits.py shows the 413 itself)."""
     sent = 0
     with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
         sock.sendall(
@@ -114,8 +127,9 @@ def streamed(server, path: str, total: int, chunk: int = 1024**2) -> tuple[int, 
                 sent += chunk
         except OSError:  # the server answered and closed: the rest is not read
             pass
-        reply = sock.recv(4096).decode(errors="replace")
-    return int(reply.split()[1]), sent
+        with contextlib.suppress(OSError):
+            return read_reply(sock), sent
+    return "", sent
 
 
 def declared(server, path: str, length: int) -> tuple[int, int]:
@@ -125,7 +139,7 @@ def declared(server, path: str, length: int) -> tuple[int, int]:
             f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
             f"Content-Length: {length}\r\n\r\n".encode()
         )
-        reply = sock.recv(4096).decode(errors="replace")
+        reply = read_reply(sock)
     assert "at most 1048576 bytes" in reply
     return int(reply.split()[1]), 0
 
@@ -159,8 +173,8 @@ def test_bad_requests_are_4xx_with_kserves_error_body_and_the_server_keeps_answe
     # 200 MB: declared, then streamed; neither is read whole
     status, sent = declared(server, V1, 200 * 1024**2)
     assert status == 413 and sent == 0
-    status, sent = streamed(server, V1, 200 * 1024**2)
-    assert status == 413 and sent < 200 * 1024**2
+    reply, sent = streamed(server, V1, 200 * 1024**2)
+    assert sent < 200 * 1024**2 and reply.split()[1:2] in ([], ["413"])  # stopped early
     assert good_answer(server, photo) == before  # still serving, the same answer
     assert server.rss_bytes() - rss_before < 150 * 1024**2
 
