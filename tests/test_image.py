@@ -51,9 +51,10 @@ def test_the_image_runs_as_its_own_non_root_user_and_has_every_step(image, conta
     assert config["Entrypoint"] == ["python", "-m"]
     probe = (
         "import os, importlib\n"
-        "for step in ('download', 'preprocess', 'train', 'evaluate', 'register'):\n"
+        "for step in ('download', 'preprocess', 'train', 'evaluate', 'register', 'serve',\n"
+        "             'deploy'):\n"
         "    importlib.import_module('components.' + step)\n"
-        "import torch, mlflow, kfp\n"
+        "import torch, mlflow, kfp, kserve\n"
         "print(os.getuid(), os.access('/app', os.W_OK), os.access('/home/app', os.W_OK))"
     )
     shown = imagebuild.buildah("run", "--isolation=chroot", container, "--", "python", "-c", probe)
@@ -95,3 +96,44 @@ def test_every_task_of_the_pipeline_runs_in_the_image(
     assert (run_dir / "train-op/trained_model/model.pt").is_file()
     logged = tracking.run_metrics(outputs["mlflow_run_id"])
     assert logged["test_accuracy"] == pytest.approx(outputs["test_accuracy"])
+
+
+def test_the_image_serves_a_model_over_http(container, sample_images, tmp_path):
+    """components.serve in the image, as the InferenceService runs it, answers a photo."""
+    import base64
+    import subprocess
+    import time
+
+    import requests
+
+    from tests.models import seeded_model
+    from tests.servers import free_port, stop_process_group
+
+    model = seeded_model(tmp_path / "model")
+    port = free_port()
+    with open(tmp_path / "serve.log", "wb") as log:
+        server = subprocess.Popen(
+            ["buildah", *imagebuild.STORAGE, "run", "--isolation=chroot"]
+            + [f"--volume={tmp_path}:{tmp_path}:ro", container, "--"]
+            + ["python", "-m", "components.serve", "--model", str(model)]
+            + ["--host", "127.0.0.1", "--port", str(port)],
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+        )
+    try:
+        url = f"http://127.0.0.1:{port}/v1/models/dogs-vs-cats"
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and server.poll() is None:
+            try:
+                if requests.get(url, timeout=5).ok:
+                    break
+            except requests.RequestException:
+                time.sleep(0.5)
+        photo = next((sample_images / "PetImages/Dog").glob("*.jpg")).read_bytes()
+        body = {"instances": [{"image": {"b64": base64.b64encode(photo).decode()}}]}
+        answer = requests.post(f"{url}:predict", json=body, timeout=60)
+        assert answer.status_code == 200, (tmp_path / "serve.log").read_text()[-3000:]
+        assert answer.json()["predictions"][0]["class"] in ("cat", "dog")
+    finally:
+        stop_process_group(server)
