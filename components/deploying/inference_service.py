@@ -18,7 +18,7 @@ PORT = 8080
 # and keys for a model that lives in S3 rather than behind the tracking server's proxy
 OPTIONAL_SECRETS = ("dogs-vs-cats-mlflow", "dogs-vs-cats-s3")
 USER = 10001  # the images' user
-# measured: about 700 MiB resident once the model is loaded (docs/BENCHMARKS.md)
+# measured: 676 MiB resident idle, 1,073 MiB at peak under load (docs/BENCHMARKS.md)
 RESOURCES = {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "2Gi"}}
 
 

@@ -21,12 +21,18 @@ class ServeConfig:
     host: str = setting("0.0.0.0", "address to listen on", role=LOCAL)
     port: int = setting(8080, "HTTP port (KServe's default)", role=LOCAL)
     max_body_mb: float = setting(
-        20.0,
+        8.0,
         "largest request body in MiB; a larger one is refused with 413 before it is read "
-        "whole (about 32 photos of 450 KiB, base64-encoded)",
+        "whole (a 6 MB photo, or 32 of 180 KB, base64-encoded)",
         role=LOCAL,
     )
     max_instances: int = setting(64, "most photos in one request", role=LOCAL)
+    max_connections: int = setting(
+        32,
+        "client connections served at once (idle keep-alive ones too); another is answered "
+        "503 at once, so the bodies held stay under this times --max-body-mb",
+        role=LOCAL,
+    )
     max_batch: int = setting(
         64, "most photos of concurrent requests run through the network at once", role=LOCAL
     )
@@ -39,10 +45,11 @@ class ServeConfig:
             raise ValueError(f"expected a port from 1 to 65535, found {self.port}")
         if not self.max_body_mb > 0:
             raise ValueError(f"expected --max-body-mb above 0, found {self.max_body_mb}")
-        if self.max_instances < 1 or self.max_batch < 1:
+        if min(self.max_instances, self.max_batch, self.max_connections) < 1:
             raise ValueError(
-                "expected --max-instances and --max-batch of 1 or more, found "
-                f"{self.max_instances} and {self.max_batch}"
+                "expected --max-instances, --max-batch and --max-connections of 1 or "
+                f"more, found {self.max_instances}, {self.max_batch} and "
+                f"{self.max_connections}"
             )
         if not 0 <= self.batch_wait_ms <= 1000:
             raise ValueError(f"expected --batch-wait-ms from 0 to 1000, found {self.batch_wait_ms}")

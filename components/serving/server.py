@@ -30,6 +30,8 @@ class _LimitedRESTServer(RESTServer):
             grace_period=5,
         )
         self.config.host = cfg.host  # KServe's own binds 0.0.0.0 only
+        # uvicorn counts the connection asking too: N connections served, the next 503
+        self.config.limit_concurrency = cfg.max_connections + 1
         self.max_body_bytes = cfg.max_body_bytes
 
     def _add_middlewares(self, app) -> None:

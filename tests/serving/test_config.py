@@ -10,7 +10,7 @@ from components.serving.config import ServeConfig
 def test_defaults_listen_like_kserve_and_bound_a_request():
     cfg = ServeConfig(model="m")
     assert (cfg.host, cfg.port) == ("0.0.0.0", 8080)
-    assert cfg.max_body_bytes == 20 * 1024**2
+    assert cfg.max_body_bytes == 8 * 1024**2 and cfg.max_connections == 32
 
 
 @pytest.mark.parametrize(
@@ -18,7 +18,8 @@ def test_defaults_listen_like_kserve_and_bound_a_request():
     [
         ({"port": 0}, "expected a port from 1 to 65535, found 0"),
         ({"max_body_mb": 0}, "expected --max-body-mb above 0"),
-        ({"max_instances": 0}, "expected --max-instances and --max-batch of 1 or more"),
+        ({"max_instances": 0}, "expected --max-instances, --max-batch and --max-connections"),
+        ({"max_connections": 0}, "expected --max-instances, --max-batch and --max-connections"),
         ({"batch_wait_ms": -1}, "expected --batch-wait-ms from 0 to 1000"),
     ],
 )

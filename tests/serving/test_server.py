@@ -8,6 +8,7 @@ import contextlib
 import signal
 import socket
 import subprocess
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -218,3 +219,21 @@ def test_a_model_that_is_not_there_is_one_line(tmp_path):
     )
     assert done.returncode == 1
     assert done.stderr.strip().splitlines()[-1].startswith("error: expected a train output folder")
+
+
+@pytest.mark.slow
+def test_connections_beyond_the_limit_are_503_at_once_and_served_again_after(model_dir, tmp_path):
+    with ModelServerProcess(model_dir, tmp_path, "--max-connections", "1") as running:
+        ready = f"{running.url}/v1/models/dogs-vs-cats"
+        with socket.create_connection(("127.0.0.1", running.port), timeout=30) as held:
+            # a request whose body never finishes arriving holds the one place
+            held.sendall(
+                f"POST {V1} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                "Content-Length: 1000\r\n\r\n{".encode()
+            )
+            time.sleep(0.5)
+            assert requests.get(ready, timeout=10).status_code == 503
+        deadline = time.monotonic() + 30
+        while requests.get(ready, timeout=10).status_code != 200:
+            assert time.monotonic() < deadline, "the place was not given back"
+            time.sleep(0.2)
