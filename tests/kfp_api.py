@@ -9,10 +9,9 @@ knows, answering 401 and 403 as KFP's API server does behind Kubeflow's auth.
 from __future__ import annotations
 
 import json
-from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, urlparse
 
-from tests.local_http import LocalHTTPServer
+from tests.local_http import JSONHandler, LocalHTTPServer
 
 PREFIX = "/apis/v2beta1"
 CREATED = "2026-11-22T00:00:00Z"
@@ -83,18 +82,7 @@ class FakeKfpApi(LocalHTTPServer):
     def _handler(self):
         api = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args) -> None:
-                pass
-
-            def _reply(self, status: int, payload: dict) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
+        class Handler(JSONHandler):
             def _route(self, method) -> None:
                 url = urlparse(self.path)
                 if not url.path.startswith(PREFIX):

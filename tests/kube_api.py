@@ -16,7 +16,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, urlsplit
 
-from tests.local_http import LocalHTTPServer
+from tests.local_http import JSONHandler, LocalHTTPServer
 
 TRAINER = "/apis/trainer.kubeflow.org/v1alpha1"
 JOBS = re.compile(rf"^{TRAINER}/namespaces/([^/]+)/trainjobs(?:/([^/]+))?$")
@@ -261,18 +261,7 @@ class FakeKServeApi(LocalHTTPServer):
     def _handler(self):
         api = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args) -> None:
-                pass
-
-            def _reply(self, status: int, payload: dict) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
+        class Handler(JSONHandler):
             def _route(self):
                 match = ISVCS.match(urlsplit(self.path).path)
                 if not match:

@@ -15,17 +15,7 @@ def always_dog_model(directory, channels=1, size=40):
         for parameter in net.parameters():
             parameter.zero_()
         net.fc2.bias.copy_(torch.tensor([0.0, 2.0]))
-    spec = {
-        "model": "tutorial_cnn",
-        "channels": channels,
-        "image_size": size,
-        "mean": [0.5] * channels,
-        "std": [0.25] * channels,
-        "classes": ["cat", "dog"],
-    }
-    directory.mkdir(parents=True, exist_ok=True)
-    save_classifier(directory / "model.pt", Classifier(net, spec["mean"], spec["std"]), spec)
-    return directory
+    return _saved(directory, net, channels, size, mean=0.5)
 
 
 def tiny_split(device, count=37, size=40) -> DeviceSplit:
@@ -44,11 +34,16 @@ def seeded_model(directory, channels=1, size=40, seed=0):
     """An untrained tutorial net of fixed random weights: its answers vary with the image."""
     torch.manual_seed(seed)
     net = build_model("tutorial_cnn", channels, size)
+    return _saved(directory, net, channels, size, mean=0.45)
+
+
+def _saved(directory, net, channels: int, size: int, mean: float):
+    """``net`` saved as the train step saves a tutorial net: model.pt in ``directory``."""
     spec = {
         "model": "tutorial_cnn",
         "channels": channels,
         "image_size": size,
-        "mean": [0.45] * channels,
+        "mean": [mean] * channels,
         "std": [0.25] * channels,
         "classes": ["cat", "dog"],
     }
