@@ -110,6 +110,8 @@ def test_the_image_serves_a_model_over_http(container, sample_images, tmp_path):
     from tests.servers import free_port, stop_process_group
 
     model = seeded_model(tmp_path / "model")
+    for path in (tmp_path, model, model / "model.pt"):  # readable by the image's user
+        shutil.chown(path, APP_UID, APP_UID)
     port = free_port()
     with open(tmp_path / "serve.log", "wb") as log:
         server = subprocess.Popen(
@@ -124,7 +126,8 @@ def test_the_image_serves_a_model_over_http(container, sample_images, tmp_path):
     try:
         url = f"http://127.0.0.1:{port}/v1/models/dogs-vs-cats"
         deadline = time.monotonic() + 180
-        while time.monotonic() < deadline and server.poll() is None:
+        while time.monotonic() < deadline:
+            assert server.poll() is None, (tmp_path / "serve.log").read_text()[-3000:]
             try:
                 if requests.get(url, timeout=5).ok:
                     break
