@@ -10,7 +10,6 @@ in-cluster service account inside a pod, else the current kubeconfig context.
 from __future__ import annotations
 
 import argparse
-import os
 
 from components.core import schema
 from components.core.errors import one_line_errors
@@ -30,16 +29,12 @@ def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     cfg = schema.from_namespace(DeployConfig, args)
     setup_logging()
-    from kubernetes import client, config  # loaded only to deploy: --help answers at once
-
+    # the Kubernetes client loads only to deploy: --help answers at once
+    from components.cluster.kube import api_client
     from components.deploying.rollout import deploy
 
     with one_line_errors():
-        if os.environ.get("KUBERNETES_SERVICE_HOST"):
-            config.load_incluster_config()
-        else:
-            config.load_kube_config()
-        print(deploy(cfg, client.ApiClient()))
+        print(deploy(cfg, api_client()))
 
 
 if __name__ == "__main__":

@@ -224,7 +224,7 @@ def trainjob_op(
         The MLflow run id.
     """
     recipe = dict(locals())
-    from components.cluster import trainjob
+    from components.cluster import kube, trainjob
     from components.cluster.placement import Placement
     from pipeline.steps import pipeline_train_config
 
@@ -238,7 +238,7 @@ def trainjob_op(
     )
     job = trainjob.ClusterJob(
         name=trainjob.trainjob_name(kfp_run_id),
-        namespace=trainjob.current_namespace(),
+        namespace=kube.current_namespace(),
         image=gpu_image,
         nodes=nodes,
         gpus_per_node=gpus,
@@ -247,7 +247,7 @@ def trainjob_op(
         runtime=runtime,
         placement=Placement.from_json(placement),
     )
-    run_id = trainjob.train_on_cluster(cfg, job, trainjob.in_cluster_client())
+    run_id = trainjob.train_on_cluster(cfg, job, kube.in_cluster_client())
     trained_model.metadata["mlflow_run_id"] = run_id
     return run_id
 
@@ -368,7 +368,7 @@ def deploy_op(
         return ("", "not deployed: the run's deploy parameter is off")
     if not registered:
         return ("", "not deployed: the quality gate did not register the model")
-    from components.cluster.trainjob import current_namespace, in_cluster_client
+    from components.cluster import kube
     from components.core.tracking import use_tracking_uri
     from components.deploying.config import DeployConfig
     from components.deploying.steps import serve_and_record
@@ -380,9 +380,9 @@ def deploy_op(
         canary_percent=canary_percent,
         tracking_uri=tracking_uri,
         image=image,
-        namespace=current_namespace(),
+        namespace=kube.current_namespace(),
     )
-    url = serve_and_record(cfg, mlflow_run_id, in_cluster_client())
+    url = serve_and_record(cfg, mlflow_run_id, kube.in_cluster_client())
     return (url, f"serving {cfg.model_uri} at {url}")
 
 

@@ -23,6 +23,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
+from components.cluster.kube import get_or_none
 from components.cluster.placement import GPU, Placement
 from components.core import schema
 from components.training.config import TrainConfig
@@ -202,24 +203,6 @@ def _pod_patch(job: ClusterJob) -> models.TrainerV1alpha1RuntimePatch:
     )
 
 
-SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
-
-
-def current_namespace(default: str = "kubeflow") -> str:
-    """The namespace this pod runs in, where the TrainJob goes too."""
-    if SERVICE_ACCOUNT_NAMESPACE.is_file():
-        return SERVICE_ACCOUNT_NAMESPACE.read_text().strip()
-    return default
-
-
-def in_cluster_client() -> k8s.ApiClient:
-    """The Kubernetes API as this pod's service account sees it."""
-    from kubernetes import config
-
-    config.load_incluster_config()
-    return k8s.ApiClient()
-
-
 def train_on_cluster(cfg: TrainConfig, job: ClusterJob, api_client: k8s.ApiClient) -> str:
     """Stage the data, run the TrainJob to its end, bring the model back; the MLflow run id.
 
@@ -280,12 +263,7 @@ def _create(objects: k8s.CustomObjectsApi, job: ClusterJob, body: dict) -> None:
 
 
 def _get(objects: k8s.CustomObjectsApi, job: ClusterJob) -> dict | None:
-    try:
-        return objects.get_namespaced_custom_object(GROUP, VERSION, job.namespace, PLURAL, job.name)
-    except ApiException as err:
-        if err.status == 404:
-            return None
-        raise
+    return get_or_none(objects, GROUP, VERSION, job.namespace, PLURAL, job.name)
 
 
 def _outcome(body: dict) -> tuple[str | None, str]:

@@ -16,6 +16,7 @@ from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError
 
+from components.cluster.kube import get_or_none
 from components.deploying.config import DeployConfig
 from components.deploying.inference_service import build, manifest
 
@@ -70,12 +71,7 @@ def deploy(cfg: DeployConfig, api_client: k8s.ApiClient) -> str:
 
 
 def _get(objects: k8s.CustomObjectsApi, cfg: DeployConfig) -> dict | None:
-    try:
-        return objects.get_namespaced_custom_object(GROUP, VERSION, cfg.namespace, PLURAL, cfg.name)
-    except ApiException as err:
-        if err.status == 404:
-            return None
-        raise
+    return get_or_none(objects, GROUP, VERSION, cfg.namespace, PLURAL, cfg.name)
 
 
 def _model_uri(service: dict) -> str | None:

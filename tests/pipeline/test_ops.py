@@ -221,7 +221,7 @@ def test_deploy_serves_the_registered_version_and_tags_its_url_on_the_run(
 ):
     from kubernetes import client as k8s
 
-    from components.cluster import trainjob
+    from components.cluster import kube
     from components.core import tracking
     from tests.kube_api import FakeKServeApi
 
@@ -230,8 +230,8 @@ def test_deploy_serves_the_registered_version_and_tags_its_url_on_the_run(
         configuration = k8s.Configuration()
         configuration.host = api.url
         # the stand-in in place of the pod's in-cluster API and namespace (no cluster here)
-        monkeypatch.setattr(trainjob, "in_cluster_client", lambda: k8s.ApiClient(configuration))
-        monkeypatch.setattr(trainjob, "current_namespace", lambda: "team-a")
+        monkeypatch.setattr(kube, "in_cluster_client", lambda: k8s.ApiClient(configuration))
+        monkeypatch.setattr(kube, "current_namespace", lambda: "team-a")
         url, reason = ops.deploy_op.python_func(
             deploy=True,
             registered=True,

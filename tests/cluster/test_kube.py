@@ -1,0 +1,48 @@
+"""The Kubernetes API helpers the launcher and deploy share, against the API stand-in."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+
+from components.cluster import kube
+from tests.kube_api import FakeKServeApi
+
+ISVC = ("serving.kserve.io", "v1beta1", "team-a", "inferenceservices", "dogs-vs-cats")
+
+
+def test_the_namespace_is_the_pods_own_else_the_default(tmp_path, monkeypatch):
+    monkeypatch.setattr(kube, "SERVICE_ACCOUNT_NAMESPACE", tmp_path / "namespace")
+    assert kube.current_namespace() == "kubeflow"
+    (tmp_path / "namespace").write_text("team-a\n")
+    assert kube.current_namespace() == "team-a"
+
+
+def test_outside_a_pod_the_kubeconfig_context_is_used(tmp_path, monkeypatch):
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    with FakeKServeApi() as api:
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "c", "cluster": {"server": api.url}}],
+            "users": [{"name": "u", "user": {"token": "t"}}],
+            "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+            "current-context": "x",
+        }
+        (tmp_path / "kubeconfig").write_text(yaml.safe_dump(config))
+        monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kubeconfig"))
+        objects = k8s.CustomObjectsApi(kube.api_client())
+        assert kube.get_or_none(objects, *ISVC) is None  # 404: there is none
+
+
+def test_an_error_other_than_not_found_is_raised():
+    with FakeKServeApi() as api:
+        configuration = k8s.Configuration()
+        configuration.host = api.url
+        objects = k8s.CustomObjectsApi(k8s.ApiClient(configuration))
+        api.unavailable_reads = 1
+        with pytest.raises(ApiException) as raised:
+            kube.get_or_none(objects, *ISVC)
+    assert raised.value.status == 503
