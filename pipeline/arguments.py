@@ -12,10 +12,6 @@ from pipeline.pipeline import STEP_SCHEMAS
 from pipeline.sweep import SWEEPABLE, grid, split_pairs
 from pipeline.target import PipelineOnly
 
-# a valid value for a field whose empty value a step refuses, and which an earlier task
-# hands it at run time: the version the register step registered
-RUN_TIME_PLACEHOLDERS = {"model_version": "1"}
-
 
 def parse_arguments(pairs: list[str], pipeline, preset: str | None = None) -> dict:
     """``name=value`` pairs, each value converted to the type of the pipeline's parameter.
@@ -62,8 +58,8 @@ def typed_value(pair: str, pipeline) -> tuple[str, object]:
 
 def check_arguments(arguments: dict, pipeline) -> None:
     """Build every step's settings from ``arguments`` (defaults for the rest, placeholders
-    for what a step learns at run time): a bad value is refused now, not when its step
-    runs, maybe hours into the run."""
+    or a field's example for what a step learns at run time): a bad value is refused now,
+    not when its step runs, maybe hours into the run."""
     parameters = inspect.signature(pipeline.pipeline_func).parameters
     values = {name: arguments.get(name, parameters[name].default) for name in parameters}
     for step in (*STEP_SCHEMAS, PipelineOnly):
@@ -71,10 +67,11 @@ def check_arguments(arguments: dict, pipeline) -> None:
         for field in dataclasses.fields(step):
             if field.name in values:
                 values_of_step[field.name] = values[field.name]
-            elif field.name in RUN_TIME_PLACEHOLDERS:
-                values_of_step[field.name] = RUN_TIME_PLACEHOLDERS[field.name]
-            elif field.default is dataclasses.MISSING:
-                values_of_step[field.name] = schema.field_type(step, field)()  # "" or 0.0
+            elif field.default is dataclasses.MISSING:  # its example, else "" or 0.0
+                example = field.metadata.get("example")
+                values_of_step[field.name] = (
+                    schema.field_type(step, field)() if example is None else example
+                )
         try:
             step(**values_of_step)
         except ValueError as err:

@@ -40,12 +40,18 @@ def setting(
     *,
     role: str = RECIPE,
     choices: Iterable[Any] | None = None,
+    example: Any = None,
 ) -> Any:
-    """A dataclass field with what the flag, the pipeline parameter and MLflow need."""
+    """A dataclass field with what the flag, the pipeline parameter and MLflow need.
+
+    ``example``: for a required field whose empty value the schema refuses, a valid
+    value to check the other settings with before the run knows the real one.
+    """
     metadata = {
         "help": help,
         "role": role,
         "choices": tuple(choices) if choices is not None else None,
+        "example": example,
     }
     return dataclasses.field(default=default, metadata=metadata)
 

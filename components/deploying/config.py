@@ -16,7 +16,11 @@ DNS_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 class DeployConfig:
     """What the deploy step serves, where, and how long it waits for it."""
 
-    model_version: str = setting(help="the registered version to serve", role=LOCAL)
+    model_version: str = setting(
+        help="the registered version to serve",
+        role=LOCAL,
+        example="1",  # register's, at run time
+    )
     tracking_uri: str = setting(
         help="the MLflow tracking server the model server loads the model through", role=LOCAL
     )
