@@ -83,8 +83,8 @@ def check_grid(combinations: list) -> None:
     """
     if not combinations:
         raise ValueError(
-            'expected a grid of one or more combinations, e.g. [{"lr": 0.001}, {"lr": 0.003}], '
-            "found an empty list"
+            'expected a grid of one or more combinations, e.g. ["{\\"lr\\": 0.001}"], found '
+            "an empty list"
         )
     if len(combinations) > MAX_COMBINATIONS:
         found = len(combinations)
