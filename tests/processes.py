@@ -10,6 +10,7 @@ import contextlib
 import ctypes
 import os
 import signal
+import time
 from pathlib import Path
 
 PR_SET_CHILD_SUBREAPER = 36
@@ -53,19 +54,25 @@ def descendants(root: int) -> dict[int, int]:
     return found
 
 
-def leftovers(root: int) -> dict[int, str]:
+def leftovers(root: int, grace: float = 5.0) -> dict[int, str]:
     """Descendants of ``root`` that should not be running any more, with their commands.
 
     ``root``'s own multiprocessing helpers are not counted (they exit with it); anything
-    they started is.
+    they started is. A process already exiting (its command line gone, as a pytest-xdist
+    worker's is while it shuts down) gets ``grace`` seconds to finish before it counts.
     """
-    parents = descendants(root)
-    commands = {pid: _command(pid) for pid in parents}
-    return {
-        pid: command
-        for pid, command in commands.items()
-        if not (parents[pid] == root and any(h in command for h in OWN_HELPERS))
-    }
+    deadline = time.monotonic() + grace
+    while True:
+        parents = descendants(root)
+        commands = {pid: _command(pid) for pid in parents}
+        found = {
+            pid: command
+            for pid, command in commands.items()
+            if not (parents[pid] == root and any(h in command for h in OWN_HELPERS))
+        }
+        if all(found.values()) or time.monotonic() > deadline:
+            return found
+        time.sleep(0.1)
 
 
 def stop_all(pids: list[int]) -> None:

@@ -39,3 +39,17 @@ def test_an_orphaned_grandchild_is_found_and_stopped():
     while orphan in processes.descendants(os.getpid()) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert orphan not in processes.leftovers(os.getpid())
+
+
+def test_a_process_already_exiting_is_given_time_before_it_counts(monkeypatch):
+    exited_at = time.monotonic() + 0.5
+    pid = 4242
+
+    def found(root):  # a worker whose command line is gone, gone itself half a second later
+        return {pid: root} if time.monotonic() < exited_at else {}
+
+    monkeypatch.setattr(processes, "descendants", found)
+    monkeypatch.setattr(processes, "_command", lambda _: "")
+    assert processes.leftovers(1, grace=5) == {}
+    exited_at = time.monotonic() + 60  # one that does not finish exiting is reported
+    assert processes.leftovers(1, grace=0.3) == {pid: ""}
