@@ -239,7 +239,13 @@ def test_a_sweep_of_two_lands_under_one_parent_and_compares_side_by_side(
     assert [child.data.tags["mlflow.parentRunId"] for child in children] == [parent, parent]
     assert sorted(child.data.params["lr"] for child in children) == ["0.001", "0.003"]
     assert children[0].data.params.keys() == children[1].data.params.keys()
-    assert children[0].data.metrics.keys() == children[1].data.metrics.keys()
+    # MLflow samples system/ metrics every 10 s: a child shorter than that has none
+    metric_names = [
+        {name for name in child.data.metrics if not name.startswith("system/")}
+        for child in children
+    ]
+    assert metric_names[0] == metric_names[1]
+    assert {"val_accuracy", "test_accuracy"} <= metric_names[0]
     # the best by validation accuracy is marked, and it alone went through the gate
     val = {child.info.run_id: child.data.metrics["val_accuracy"] for child in children}
     assert val[best] == max(val.values())
