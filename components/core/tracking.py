@@ -19,6 +19,7 @@ import mlflow
 import numpy as np
 import requests
 import torch
+from mlflow.environment_variables import MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING
 from mlflow.exceptions import MlflowException
 from mlflow.models import ModelSignature, infer_signature
 from mlflow.tracking import MlflowClient
@@ -84,6 +85,18 @@ def check_server(uri: str | None = None, timeout: float = 10.0) -> None:
         ) from err
 
 
+def logs_system_metrics() -> bool:
+    """Whether a run samples ``system/`` metrics (CPU, memory, disk, GPU) as MLflow does.
+
+    On where psutil is installed, unless ``MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING`` says
+    otherwise. MLflow samples every ``MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL`` seconds
+    (10), so a run shorter than that has none.
+    """
+    if MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING.is_set():
+        return MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING.get()
+    return importlib.util.find_spec("psutil") is not None
+
+
 @contextlib.contextmanager
 def start_run(
     experiment: str,
@@ -105,12 +118,11 @@ def start_run(
     attaching = bool(run_id or os.environ.get("MLFLOW_RUN_ID"))
     if attaching:
         experiment_id = None  # the run has its experiment
-    system_metrics = importlib.util.find_spec("psutil") is not None
     with mlflow.start_run(
         run_id=run_id,
         experiment_id=experiment_id,
         run_name=None if attaching else run_name,
-        log_system_metrics=system_metrics,
+        log_system_metrics=logs_system_metrics(),
     ) as run:
         if run_id and run_name and run.info.run_name != run_name:
             # resumed to a longer recipe: the runs table shows what the run now trains

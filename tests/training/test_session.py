@@ -67,6 +67,18 @@ def test_train_logs_everything_to_mlflow(sample_arrays, tmp_path, mlflow_store):
     assert [e["epoch"] for e in saved] == [1, 2] and METRICS <= set(saved[0])
 
 
+def test_system_metrics_are_on_unless_mlflows_switch_turns_them_off(
+    small_arrays, tmp_path, mlflow_store, monkeypatch
+):
+    assert tracking.logs_system_metrics()  # psutil is a dependency
+    monkeypatch.setenv("MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL", "0.05")
+    monkeypatch.setenv("MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING", "false")
+    result = session.train(config(small_arrays, tmp_path / "out", epochs=1))
+    logged = MlflowClient(mlflow_store).get_run(result.run_id).data.metrics
+    assert METRICS <= set(logged)
+    assert [name for name in logged if name.startswith("system/")] == []
+
+
 def test_model_dir_rebuilds_the_net_and_its_normalisation(
     sample_arrays, tmp_path, mlflow_store, caplog
 ):
