@@ -398,11 +398,13 @@ class ModelServerProcess:
     """``python -m components.serve`` on 127.0.0.1 as its own process group, ready when
     KServe's readiness route answers 200."""
 
-    def __init__(self, model: Path, workdir: Path, *flags: str):
+    def __init__(self, model: Path, workdir: Path, *flags: str, sigint_ignored: bool = False):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = workdir / "serve.log"
         self.command = [
+            # as a shell script's background job starts it: SIGINT ignored, inherited by exec
+            *(("sh", "-c", "trap '' INT; exec \"$@\"", "sh") if sigint_ignored else ()),
             *(sys.executable, "-m", "components.serve", "--model", str(model)),
             *("--host", "127.0.0.1", "--port", str(self.port), *flags),
         ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 import warnings
 
 from kserve import ModelServer
@@ -58,4 +59,7 @@ def serve(cfg: ServeConfig) -> None:
     model.start()
     rest = _LimitedRESTServer(server, cfg)
     log.info("serving %s as %s on http://%s:%d", cfg.model, model.name, cfg.host, cfg.port)
+    # uvicorn stops on SIGINT even where the shell had it ignored (a script's background
+    # job), then re-raises it: with Python's own handler that ends in exit status 130
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     asyncio.run(rest.start())

@@ -200,8 +200,9 @@ def test_one_log_line_a_request(server, photos):
 
 
 @pytest.mark.slow
-def test_ctrl_c_stops_the_server_cleanly_with_status_130(model_dir, tmp_path):
-    with ModelServerProcess(model_dir, tmp_path) as running:
+@pytest.mark.parametrize("sigint_ignored", [False, True], ids=["terminal", "background job"])
+def test_ctrl_c_stops_the_server_cleanly_with_status_130(model_dir, tmp_path, sigint_ignored):
+    with ModelServerProcess(model_dir, tmp_path, sigint_ignored=sigint_ignored) as running:
         running.process.send_signal(signal.SIGINT)
         assert running.process.wait(timeout=30) == 130
         assert process_group_members(running.process.pid) == []
