@@ -7,8 +7,10 @@ group, whatever happens during start-up: no server outlives the test that starte
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -42,10 +44,36 @@ IDENTITY = {
 QUIET_SERVER_ENV = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
 
 
+def _worker_ports() -> itertools.cycle:
+    """This pytest worker's own slice of the ports below the kernel's ephemeral range.
+
+    A port the kernel hands out for ``bind(0)`` may be taken by any outgoing connection
+    (they draw from the same range) before the server binds it: a weed listener once
+    failed so. Below the range only servers bind, and each xdist worker has its own slice.
+    """
+    ephemeral_low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    low, high = 20000, min(ephemeral_low, 32768)  # none where the range starts lower
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
+    size = (high - low) // workers
+    ports = list(range(low + worker * size, low + (worker + 1) * size))
+    start = random.randrange(max(len(ports), 1))  # another run on the machine starts elsewhere
+    return itertools.cycle(ports[start:] + ports[:start])
+
+
+_PORTS = _worker_ports()
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A port on 127.0.0.1 that no one listens on, not handed out before in this worker."""
+    while True:
+        port = next(_PORTS, 0)  # 0: the kernel's choice, where its range leaves no room
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue  # in use, or lingering in TIME_WAIT
+            return sock.getsockname()[1]
 
 
 def stop_process_group(process: subprocess.Popen, grace: float = 5.0) -> None:
