@@ -18,6 +18,8 @@ from components.preprocessing.build import build_arrays
 from components.preprocessing.config import PreprocessConfig
 from tests import processes
 
+pytest_plugins = ("tests.tracking_stack",)  # the real tracking server, for any module
+
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_ZIP = Path(
     os.environ.get("PETIMAGES_SAMPLE", REPO.parent / "shared/data/petimages-sample.zip")

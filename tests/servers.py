@@ -426,8 +426,16 @@ class ModelServerProcess:
     """``python -m components.serve`` on 127.0.0.1 as its own process group, ready when
     KServe's readiness route answers 200."""
 
-    def __init__(self, model: Path, workdir: Path, *flags: str, sigint_ignored: bool = False):
+    def __init__(
+        self,
+        model: Path | str,
+        workdir: Path,
+        *flags: str,
+        sigint_ignored: bool = False,
+        env: dict[str, str] | None = None,
+    ):
         self.port = free_port()
+        self.env = env
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = workdir / "serve.log"
         self.command = [
@@ -441,7 +449,12 @@ class ModelServerProcess:
     def __enter__(self) -> ModelServerProcess:
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
-                self.command, stdout=log, stderr=log, cwd=REPO, start_new_session=True
+                self.command,
+                stdout=log,
+                stderr=log,
+                cwd=REPO,
+                env=self.env,
+                start_new_session=True,
             )
         try:
             self._wait_until_ready(deadline=time.monotonic() + 120)

@@ -34,9 +34,12 @@ class DogsVsCats(Model):
         self._decoding: asyncio.Semaphore | None = None
 
     def load(self) -> bool:
-        """Load the model as ``components.predict`` does (no pickle); ready once loaded."""
+        """Load the model as ``components.predict`` does (no pickle); ready once loaded.
+
+        A train output loads in eval mode; an MLflow URI as the ``torch.export`` program
+        it was logged as, which has no modes (``.eval()`` on it raises).
+        """
         self.net, self.channels, self.image_size = load_any(self.cfg.model)
-        self.net.eval()
         wait = self.cfg.batch_wait_ms / 1000
         self.batcher = MicroBatcher(self._probabilities, self.cfg.max_batch, wait)
         self.ready = True

@@ -30,52 +30,14 @@ from tests.conftest import REPO
 from tests.helpers import train_cli
 from tests.servers import (
     S3_KEYS,
-    MlflowServer,
     PostgresServer,
-    SeaweedS3,
     deployment_container,
-    deployment_flags,
     free_port,
 )
+from tests.tracking_stack import BUCKET
 
 pytestmark = pytest.mark.integration
-BUCKET = "mlflow-artifacts"
 ARTIFACTS = REPO / "test-artifacts"
-
-
-@pytest.fixture(scope="module")
-def s3():
-    with SeaweedS3() as server:
-        server.client().create_bucket(Bucket=BUCKET)
-        yield server
-
-
-@pytest.fixture(scope="module")
-def postgres():
-    """A real PostgreSQL, as the cluster's tracking server uses; None where none runs."""
-    if PostgresServer.missing():
-        yield None
-        return
-    with PostgresServer() as database:
-        yield database
-
-
-@pytest.fixture(scope="module")
-def running_server(s3, postgres, tmp_path_factory):
-    """One tracking server for the module (its start-up is the slow part), started with
-    the deployment's own flags and environment on PostgreSQL; on SQLite where no
-    PostgreSQL runs."""
-    flags, env = None, None
-    if postgres:
-        secrets = {
-            "DB_USER": postgres.USER,
-            "DB_PASSWORD": postgres.PASSWORD,
-            "ARTIFACTS_DESTINATION": f"s3://{BUCKET}",
-        }
-        flags, env = deployment_flags(secrets, database_host=f"127.0.0.1:{postgres.port}")
-    workdir = tmp_path_factory.mktemp("mlflow")
-    with MlflowServer(workdir, s3.endpoint, BUCKET, flags=flags, env=env) as running:
-        yield running
 
 
 @pytest.fixture

@@ -1,0 +1,69 @@
+"""Serving a registered model the way the cluster does: ``components.serve`` loads it by
+MLflow URI through a real tracking server (PostgreSQL, the deployment's flags) whose
+artifacts are proxied into a real SeaweedFS, and answers as ``predict`` does for that URI."""
+
+from __future__ import annotations
+
+import base64
+import os
+
+import pytest
+import requests
+
+from components.core import tracking
+from components.evaluation.predictions import predict_files
+from components.training import session
+from components.training.config import TrainConfig
+from tests.servers import S3_KEYS, ModelServerProcess
+
+pytestmark = pytest.mark.integration
+NAME = "dogs-vs-cats-serving-test"
+
+
+@pytest.fixture(scope="module")
+def registered(running_server, small_arrays, tmp_path_factory):
+    """A model trained and logged through the server, registered as version 1 @candidate;
+    (the run id, the tracking server's URL)."""
+    workdir = tmp_path_factory.mktemp("registry")
+    with pytest.MonkeyPatch.context() as patch:
+        for key in (*S3_KEYS, "MLFLOW_S3_ENDPOINT_URL", "AWS_ENDPOINT_URL", "MLFLOW_RUN_ID"):
+            patch.delenv(key, raising=False)  # the steps hold no bucket keys: the proxy does
+        patch.setenv("MLFLOW_TRACKING_URI", running_server.url)
+        patch.chdir(workdir)
+        result = session.train(
+            TrainConfig(data=str(small_arrays), output=str(workdir / "model"), dry_run=True)
+        )
+        assert tracking.register_model(result.run_id, NAME, "candidate") == "1"
+    return result.run_id, running_server.url
+
+
+@pytest.fixture(scope="module")
+def photos(sample_images) -> list:
+    cats = sorted((sample_images / "PetImages/Cat").glob("*.jpg"))[:3]
+    return [*cats, *sorted((sample_images / "PetImages/Dog").glob("*.jpg"))[:3]]
+
+
+@pytest.mark.parametrize(
+    "uri", [f"models:/{NAME}@candidate", f"models:/{NAME}/1", "runs:/{run_id}/model"]
+)
+def test_a_registered_model_is_served_as_predict_classifies_it(
+    uri, registered, photos, tmp_path, monkeypatch
+):
+    run_id, tracking_url = registered
+    uri = uri.format(run_id=run_id)
+    env = {k: v for k, v in os.environ.items() if k not in S3_KEYS and k != "MLFLOW_RUN_ID"}
+    env["MLFLOW_TRACKING_URI"] = tracking_url
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", tracking_url)
+    expected = [(c, p) for _, c, p in predict_files(uri, photos).classified]
+    assert len(expected) == len(photos)
+    body = {
+        "instances": [{"image": {"b64": base64.b64encode(p.read_bytes()).decode()}} for p in photos]
+    }
+    with ModelServerProcess(uri, tmp_path, env=env) as server:
+        answer = requests.post(
+            f"{server.url}/v1/models/dogs-vs-cats:predict", json=body, timeout=60
+        )
+    assert answer.status_code == 200, answer.text
+    served = answer.json()["predictions"]
+    assert [a["class"] for a in served] == [c for c, _ in expected]
+    assert [a["probability"] for a in served] == pytest.approx([p for _, p in expected], abs=1e-4)

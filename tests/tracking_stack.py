@@ -1,0 +1,46 @@
+"""The tracking server as the cluster runs it, for any test module that needs one: a real
+``mlflow server`` with the deployment's flags on PostgreSQL, artifacts proxied into
+SeaweedFS's S3 (the store Kubeflow Pipelines installs). One set per test module."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.servers import MlflowServer, PostgresServer, SeaweedS3, deployment_flags
+
+BUCKET = "mlflow-artifacts"
+
+
+@pytest.fixture(scope="module")
+def s3():
+    with SeaweedS3() as server:
+        server.client().create_bucket(Bucket=BUCKET)
+        yield server
+
+
+@pytest.fixture(scope="module")
+def postgres():
+    """A real PostgreSQL, as the cluster's tracking server uses; None where none runs."""
+    if PostgresServer.missing():
+        yield None
+        return
+    with PostgresServer() as database:
+        yield database
+
+
+@pytest.fixture(scope="module")
+def running_server(s3, postgres, tmp_path_factory):
+    """One tracking server for the module (its start-up is the slow part), started with
+    the deployment's own flags and environment on PostgreSQL; on SQLite where no
+    PostgreSQL runs."""
+    flags, env = None, None
+    if postgres:
+        secrets = {
+            "DB_USER": postgres.USER,
+            "DB_PASSWORD": postgres.PASSWORD,
+            "ARTIFACTS_DESTINATION": f"s3://{BUCKET}",
+        }
+        flags, env = deployment_flags(secrets, database_host=f"127.0.0.1:{postgres.port}")
+    workdir = tmp_path_factory.mktemp("mlflow")
+    with MlflowServer(workdir, s3.endpoint, BUCKET, flags=flags, env=env) as running:
+        yield running
