@@ -14,6 +14,7 @@ from typing import NamedTuple
 from kfp import dsl, kubernetes
 
 from components.cluster.placement import GPU, MLFLOW_KEYS, S3_KEYS
+from components.cluster.quantities import twice_cpu, twice_memory
 from components.core import schema
 from components.core.schema import PIPELINE_ROLES, pipeline_values, unchecked
 from components.deploying.config import DeployConfig
@@ -289,13 +290,11 @@ def _deploy_task(p: Parameters, register, run_id, target: ClusterTarget):
 def _cpu_task(task, target: ClusterTarget, cpu: str, memory: str):
     """CPU image; requests as given, limits twice that."""
     task.set_container_image(target.image)
-    limit_cpu = f"{int(cpu[:-1]) * 2}m" if cpu.endswith("m") else str(int(cpu) * 2)
-    limit_memory = f"{int(memory[:-2]) * 2}Gi"
     return (
         task.set_cpu_request(cpu)
-        .set_cpu_limit(limit_cpu)
+        .set_cpu_limit(twice_cpu(cpu))
         .set_memory_request(memory)
-        .set_memory_limit(limit_memory)
+        .set_memory_limit(twice_memory(memory))
     )
 
 

@@ -6,17 +6,12 @@ import json
 import re
 from dataclasses import asdict, dataclass
 
+from components.cluster.quantities import memory_bytes, millicores, twice_cpu
 from components.core.schema import LOCAL, setting
 
 GPU = "nvidia.com/gpu"
 S3_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL")
 MLFLOW_KEYS = ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD")
-# the Kubernetes quantities that KFP's compiler also accepts
-CPU_QUANTITY = re.compile(r"(?P<cores>\d+(\.\d{1,3})?)|(?P<millicores>\d+)m")
-MEMORY_QUANTITY = re.compile(r"\d+(\.\d+)?([EPTGM]i?|Ki)?")
-MEMORY_UNITS = {"": 1, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50}
-MEMORY_UNITS |= {"Ei": 2**60, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
-MOST_MILLICORES = 10**9  # a million cores: beyond any node, and within Kubernetes' int64
 # Kubernetes' label syntax: an optional DNS-subdomain prefix and "/", then a name
 LABEL_NAME = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
 DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
@@ -73,13 +68,10 @@ class Placement:
                     f"expected the {name} as a Kubernetes name (lowercase letters, digits, "
                     f"- and .), found {getattr(self, name)!r}"
                 )
-        if not 1 <= millicores(self.cpu) <= MOST_MILLICORES:
-            raise ValueError(
-                f"expected a CPU request above 0 and at most a million cores, found {self.cpu!r}"
-            )
+        millicores(self.cpu)  # raises with what was expected
         for name in ("memory", "shm_size"):
             value = getattr(self, name)
-            if not MEMORY_QUANTITY.fullmatch(value) or memory_bytes(value) < 2**20:
+            if memory_bytes(value, what=name) < 2**20:
                 raise ValueError(
                     f"expected the {name} as a quantity of 1Mi or more such as 12Gi or 512Mi, "
                     f"found {value!r}"
@@ -100,10 +92,8 @@ class Placement:
 
     @property
     def cpu_limit(self) -> str:
-        """Twice the request: "6" for "3", "3000m" for "1.5"."""
-        if self.cpu.isdigit():
-            return str(int(self.cpu) * 2)
-        return f"{millicores(self.cpu) * 2}m"
+        """Twice the request: "6" for "3", "3" for "1.5", "500m" for "250m"."""
+        return twice_cpu(self.cpu)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -111,26 +101,6 @@ class Placement:
     @classmethod
     def from_json(cls, text: str) -> Placement:
         return cls(**json.loads(text))
-
-
-def millicores(cpu: str) -> int:
-    """A CPU quantity ("3", "1.5", "500m") in thousandths of a core.
-
-    Raises:
-        ValueError: ``cpu`` is not such a quantity.
-    """
-    match = CPU_QUANTITY.fullmatch(cpu)
-    if not match:
-        raise ValueError(f"expected a CPU quantity such as 3, 1.5 or 500m, found {cpu!r}")
-    if match["millicores"]:
-        return int(match["millicores"])
-    return round(float(match["cores"]) * 1000)
-
-
-def memory_bytes(quantity: str) -> float:
-    """A memory quantity matched by ``MEMORY_QUANTITY`` ("12Gi", "512M") in bytes."""
-    number = quantity.rstrip("EPTGMKi")
-    return float(number) * MEMORY_UNITS[quantity[len(number) :]]
 
 
 def is_label_key(key: str) -> bool:

@@ -23,7 +23,7 @@ def test_quantities_kubernetes_would_refuse_are_refused_here(fields, message):
 
 def test_cpu_limits_are_twice_the_request_in_cores_or_millicores():
     limits = {cpu: Placement(cpu=cpu).cpu_limit for cpu in ("3", "1.5", "500m", "0.25")}
-    assert limits == {"3": "6", "1.5": "3000m", "500m": "1000m", "0.25": "500m"}
+    assert limits == {"3": "6", "1.5": "3", "500m": "1", "0.25": "500m"}
 
 
 def test_a_placement_survives_the_trip_through_json():
@@ -44,7 +44,11 @@ def test_a_placement_survives_the_trip_through_json():
         ({"s3_secret": "../UPPER case!"}, "s3_secret as a Kubernetes name"),
         ({"mlflow_secret": ""}, "mlflow_secret as a Kubernetes name"),
         ({"cpu": "99999999999999999999"}, "at most a million cores"),
-        ({"memory": "0.0001Ki"}, "memory as a quantity of 1Mi or more"),
+        ({"memory": "1Ki"}, "memory as a quantity of 1Mi or more"),
+        ({"memory": "12.5Gi"}, "memory as a quantity such as 12Gi .* found '12.5Gi'"),
+        ({"memory": "99999999999999999999E"}, "memory as a quantity of at most 8Ei"),
+        ({"shm_size": "1e3"}, "shm_size as a quantity such as 12Gi"),
+        ({"cpu": "0.1m"}, "CPU quantity in whole millicores"),
     ],
 )
 def test_names_and_sizes_kubernetes_would_refuse_are_refused_when_compiling(fields, message):

@@ -126,7 +126,7 @@ def test_placement_and_runtime_follow_the_compile_settings():
     pod = node_pod_spec(manifest)
     assert "tolerations" not in pod and "nodeSelector" not in pod
     assert manifest["spec"]["runtimeRef"]["name"] == "torch-cuda-128"
-    assert manifest["spec"]["trainer"]["resourcesPerNode"]["limits"]["cpu"] == "1000m"
+    assert manifest["spec"]["trainer"]["resourcesPerNode"]["limits"]["cpu"] == "1"
 
 
 def test_the_trainjob_is_valid_for_trainer_v2_and_its_pods_for_kubernetes():

@@ -7,6 +7,7 @@ import re
 
 import pytest
 import yaml
+from kubernetes.utils import parse_quantity
 
 from components.cluster.placement import Placement
 from pipeline.__main__ import main as pipeline_main
@@ -67,6 +68,36 @@ def test_every_step_has_requests_limits_and_its_image(compiled):
         assert resources["cpuLimit"] >= resources["cpuRequest"]
         assert container["image"] == (GPU_IMAGE if name == "train-op" else IMAGE)
         assert "pip install" not in " ".join(container["command"])
+
+
+@pytest.fixture(scope="module")
+def compiled_multi_node(tmp_path_factory) -> dict:
+    path = tmp_path_factory.mktemp("spec") / "multi-node.yaml"
+    pipeline_main(["compile", "--output", str(path), "--image", IMAGE, "--nodes", "2"])
+    return next(yaml.safe_load_all(path.read_text()))
+
+
+@pytest.mark.parametrize("pipeline", ["single-node", "multi-node", "sweep"])
+def test_every_tasks_requests_and_limits_are_what_a_profile_grants(
+    pipeline, compiled, compiled_multi_node, compiled_sweep
+):
+    spec = {
+        "single-node": compiled[2],
+        "multi-node": compiled_multi_node,
+        "sweep": compiled_sweep[0],
+    }[pipeline]
+    for name, found in spec["deploymentSpec"]["executors"].items():
+        resources = found["container"]["resources"]
+        cpu, cpu_limit, memory, memory_limit = (
+            parse_quantity(resources[f"resource{kind}"])
+            for kind in ("CpuRequest", "CpuLimit", "MemoryRequest", "MemoryLimit")
+        )
+        assert memory_limit <= 16 * 2**30 and cpu_limit <= 8, (name, resources)
+        assert cpu_limit == 2 * cpu, (name, resources)
+        # memory is not overcommitted where a pod holds a GPU: limit = request
+        twice = 1 if "accelerator" in resources else 2
+        assert memory_limit == twice * memory, (name, resources)
+        assert resources["memoryLimit"] == pytest.approx(float(memory_limit) / 1e9), name
 
 
 def test_retries_and_caching(compiled):
