@@ -13,7 +13,7 @@ import logging
 import sys
 from pathlib import Path
 
-from components.core.errors import one_line_errors
+from components.core.errors import one_line_errors, printable
 from components.core.logs import setup_logging
 
 log = logging.getLogger(__name__)
@@ -37,14 +37,14 @@ def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     setup_logging()
     # torch loads only now: --help and a wrong argument answer at once
-    from components.evaluation.predictions import predict_files, printable
+    from components.evaluation.predictions import predict_files
 
     with one_line_errors():
         result = predict_files(args.model, args.images)
     for path, label, probability in result.classified:
-        print(f"{printable(path)}\t{label}\t{probability:.4f}")
+        print(f"{printable(str(path))}\t{label}\t{probability:.4f}")
     for path, reason in result.skipped:
-        log.warning("skipped %s: %s", printable(path), reason)
+        log.warning("skipped %s: %s", printable(str(path)), reason)
     if result.skipped:
         sys.exit(f"{len(result.skipped)} of {len(args.images)} files could not be classified")
 

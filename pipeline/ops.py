@@ -344,6 +344,7 @@ def deploy_op(
     model_version: str,
     mlflow_run_id: str,
     registered_model_name: str,
+    deployment_mode: str,
     canary_percent: int,
     tracking_uri: str,
     image: str,
@@ -357,7 +358,8 @@ def deploy_op(
         model_version: the version it registered.
         mlflow_run_id: the training run, tagged with the serving URL.
         registered_model_name: name in the MLflow Model Registry.
-        canary_percent: the new version's share while another serves.
+        deployment_mode: KServe's mode, Standard or Knative.
+        canary_percent: the new version's share while another serves (Knative only).
         tracking_uri: the MLflow tracking server, which the model server loads through.
         image: the image with components.serve.
 
@@ -377,6 +379,7 @@ def deploy_op(
     cfg = DeployConfig(
         model_version=model_version,
         registered_model_name=registered_model_name,
+        deployment_mode=deployment_mode,
         canary_percent=canary_percent,
         tracking_uri=tracking_uri,
         image=image,

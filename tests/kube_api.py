@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
@@ -154,6 +155,8 @@ class FakeKubeApi(LocalHTTPServer):
 ISVCS = re.compile(
     r"^/apis/serving\.kserve\.io/v1beta1/namespaces/([^/]+)/inferenceservices(?:/([^/]+))?$"
 )
+DEPLOYMENTS = re.compile(r"^/apis/apps/v1/namespaces/([^/]+)/deployments/([^/]+)-predictor$")
+MODE = "serving.kserve.io/deploymentMode"
 
 
 def merge_patch(target: dict, patch: dict) -> dict:
@@ -175,23 +178,42 @@ class FakeKServeApi(LocalHTTPServer):
     Each write bumps the generation; the controller's answer for it comes after
     ``polls_to_settle`` reads: ``"Ready"`` (with a URL), ``"FailedToLoad"`` (KServe's
     modelStatus for a model that does not load) or None (never Ready: its revision waits).
+    A service in the Standard mode has a Deployment ``NAME-predictor`` whose rollout
+    completes ``rollout_polls`` reads after the service is Ready; in the Knative mode its
+    status names the predictor's latest created and ready revisions.
+
+    Faults on cue: ``answer_all`` (every request answered with that status and a Status
+    body whose message is ``said``), ``hang`` (every request accepted and never answered),
+    ``malformed_status`` (the status KServe would never write), ``unavailable_reads``.
     """
 
     def __init__(self, outcome: str | None = "Ready", polls_to_settle: int = 2):
         self.outcome, self.polls_to_settle = outcome, polls_to_settle
+        self.rollout_polls = 1
         self.services: dict[tuple[str, str], dict] = {}
         self.writes: list[tuple[str, dict]] = []  # ("create" or "patch", body as sent)
+        self.deployment_reads = 0
         self.unavailable_reads = 0
         self.refuse_writes = False
+        self.answer_all: int | None = None
+        self.said = ""
+        self.hang = False
+        self.malformed_status: object = None
+        self._released = threading.Event()  # lets hung requests go when the server stops
         self._reads_since_write = 0
+        self._rollout_reads = 0
         self._bind()
 
     @property
     def url(self) -> str:
         return self.base_url
 
+    def __exit__(self, *exc) -> None:
+        self._released.set()
+        super().__exit__(*exc)
+
     def serving(self, namespace: str, body: dict) -> None:
-        """Place a service that already serves, as an earlier deploy left it."""
+        """Place a service that already serves, as an earlier deploy (or another team) left it."""
         stored = {**body, "metadata": {**body["metadata"], "generation": 1}}
         self.services[namespace, body["metadata"]["name"]] = self._settled(stored, "Ready")
 
@@ -204,6 +226,12 @@ class FakeKServeApi(LocalHTTPServer):
                 "url": f"http://{meta['name']}.{meta['namespace']}.example.com",
                 "conditions": [{"type": t, "status": "True"} for t in ("PredictorReady", "Ready")],
                 "modelStatus": {"transitionStatus": "UpToDate"},
+                "components": {
+                    "predictor": {
+                        "latestCreatedRevision": f"{meta['name']}-predictor-{generation:05}",
+                        "latestReadyRevision": f"{meta['name']}-predictor-{generation:05}",
+                    }
+                },
             }
         elif outcome == "FailedToLoad":
             status = {
@@ -234,12 +262,37 @@ class FakeKServeApi(LocalHTTPServer):
     def read(self, key: tuple[str, str]) -> dict:
         self._reads_since_write += 1
         service = self.services[key]
+        if self.malformed_status is not None:
+            return {**service, "status": self.malformed_status}
         if "status" in service:
             return service
         if self._reads_since_write < self.polls_to_settle:
             return {**service, "status": {"observedGeneration": 0, "conditions": []}}
         self.services[key] = self._settled(service, self.outcome)
         return self.services[key]
+
+    def deployment(self, key: tuple[str, str]) -> dict | None:
+        """The Standard mode's Deployment: rolling out, then rolled out."""
+        service = self.services.get(key)
+        if service is None or service["metadata"].get("annotations", {}).get(MODE) != "Standard":
+            return None
+        self.deployment_reads += 1
+        self._rollout_reads += 1
+        done = self._rollout_reads > self.rollout_polls
+        replicas = service["spec"]["predictor"].get("minReplicas", 1)
+        return {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": f"{key[1]}-predictor", "namespace": key[0], "generation": 1},
+            "spec": {"replicas": replicas, "selector": {}, "template": {}},
+            "status": {
+                "observedGeneration": 1,
+                "replicas": replicas + (0 if done else 1),
+                "updatedReplicas": replicas,
+                "availableReplicas": replicas if done else 0,
+                "conditions": [],
+            },
+        }
 
     def write(self, kind: str, key: tuple[str, str], body: dict) -> tuple[int, dict]:
         if self.refuse_writes:
@@ -255,13 +308,24 @@ class FakeKServeApi(LocalHTTPServer):
             updated = merge_patch(old, body)
             updated["metadata"]["generation"] = old["metadata"]["generation"] + 1
         self.services[key] = updated
-        self._reads_since_write = 0
+        self._reads_since_write = self._rollout_reads = 0
         return (201 if kind == "create" else 200), updated
 
     def _handler(self):
         api = self
 
         class Handler(JSONHandler):
+            def _fault(self) -> bool:
+                """Answer as a fault asks, if one is set; whether one was."""
+                if api.hang:
+                    api._released.wait(timeout=60)
+                    return True
+                if api.answer_all is not None:
+                    status = {"kind": "Status", "code": api.answer_all, "message": api.said}
+                    self._reply(api.answer_all, status)
+                    return True
+                return False
+
             def _route(self):
                 match = ISVCS.match(urlsplit(self.path).path)
                 if not match:
@@ -273,6 +337,13 @@ class FakeKServeApi(LocalHTTPServer):
                 return json.loads(self.rfile.read(int(self.headers["Content-Length"])))
 
             def do_GET(self) -> None:
+                if self._fault():
+                    return
+                if match := DEPLOYMENTS.match(urlsplit(self.path).path):
+                    found = api.deployment((match.group(1), match.group(2)))
+                    if found is None:
+                        return self._reply(404, {"kind": "Status", "reason": "NotFound"})
+                    return self._reply(200, found)
                 if (key := self._route()) is None:
                     return
                 if api.unavailable_reads:
@@ -283,13 +354,13 @@ class FakeKServeApi(LocalHTTPServer):
                 self._reply(200, api.read(key))
 
             def do_POST(self) -> None:
-                if (route := self._route()) is None:
+                if self._fault() or (route := self._route()) is None:
                     return
                 body = self._body()
                 self._reply(*api.write("create", (route[0], body["metadata"]["name"]), body))
 
             def do_PATCH(self) -> None:
-                if (key := self._route()) is None:
+                if self._fault() or (key := self._route()) is None:
                     return
                 if key not in api.services:
                     return self._reply(404, {"kind": "Status", "code": 404, "reason": "NotFound"})

@@ -62,3 +62,77 @@ def test_help_says_how_long_each_wait_is(step):
         assert "given up after retries × stall-seconds plus back-off" in shown
     else:
         assert "each MLflow call waits at most 30 s and is tried 5 times" in shown
+
+
+def deploy_cli(tmp_path, kubeconfig: str, *flags: str) -> subprocess.CompletedProcess:
+    """``python -m components.deploy`` as a user runs it, outside any pod."""
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "KUBECONFIG": kubeconfig,
+        "PYTHONPATH": str(REPO),
+    }
+    return subprocess.run(
+        [
+            *(sys.executable, "-m", "components.deploy", "--model-version", "3"),
+            *("--tracking-uri", "http://mlflow.mlflow.svc.cluster.local:5000"),
+            *("--image", "registry.example/dogs-vs-cats:0.1.0", "--namespace", "team-a"),
+            *flags,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=120,
+    )
+
+
+def test_deploy_without_a_kubeconfig_ends_in_one_line(tmp_path):
+    done = deploy_cli(tmp_path, str(tmp_path / "missing"))
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("error: no usable Kubernetes context in ") and "KUBECONFIG" in line
+
+
+def test_deploy_against_an_api_that_never_answers_ends_within_its_timeout(tmp_path):
+    import time
+
+    import yaml
+
+    from tests.kube_api import FakeKServeApi
+
+    with FakeKServeApi() as api:
+        api.hang = True
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "c", "cluster": {"server": api.url}}],
+            "users": [{"name": "u", "user": {"token": "t"}}],
+            "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+            "current-context": "x",
+        }
+        (tmp_path / "kubeconfig").write_text(yaml.safe_dump(config))
+        started = time.monotonic()
+        done = deploy_cli(tmp_path, str(tmp_path / "kubeconfig"), "--timeout-seconds", "2")
+        took = time.monotonic() - started
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.splitlines()[-1] == (
+        "error: no answer within 2 s to read InferenceService team-a/dogs-vs-cats"
+    )
+    assert took < 60  # the interpreter's start included; the wait itself is the 2 s
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (("--model-version", "١"), "expected a registered model version"),
+        (("--name", "x/.."), "expected the name as a DNS label"),
+        (("--image", "img\nx"), "expected an image reference"),
+        (("--poll-seconds", "nan"), "expected poll_seconds above 0"),
+        (("--timeout-seconds", "-1"), "expected timeout_seconds above 0"),
+    ],
+)
+def test_deploy_refuses_what_kubernetes_would_refuse_before_any_request(tmp_path, flags, message):
+    done = deploy_cli(tmp_path, str(tmp_path / "missing"), *flags)  # no API to ask: none asked
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert message in done.stderr.splitlines()[-1]

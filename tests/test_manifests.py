@@ -251,6 +251,7 @@ def test_the_deploy_step_may_create_and_watch_inference_services(directory, name
     documents = {(d["kind"], d["metadata"]["name"]): d for d in render(directory)}
     rules = rbac_rules(documents["Role", "dogs-vs-cats-deploy"])
     assert {"get", "watch", "create", "patch"} <= rules[("serving.kserve.io", "inferenceservices")]
+    assert rules[("apps", "deployments")] == {"get"}  # the Standard mode's rollout, read only
     binding = documents["RoleBinding", "dogs-vs-cats-deploy"]
     assert ("dogs-vs-cats-pipeline") in {name for ns, name in subjects(binding) if ns == namespace}
     assert {ns for ns, _ in subjects(binding)} == {namespace}

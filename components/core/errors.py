@@ -31,5 +31,11 @@ def one_line_errors() -> Iterator[None]:
         if not (isinstance(err, USER_ERRORS) or type(err).__module__.startswith(SERVICE_ERRORS)):
             raise  # a defect of the project: its traceback is what fixes it
         log.debug("the step stopped", exc_info=True)
-        message = redact(" ".join(str(err).split())) or type(err).__name__
+        message = printable(redact(" ".join(str(err).split()))) or type(err).__name__
         raise SystemExit(f"error: {message}") from None
+
+
+def printable(text: str) -> str:
+    """``text`` as one line a terminal shows as it is: control characters (newline, tab,
+    escape sequences, bidirectional overrides) escaped, as ``\\n``, ``\\x1b``, ``\\u202e``."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)

@@ -9,7 +9,8 @@ from __future__ import annotations
 import re
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-USERINFO = re.compile(r"(?<=://)[^/@\s]*@")
+# as urllib reads an authority: it ends at the first / ? or #, its user info at the last @
+USERINFO = re.compile(r"(?<=://)[^/?#\s]*@")
 
 
 def redact(text: str) -> str:

@@ -1,4 +1,11 @@
-"""The InferenceService that serves a registered version, built with KServe's own models."""
+"""The InferenceService that serves a registered version, built with KServe's own models.
+
+One resource for both of KServe's deployment modes, its mode named by KServe's
+annotation. The hardening sits on the container, not the pod: Knative refuses a pod-level
+``securityContext`` unless its ``kubernetes.podspec-securitycontext`` flag is on, and the
+container's holds all of it (non-root user, seccomp, no privilege escalation). No
+credential stands in the resource: the model server reads them from secrets by reference.
+"""
 
 from __future__ import annotations
 
@@ -14,25 +21,34 @@ from components.deploying.config import DeployConfig
 from components.serving.config import MODEL_NAME
 
 PORT = 8080
-# secrets the pipeline's steps read too, each optional: basic auth of the tracking server,
-# and keys for a model that lives in S3 rather than behind the tracking server's proxy
-OPTIONAL_SECRETS = ("dogs-vs-cats-mlflow", "dogs-vs-cats-s3")
 USER = 10001  # the images' user
 # measured: 676 MiB resident idle, 1,073 MiB at peak under load (docs/BENCHMARKS.md)
 RESOURCES = {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "2Gi"}}
+MODE_ANNOTATION = "serving.kserve.io/deploymentMode"
+MODEL_URI_ANNOTATION = "dogs-vs-cats/model-uri"
+# what the deploy step created, and so may update; anything else under the name it refuses
+MANAGED_BY = ("app.kubernetes.io/managed-by", "dogs-vs-cats-deploy")
+# Istio's sidecar (a profile namespace injects one) up before the model is fetched through it
+HOLD_UNTIL_PROXY = ("proxy.istio.io/config", '{"holdApplicationUntilProxyStarts": true}')
+MLFLOW_KEYS = ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD")
+S3_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL")
 
 
 def build(cfg: DeployConfig, canary: bool = False) -> V1beta1InferenceService:
-    """The InferenceService for ``cfg``; ``canary``: the new version takes
-    ``cfg.canary_percent`` of the traffic while the one serving keeps the rest."""
+    """The InferenceService for ``cfg``; ``canary`` (Knative mode only): the new version
+    takes ``cfg.canary_percent`` of the traffic while the serving revision keeps the rest."""
     return V1beta1InferenceService(
         api_version=constants.KSERVE_V1BETA1,
         kind=constants.KSERVE_KIND_INFERENCESERVICE,
         metadata=k8s.V1ObjectMeta(
             name=cfg.name,
             namespace=cfg.namespace,
-            labels={"app.kubernetes.io/part-of": "dogs-vs-cats"},
-            annotations={"dogs-vs-cats/model-uri": cfg.model_uri},
+            labels={"app.kubernetes.io/part-of": "dogs-vs-cats", MANAGED_BY[0]: MANAGED_BY[1]},
+            annotations={
+                MODEL_URI_ANNOTATION: cfg.model_uri,
+                MODE_ANNOTATION: cfg.deployment_mode,
+                HOLD_UNTIL_PROXY[0]: HOLD_UNTIL_PROXY[1],
+            },
         ),
         spec=V1beta1InferenceServiceSpec(predictor=_predictor(cfg, canary)),
     )
@@ -44,12 +60,6 @@ def _predictor(cfg: DeployConfig, canary: bool) -> V1beta1PredictorSpec:
         max_replicas=cfg.max_replicas,
         canary_traffic_percent=cfg.canary_percent if canary else None,
         automount_service_account_token=False,  # the model server calls no Kubernetes API
-        security_context=k8s.V1PodSecurityContext(
-            run_as_non_root=True,
-            run_as_user=USER,
-            run_as_group=USER,
-            seccomp_profile=k8s.V1SeccompProfile(type="RuntimeDefault"),
-        ),
         containers=[_container(cfg)],
         volumes=[
             k8s.V1Volume(name=name, empty_dir=k8s.V1EmptyDirVolumeSource())
@@ -65,23 +75,27 @@ def _container(cfg: DeployConfig) -> k8s.V1Container:
         image=cfg.image,
         command=["python", "-m", "components.serve"],
         args=[f"--model={cfg.model_uri}", f"--port={PORT}"],
-        env=[k8s.V1EnvVar(name="MLFLOW_TRACKING_URI", value=cfg.tracking_uri)],
-        env_from=[
-            k8s.V1EnvFromSource(secret_ref=k8s.V1SecretEnvSource(name=name, optional=True))
-            for name in OPTIONAL_SECRETS
+        env=[
+            k8s.V1EnvVar(name="MLFLOW_TRACKING_URI", value=cfg.tracking_uri),
+            *_secret_env(cfg.mlflow_secret, MLFLOW_KEYS),
+            *_secret_env(cfg.s3_secret, S3_KEYS),
         ],
         ports=[k8s.V1ContainerPort(container_port=PORT, protocol="TCP")],
         readiness_probe=k8s.V1Probe(
             http_get=k8s.V1HTTPGetAction(path=ready, port=PORT), period_seconds=10
         ),
         liveness_probe=k8s.V1Probe(
-            http_get=k8s.V1HTTPGetAction(path="/", port=PORT),
+            http_get=k8s.V1HTTPGetAction(path=ready, port=PORT),  # alive while it serves
             initial_delay_seconds=60,  # loading the model comes first
             period_seconds=20,
             failure_threshold=6,
         ),
         resources=k8s.V1ResourceRequirements(**RESOURCES),
         security_context=k8s.V1SecurityContext(
+            run_as_non_root=True,
+            run_as_user=USER,
+            run_as_group=USER,
+            seccomp_profile=k8s.V1SeccompProfile(type="RuntimeDefault"),
             allow_privilege_escalation=False,
             read_only_root_filesystem=True,
             capabilities=k8s.V1Capabilities(drop=["ALL"]),
@@ -91,6 +105,19 @@ def _container(cfg: DeployConfig) -> k8s.V1Container:
             k8s.V1VolumeMount(name="home", mount_path="/home/app"),
         ],
     )
+
+
+def _secret_env(secret: str, keys: tuple[str, ...]) -> list[k8s.V1EnvVar]:
+    """Each key of ``secret`` as the variable of its name, by reference; absent, unset."""
+    return [
+        k8s.V1EnvVar(
+            name=key,
+            value_from=k8s.V1EnvVarSource(
+                secret_key_ref=k8s.V1SecretKeySelector(name=secret, key=key, optional=True)
+            ),
+        )
+        for key in keys
+    ]
 
 
 def manifest(service: V1beta1InferenceService) -> dict:

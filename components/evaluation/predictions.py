@@ -99,8 +99,3 @@ def predict_files(model: str, files: list[Path]) -> Predictions:
             for (file, _), p in zip(chunk, probabilities, strict=True)
         ]
     return result
-
-
-def printable(path: Path) -> str:
-    """``path`` as one line of text: control characters (tab, newline…) escaped."""
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in str(path))

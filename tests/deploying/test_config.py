@@ -1,4 +1,5 @@
-"""The deploy step's settings: a version, DNS names, a canary share, replica bounds."""
+"""The deploy step's settings: everything Kubernetes or KServe would refuse stops here,
+before any request is made."""
 
 from __future__ import annotations
 
@@ -17,12 +18,58 @@ def test_the_model_is_named_by_its_version_not_an_alias():
     ("changes", "message"),
     [
         ({"model_version": "candidate"}, "expected a registered model version"),
-        ({"name": "Dogs_Cats"}, "expected a DNS label as the name"),
+        ({"model_version": "١"}, "expected a registered model version"),  # an Arabic-Indic 1
+        ({"model_version": "03"}, "expected a registered model version"),
+        ({"name": "Dogs_Cats"}, "expected the name as a DNS label"),
+        ({"name": "dogs/../cats"}, "expected the name as a DNS label"),
+        ({"name": "d" * 54}, "DNS label of at most 53 characters"),
         ({"namespace": "-x"}, "expected a DNS label as the namespace"),
+        ({"image": "registry.example/dogs\nx:1"}, "expected an image reference"),
+        ({"image": "registry.example/dogs:1 --privileged"}, "expected an image reference"),
+        ({"image": ""}, "expected an image reference"),
+        ({"tracking_uri": "mlflow:5000"}, r"expected the tracking URI as http\(s\)://HOST"),
+        ({"tracking_uri": "http://mlflow:5000\nX-Forged: 1"}, "expected the tracking URI"),
         ({"canary_percent": 0}, "expected canary_percent from 1 to 100"),
         ({"min_replicas": 4}, "expected 0 <= min_replicas <= max_replicas"),
+        ({"deployment_mode": "Serverless"}, "expected deployment_mode Standard or Knative"),
+        ({"mlflow_secret": "Team Secret"}, "expected the mlflow_secret as a Kubernetes name"),
+        ({"timeout_seconds": float("nan")}, "expected timeout_seconds above 0"),
+        ({"timeout_seconds": float("inf")}, "expected timeout_seconds above 0"),
+        ({"poll_seconds": -1.0}, "expected poll_seconds above 0"),
+        ({"poll_seconds": 0.0}, "expected poll_seconds above 0"),
     ],
 )
 def test_values_a_cluster_would_refuse_are_refused_first(changes, message):
     with pytest.raises(ValueError, match=message):
         DeployConfig(**{**BASE, **changes})
+
+
+def test_a_password_in_the_tracking_uri_is_refused_without_being_repeated():
+    with pytest.raises(ValueError) as refused:
+        DeployConfig(**{**BASE, "tracking_uri": "http://bob:p@ss-w0rd@mlflow:5000"})
+    message = str(refused.value)
+    assert "p@ss-w0rd" not in message and "ss-w0rd" not in message
+    assert "put them in the secret dogs-vs-cats-mlflow" in message
+    assert message.endswith("give http://mlflow:5000")
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"canary_percent": 10}, "canary_percent 10 needs deployment_mode Knative"),
+        ({"min_replicas": 0}, "min_replicas 0 .* needs deployment_mode Knative"),
+    ],
+)
+def test_what_only_knative_can_do_is_refused_in_the_standard_mode(changes, message):
+    with pytest.raises(ValueError, match=message):
+        DeployConfig(**{**BASE, **changes})
+    knative = DeployConfig(**{**BASE, **changes, "deployment_mode": "Knative"})
+    assert knative.canary == (knative.canary_percent < 100)
+
+
+def test_a_digest_pinned_image_and_a_registry_with_a_port_are_references():
+    for image in (
+        "registry.example:5000/team/dogs-vs-cats:0.1.0",
+        "ghcr.io/dogs-vs-cats/dogs-vs-cats@sha256:" + "a" * 64,
+    ):
+        assert DeployConfig(**{**BASE, "image": image}).image == image

@@ -1,19 +1,28 @@
-"""The InferenceService as built: valid for KServe's CRD, locked down, canary on request."""
+"""The InferenceService as built: valid for KServe's CRD in both modes, locked down at the
+container (Knative refuses a pod-level securityContext), credentials by reference only."""
 
 from __future__ import annotations
+
+import dataclasses
+
+import pytest
 
 from components.deploying import inference_service
 from components.deploying.config import DeployConfig
 from tests import crds
 
 CFG = DeployConfig(model_version="4", tracking_uri="http://mlflow:5000", image="img")
+KNATIVE = dataclasses.replace(CFG, deployment_mode="Knative", canary_percent=10)
 
 
-def test_it_validates_strictly_against_kserves_crd_with_and_without_a_canary():
-    for canary in (False, True):
-        built = inference_service.manifest(inference_service.build(CFG, canary=canary))
-        assert crds.errors(built) == []
-        assert built["spec"]["predictor"].get("canaryTrafficPercent") == (10 if canary else None)
+@pytest.mark.parametrize(("cfg", "canary"), [(CFG, False), (KNATIVE, False), (KNATIVE, True)])
+def test_it_validates_strictly_against_kserves_crd_in_each_mode(cfg, canary):
+    built = inference_service.manifest(inference_service.build(cfg, canary=canary))
+    assert crds.errors(built) == []
+    assert built["metadata"]["annotations"]["serving.kserve.io/deploymentMode"] == (
+        cfg.deployment_mode
+    )
+    assert built["spec"]["predictor"].get("canaryTrafficPercent") == (10 if canary else None)
 
 
 def test_a_misplaced_field_is_caught_by_the_strict_schema():
@@ -30,7 +39,35 @@ def test_the_model_server_runs_the_version_non_root_with_probes_and_limits():
     assert container["command"] == ["python", "-m", "components.serve"]
     assert container["args"] == ["--model=models:/dogs-vs-cats/4", "--port=8080"]
     assert container["readinessProbe"]["httpGet"]["path"] == "/v1/models/dogs-vs-cats"
-    assert predictor["securityContext"]["runAsNonRoot"] is True
-    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["livenessProbe"]["httpGet"]["path"] == "/v1/models/dogs-vs-cats"
+    assert "securityContext" not in predictor  # Knative's default refuses it
+    hardening = container["securityContext"]
+    assert hardening["runAsNonRoot"] is True and hardening["runAsUser"] == 10001
+    assert hardening["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert hardening["readOnlyRootFilesystem"] is True
+    assert hardening["capabilities"] == {"drop": ["ALL"]}
     assert set(container["resources"]) == {"requests", "limits"}
     assert (predictor["minReplicas"], predictor["maxReplicas"]) == (1, 3)
+
+
+def test_credentials_are_read_from_the_secrets_by_reference_never_written_in():
+    (container,) = inference_service.manifest(inference_service.build(CFG))["spec"]["predictor"][
+        "containers"
+    ]
+    literal = {e["name"]: e["value"] for e in container["env"] if "value" in e}
+    assert literal == {"MLFLOW_TRACKING_URI": "http://mlflow:5000"}
+    referenced = {
+        e["name"]: e["valueFrom"]["secretKeyRef"] for e in container["env"] if "valueFrom" in e
+    }
+    assert referenced["MLFLOW_TRACKING_PASSWORD"] == {
+        "name": "dogs-vs-cats-mlflow",
+        "key": "MLFLOW_TRACKING_PASSWORD",
+        "optional": True,
+    }
+    assert referenced["AWS_SECRET_ACCESS_KEY"]["name"] == "dogs-vs-cats-s3"
+    assert "envFrom" not in container
+
+
+def test_it_carries_the_label_that_lets_the_step_update_it_later():
+    metadata = inference_service.manifest(inference_service.build(CFG))["metadata"]
+    assert metadata["labels"]["app.kubernetes.io/managed-by"] == "dogs-vs-cats-deploy"

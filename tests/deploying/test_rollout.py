@@ -1,13 +1,17 @@
-"""The deploy step's life cycle against a stand-in for KServe's API (no cluster runs here):
-create and wait Ready, update as a canary, a controller failure, a timeout, a refusal."""
+"""The deploy step's life cycle against a stand-in for KServe's API (no Kubernetes API
+server runs here): create and wait until it serves in each mode, a canary in Knative, a
+controller failure, a timeout, refusals, a hung API, another team's service."""
 
 from __future__ import annotations
 
 import dataclasses
+import socket
+import time
 
 import pytest
 from kubernetes import client as k8s
 
+from components.cluster import kube
 from components.deploying import inference_service, rollout
 from components.deploying.config import DeployConfig
 from tests import crds
@@ -21,12 +25,14 @@ CFG = DeployConfig(
     poll_seconds=0.01,
     timeout_seconds=5,
 )
+KNATIVE = dataclasses.replace(CFG, deployment_mode="Knative", canary_percent=10)
 KEY = ("team-a", "dogs-vs-cats")
 
 
-def client(api) -> k8s.ApiClient:
+def client(url: str) -> k8s.ApiClient:
     configuration = k8s.Configuration()
-    configuration.host = api.url
+    configuration.host = url
+    configuration.retries = 0  # as kube.api_client() sets it
     return k8s.ApiClient(configuration)
 
 
@@ -34,42 +40,81 @@ def served_version(service: dict) -> str:
     return service["spec"]["predictor"]["containers"][0]["args"][0]
 
 
-def test_a_first_deploy_creates_the_service_and_returns_its_url_once_ready():
+def earlier(cfg: DeployConfig) -> dict:
+    return inference_service.manifest(
+        inference_service.build(dataclasses.replace(cfg, model_version="1"))
+    )
+
+
+def test_standard_mode_waits_for_the_deployment_to_roll_out_then_returns_the_url():
     with FakeKServeApi() as api:
-        url = rollout.deploy(CFG, client(api))
+        api.rollout_polls = 3
+        url = rollout.deploy(CFG, client(api.url))
         ((kind, body),) = api.writes
         stored = api.services[KEY]
     assert url == "http://dogs-vs-cats.team-a.example.com"
     assert kind == "create" and served_version(body) == "--model=models:/dogs-vs-cats/2"
+    assert api.deployment_reads == 4  # three reads rolling out, the fourth rolled out
     assert "canaryTrafficPercent" not in body["spec"]["predictor"]
     assert crds.errors({k: v for k, v in stored.items() if k != "status"}) == []
 
 
-def test_a_new_version_over_a_serving_one_comes_in_as_a_canary():
+def test_standard_mode_replaces_a_serving_version_with_all_the_traffic():
     with FakeKServeApi() as api:
-        earlier = dataclasses.replace(CFG, model_version="1")
-        api.serving("team-a", inference_service.manifest(inference_service.build(earlier)))
-        url = rollout.deploy(CFG, client(api))
+        api.serving("team-a", earlier(CFG))
+        rollout.deploy(CFG, client(api.url))
+        ((kind, body),) = api.writes
+    assert kind == "patch" and "canaryTrafficPercent" not in body["spec"]["predictor"]
+    assert served_version(body) == "--model=models:/dogs-vs-cats/2"
+
+
+def test_knative_mode_brings_a_new_version_in_as_a_canary():
+    with FakeKServeApi() as api:
+        api.serving("team-a", earlier(KNATIVE))
+        url = rollout.deploy(KNATIVE, client(api.url))
         ((kind, body),) = api.writes
         stored = {k: v for k, v in api.services[KEY].items() if k != "status"}
     assert kind == "patch" and url.startswith("http://dogs-vs-cats.team-a")
     assert body["spec"]["predictor"]["canaryTrafficPercent"] == 10
-    assert served_version(stored) == "--model=models:/dogs-vs-cats/2"
+    assert api.deployment_reads == 0  # Knative's readiness is its revisions'
     assert stored["metadata"]["generation"] == 2 and crds.errors(stored) == []
 
 
-def test_the_same_version_again_is_an_update_in_place_with_all_the_traffic():
+def test_knative_mode_puts_the_same_version_back_with_all_the_traffic():
     with FakeKServeApi() as api:
-        api.serving("team-a", inference_service.manifest(inference_service.build(CFG)))
-        rollout.deploy(CFG, client(api))
+        api.serving("team-a", inference_service.manifest(inference_service.build(KNATIVE)))
+        rollout.deploy(KNATIVE, client(api.url))
         ((kind, body),) = api.writes
     assert kind == "patch" and body["spec"]["predictor"]["canaryTrafficPercent"] == 100
+
+
+def test_another_teams_service_under_the_name_is_refused_and_left_untouched():
+    foreign = earlier(CFG)
+    del foreign["metadata"]["labels"]["app.kubernetes.io/managed-by"]
+    with FakeKServeApi() as api:
+        api.serving("team-a", foreign)
+        with pytest.raises(RuntimeError) as refused:
+            rollout.deploy(CFG, client(api.url))
+        assert api.writes == []
+    assert "was not created by this deploy step" in str(refused.value)
+    assert (
+        "`kubectl label inferenceservice dogs-vs-cats -n team-a "
+        "app.kubernetes.io/managed-by=dogs-vs-cats-deploy`" in str(refused.value)
+    )
+
+
+def test_a_service_in_the_other_mode_is_refused_before_kserve_would():
+    with FakeKServeApi() as api:
+        api.serving("team-a", earlier(KNATIVE))
+        with pytest.raises(RuntimeError, match="serves in KServe's Knative mode"):
+            rollout.deploy(CFG, client(api.url))
+        assert api.writes == []
 
 
 def test_a_model_that_does_not_load_fails_with_kserves_reason():
     with FakeKServeApi(outcome="FailedToLoad") as api:
         with pytest.raises(RuntimeError) as failed:
-            rollout.deploy(CFG, client(api))
+            rollout.deploy(CFG, client(api.url))
     assert str(failed.value) == (
         "KServe could not serve models:/dogs-vs-cats/2 as InferenceService team-a/dogs-vs-cats: "
         "BlockedByFailedLoad: ModelLoadFailed: no registered model version 7"
@@ -79,8 +124,8 @@ def test_a_model_that_does_not_load_fails_with_kserves_reason():
 def test_a_service_never_ready_times_out_naming_its_conditions():
     with FakeKServeApi(outcome=None) as api:
         with pytest.raises(TimeoutError) as late:
-            rollout.deploy(dataclasses.replace(CFG, timeout_seconds=0.3), client(api))
-    assert "was not Ready within 0.3 s: Ready RevisionMissing: Configuration is waiting" in str(
+            rollout.deploy(dataclasses.replace(CFG, timeout_seconds=0.3), client(api.url))
+    assert "was not serving within 0.3 s: Ready RevisionMissing: Configuration is waiting" in str(
         late.value
     )
 
@@ -88,9 +133,77 @@ def test_a_service_never_ready_times_out_naming_its_conditions():
 def test_a_refused_resource_is_one_error_naming_it_and_an_api_hiccup_is_waited_out():
     with FakeKServeApi() as api:
         api.refuse_writes = True
-        with pytest.raises(RuntimeError, match="refused InferenceService team-a/dogs-vs-cats: 422"):
-            rollout.deploy(CFG, client(api))
+        with pytest.raises(
+            kube.ApiError, match="create InferenceService team-a/dogs-vs-cats: .* 422"
+        ):
+            rollout.deploy(CFG, client(api.url))
         api.refuse_writes, api.unavailable_reads = False, 0
-        rollout.deploy(CFG, client(api))  # created
+        rollout.deploy(CFG, client(api.url))  # created
         api.unavailable_reads = 2
-        assert rollout.deploy(CFG, client(api)).startswith("http://")  # 503s survived
+        assert rollout.deploy(CFG, client(api.url)).startswith("http://")  # 503s survived
+
+
+def test_an_api_that_accepts_and_never_answers_is_bounded_by_the_deadline():
+    with FakeKServeApi() as api:
+        api.hang = True
+        started = time.monotonic()
+        with pytest.raises(TimeoutError, match="no answer within 1 s to read InferenceService"):
+            rollout.deploy(dataclasses.replace(CFG, timeout_seconds=1), client(api.url))
+    assert time.monotonic() - started < 5
+
+
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    [
+        (401, "answered 401 Unauthorized: Unauthorized; the credentials were refused"),
+        (403, "answered 403 Forbidden: .*; this identity may not do that here"),
+        (500, "answered 500 Internal Server Error: etcdserver: request timed out"),
+    ],
+)
+def test_a_refusal_is_one_line_naming_the_request_and_what_to_try(status, expected):
+    said = {401: "Unauthorized", 403: 'cannot get resource "inferenceservices"'}
+    with FakeKServeApi() as api:
+        api.answer_all = status
+        api.said = said.get(status, "etcdserver: request timed out")
+        with pytest.raises(kube.ApiError, match=expected) as refused:
+            rollout.deploy(dataclasses.replace(CFG, timeout_seconds=0.5), client(api.url))
+    assert "read InferenceService team-a/dogs-vs-cats" in str(refused.value)
+
+
+def test_text_from_the_api_cannot_forge_lines_or_move_the_terminal():
+    with FakeKServeApi() as api:
+        api.answer_all = 403
+        api.said = "denied\nerror: all fine, deployed\x1b[2J\u202e"
+        with pytest.raises(kube.ApiError) as refused:
+            rollout.deploy(CFG, client(api.url))
+    message = str(refused.value)
+    assert "\n" not in message and "\x1b" not in message and "\u202e" not in message
+    assert "\\x1b[2J" in message and "\\u202e" in message
+
+
+def test_a_refused_port_is_one_line():
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    with pytest.raises(kube.ApiError, match="the Kubernetes API did not answer"):
+        rollout.deploy(
+            dataclasses.replace(CFG, timeout_seconds=0.5), client(f"http://127.0.0.1:{port}")
+        )
+
+
+@pytest.mark.parametrize(
+    "status",
+    [
+        "Ready",
+        ["Ready"],
+        {"observedGeneration": "2"},
+        {"observedGeneration": 9, "conditions": "Ready"},
+        {"observedGeneration": 9, "conditions": ["Ready"]},
+        {"observedGeneration": 9, "conditions": [{"type": "Ready", "status": "True"}], "url": 7},
+    ],
+)
+def test_a_status_kserve_would_never_write_is_refused_in_one_line(status):
+    with FakeKServeApi() as api:
+        api.malformed_status = status
+        with pytest.raises(RuntimeError, match="^expected .* found"):
+            rollout.deploy(dataclasses.replace(KNATIVE, canary_percent=100), client(api.url))

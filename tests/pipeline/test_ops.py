@@ -200,7 +200,8 @@ DEPLOY = dict(
     model_version="1",
     mlflow_run_id="run-1",
     registered_model_name="dogs-vs-cats",
-    canary_percent=10,
+    deployment_mode="Standard",
+    canary_percent=100,
     image="registry.example/dogs-vs-cats@sha256:" + "a" * 64,
 )
 
@@ -216,8 +217,9 @@ def test_deploy_does_nothing_unless_asked_and_the_gate_registered(mlflow_store):
     assert gate == ("", "not deployed: the quality gate did not register the model")
 
 
+@pytest.mark.integration
 def test_deploy_serves_the_registered_version_and_tags_its_url_on_the_run(
-    mlflow_store, monkeypatch
+    running_server, monkeypatch
 ):
     from kubernetes import client as k8s
 
@@ -225,6 +227,9 @@ def test_deploy_serves_the_registered_version_and_tags_its_url_on_the_run(
     from components.core import tracking
     from tests.kube_api import FakeKServeApi
 
+    # the model server in the pod loads through a tracking server, so the step takes one
+    mlflow_store = running_server.url
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_store)
     run_id = tracking.create_run("dogs-vs-cats", run_name="trained", tags={})
     with FakeKServeApi(polls_to_settle=1) as api:  # Ready at the first read: no poll waits
         configuration = k8s.Configuration()

@@ -1,0 +1,130 @@
+"""Reading an InferenceService (and its Deployment) as the API returns them, shape checked.
+
+A resource whose fields are not of the kinds KServe and Kubernetes write (a status that is
+a string, conditions that are not a list of objects) is refused in one line, never
+followed into a traceback.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from components.core.errors import printable
+from components.deploying.inference_service import MODEL_URI_ANNOTATION
+
+# KServe's modelStatus.transitionStatus values that no amount of waiting changes
+STUCK = {"BlockedByFailedLoad", "InvalidSpec"}
+
+
+def _field(resource: Any, *path: str, kind: type = dict) -> Any:
+    """``resource[path…]``, empty where absent; refused where present but of another kind."""
+    value: Any = resource
+    for depth, key in enumerate(path):
+        if not isinstance(value, dict):
+            where = ".".join(path[:depth]) or "the resource"
+            raise RuntimeError(
+                f"expected {where} to be an object as KServe writes it, found "
+                f"{printable(repr(value))[:100]}"
+            )
+        value = value.get(key)
+    if value is None:
+        return kind()
+    if not isinstance(value, kind):
+        raise RuntimeError(
+            f"expected {'.'.join(path)} to be a {kind.__name__}, found "
+            f"{printable(repr(value))[:100]}"
+        )
+    return value
+
+
+def labels_of(service: dict) -> dict:
+    return _field(service, "metadata", "labels")
+
+
+def annotations_of(service: dict) -> dict:
+    return _field(service, "metadata", "annotations")
+
+
+def model_uri(service: dict) -> str | None:
+    return annotations_of(service).get(MODEL_URI_ANNOTATION)
+
+
+def generation(service: dict) -> int:
+    return _field(service, "metadata", "generation", kind=int) or 1
+
+
+def observed(service: dict) -> int:
+    return _field(service, "status", "observedGeneration", kind=int)
+
+
+def conditions(service: dict) -> dict[str, dict]:
+    found = _field(service, "status", "conditions", kind=list)
+    if not all(isinstance(c, dict) and isinstance(c.get("type"), str) for c in found):
+        raise RuntimeError(
+            f"expected status.conditions to be objects with a type, found "
+            f"{printable(repr(found))[:100]}"
+        )
+    return {c["type"]: c for c in found}
+
+
+def is_ready(service: dict) -> bool:
+    return conditions(service).get("Ready", {}).get("status") == "True"
+
+
+def failure(service: dict) -> str | None:
+    """KServe's reason a revision cannot become Ready, or None while it still may."""
+    model = _field(service, "status", "modelStatus")
+    if model.get("transitionStatus") in STUCK:
+        info = _field(model, "lastFailureInfo")
+        said = f"{model['transitionStatus']}: {info.get('reason', '')}: {info.get('message', '')}"
+        return printable(said)
+    return None
+
+
+def not_serving(service: dict, mode: str) -> str:
+    """What KServe still reports as not ready, or "" once the service is Ready (in the
+    Knative mode, on its latest revision)."""
+    pending = [
+        printable(f"{kind} {c.get('reason', '')}: {c.get('message', '')}".strip())
+        for kind, c in conditions(service).items()
+        if c.get("status") != "True"
+    ]
+    if not pending and not is_ready(service):
+        pending = ["Ready not reported yet"]
+    if not pending and mode == "Knative":
+        predictor = _field(service, "status", "components", "predictor")
+        created, ready = (
+            predictor.get("latestCreatedRevision"),
+            predictor.get("latestReadyRevision"),
+        )
+        if created != ready:
+            pending = [printable(f"revision {created} not ready yet (serving {ready})")]
+    return "; ".join(pending)
+
+
+def url(service: dict) -> str:
+    """The external URL, else the cluster-local one."""
+    found = _field(service, "status", "url", kind=str)
+    return printable(found or _field(service, "status", "address", "url", kind=str))
+
+
+def rollout_pending(deployment: dict) -> str:
+    """What a Deployment's rollout still waits for, or "" once complete (as ``kubectl
+    rollout status`` reads it)."""
+    wanted = _field(deployment, "spec", "replicas", kind=int)
+    state = _field(deployment, "status")
+    counts = {
+        key: _field(state, key, kind=int)
+        for key in ("observedGeneration", "replicas", "updatedReplicas", "availableReplicas")
+    }
+    if counts["observedGeneration"] < generation(deployment):
+        return "the Deployment's new spec not yet seen by its controller"
+    if counts["updatedReplicas"] < wanted:
+        return f"{counts['updatedReplicas']} of {wanted} pods updated"
+    if counts["replicas"] > counts["updatedReplicas"]:
+        return f"{counts['replicas'] - counts['updatedReplicas']} old pods still terminating"
+    if counts["availableReplicas"] < counts["updatedReplicas"]:
+        return (
+            f"{counts['availableReplicas']} of {counts['updatedReplicas']} updated pods available"
+        )
+    return ""
