@@ -77,6 +77,7 @@ def main(argv: list[str] | None = None) -> None:
             experiment=args.experiment,
             run_name=args.run_name,
             service_account=args.service_account,
+            timeout_seconds=args.timeout_seconds,
         )
         run = submit(destination, args.arguments, target, args.sweep, args.preset)
     print(f"submitted run {run.run_id}: {run.url}")

@@ -87,6 +87,13 @@ def build_parser(description: str) -> argparse.ArgumentParser:
         help="what the run's pods run as (default: %(default)s, from manifests/pipeline or "
         "overlays/profile; '' for the namespace's default)",
     )
+    submit.add_argument(
+        "--timeout-seconds",
+        type=float,
+        default=120.0,
+        help="how long the whole submission may take, every request included "
+        "(default: %(default)s)",
+    )
     submit.add_argument("arguments", nargs="*", metavar="name=value")
     here = {
         "run": "run every step on this machine with kfp.local (no Docker, no cluster)",

@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import tempfile
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import requests
 
+from components.core.errors import printable
+from components.core.uris import redact, split_credentials
 from pipeline.arguments import parse_arguments, refuse_credentials, sweep_arguments
 from pipeline.pipeline import build_pipeline
 from pipeline.spec import compile_pipeline
@@ -28,9 +33,15 @@ HINTS = {
 }
 
 
+DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
+HEALTH_SECONDS = (5.0, 30.0)  # connect, read
+HEALTH_KEYS = {"multi_user", "commit_sha", "tag_name"}
+
+
 @dataclass(frozen=True)
 class Destination:
-    """Where and as whom a run starts."""
+    """Where and as whom a run starts; what the API would refuse is refused on creation."""
 
     host: str
     namespace: str | None = None  # a profile's namespace, in a multi-user Kubeflow
@@ -38,6 +49,40 @@ class Destination:
     experiment: str = DEFAULT_EXPERIMENT
     run_name: str | None = None
     service_account: str = SERVICE_ACCOUNT  # "": the namespace's default runner
+    timeout_seconds: float = 120.0  # the whole submission, every request included
+
+    def __post_init__(self) -> None:
+        bare, user, _ = split_credentials(self.host)
+        if user is not None:
+            raise ValueError(
+                f"expected --host without a user and password, found {redact(self.host)}: the "
+                f"Kubeflow Pipelines API takes a bearer token, given in ${TOKEN_ENV} (or "
+                f"--token), so give --host {bare}"
+            )
+        if not re.fullmatch(r"https?://[^\s/?#@]+(/[^\s?#]*)?", self.host):
+            raise ValueError(f"expected --host as http(s)://HOST[:PORT], found {self.host!r}")
+        if self.namespace is not None and not (
+            DNS_LABEL.fullmatch(self.namespace) and len(self.namespace) <= 63
+        ):
+            raise ValueError(
+                f"expected --namespace as a Kubernetes namespace (a DNS label: lowercase "
+                f"letters, digits and -), found {self.namespace!r}"
+            )
+        if self.service_account and not DNS_SUBDOMAIN.fullmatch(self.service_account):
+            raise ValueError(
+                "expected --service-account as a Kubernetes name (lowercase letters, digits, "
+                f"- and .), found {self.service_account!r}"
+            )
+        for what, name in (("--experiment", self.experiment), ("--run-name", self.run_name)):
+            if name is not None and not (name.isprintable() and 0 < len(name.strip()) <= 128):
+                raise ValueError(
+                    f"expected {what} as one line of 1 to 128 printable characters, found "
+                    f"{printable(repr(name))[:140]}"
+                )
+        if not 0 < self.timeout_seconds <= 3600:
+            raise ValueError(
+                f"expected --timeout-seconds above 0 and at most 3600, found {self.timeout_seconds}"
+            )
 
 
 @dataclass(frozen=True)
@@ -59,7 +104,8 @@ def submit(
     parse = sweep_arguments if sweep else parse_arguments
     arguments = parse(pairs, build_pipeline(target, sweep), preset)
     refuse_credentials(arguments, ("source", "tracking_uri"))
-    health = check_reachable(destination.host)
+    token = destination.token or os.environ.get(TOKEN_ENV) or None
+    health = check_api(destination.host, token)
     if health.get("multi_user") and not destination.namespace:
         raise SystemExit(
             f"the Kubeflow Pipelines at {destination.host} is multi-user: give --namespace "
@@ -67,13 +113,14 @@ def submit(
         )
     with tempfile.TemporaryDirectory() as scratch:
         package = compile_pipeline(Path(scratch) / "pipeline.yaml", target, sweep)
-        with api_errors(destination):
+
+        def start_run() -> Any:
             client = kfp.Client(
                 host=destination.host,
                 namespace=destination.namespace or "kubeflow",
-                existing_token=destination.token or os.environ.get(TOKEN_ENV) or None,
+                existing_token=token,
             )
-            run = client.create_run_from_pipeline_package(
+            return client.create_run_from_pipeline_package(
                 str(package),
                 arguments=arguments,
                 run_name=destination.run_name,
@@ -81,7 +128,38 @@ def submit(
                 namespace=destination.namespace,
                 service_account=destination.service_account or None,
             )
+
+        with api_errors(destination):
+            run = within(destination.timeout_seconds, destination.host, start_run)
     return SubmittedRun(run.run_id, f"{destination.host.rstrip('/')}/#/runs/details/{run.run_id}")
+
+
+def within(seconds: float, host: str, work: Callable[[], Any]) -> Any:
+    """``work()``, or one line once ``seconds`` pass without its end.
+
+    kfp's client sets no timeout on its requests, so they run in a thread the command
+    stops waiting for: an API that accepts a connection and never answers ends the
+    command in time, and the thread goes with the process.
+    """
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = work()
+        except BaseException as err:  # noqa: BLE001 - handed to the waiting thread as it is
+            outcome["error"] = err
+
+    thread = threading.Thread(target=run, daemon=True, name="kfp-client")
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        raise SystemExit(
+            f"the Kubeflow Pipelines API at {host} did not answer within {seconds:g} s "
+            "(--timeout-seconds); nothing is known to have started"
+        )
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
 
 
 def experiment_id(client, destination: Destination) -> str:
@@ -104,24 +182,32 @@ def experiment_id(client, destination: Destination) -> str:
 def api_errors(destination: Destination) -> Iterator[None]:
     """An HTTP refusal of the KFP API as one line: status, what it said, what to try."""
     from kfp_server_api.exceptions import ApiException
+    from urllib3.exceptions import HTTPError
 
+    where = f" (namespace {destination.namespace})" if destination.namespace else ""
     try:
         yield
     except ApiException as err:
-        where = f" (namespace {destination.namespace})" if destination.namespace else ""
-        said = " ".join(str(err.body or "").split())[:200]
+        said = printable(" ".join(str(err.body or "").split()))[:200]
         hint = HINTS.get(err.status, "")
         raise SystemExit(
             f"the Kubeflow Pipelines API at {destination.host}{where} refused the request: "
-            f"{err.status} {err.reason}: {said}" + (f"; {hint}" if hint else "")
+            f"{err.status} {printable(str(err.reason))}: {said}" + (f"; {hint}" if hint else "")
+        ) from None
+    except HTTPError as err:
+        cause = printable(str(getattr(err, "reason", None) or err))[:200]
+        raise SystemExit(
+            f"the Kubeflow Pipelines API at {destination.host}{where} stopped answering: {cause}"
         ) from None
 
 
-def check_reachable(host: str, timeout: float = 10.0) -> dict:
-    """The API's health answer; one line that says what was tried when it does not answer."""
+def check_api(host: str, token: str | None = None) -> dict:
+    """The API's health answer, ``{"multi_user": …}``; one line when the host does not
+    answer, or answers as something other than the Kubeflow Pipelines API."""
     url = f"{host.rstrip('/')}/apis/v2beta1/healthz"
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
     try:
-        answer = requests.get(url, timeout=timeout)
+        answer = requests.get(url, headers=headers, timeout=HEALTH_SECONDS)
     except requests.RequestException as err:
         raise SystemExit(
             f"cannot reach the Kubeflow Pipelines API at {host} ({type(err).__name__} on "
@@ -131,5 +217,18 @@ def check_reachable(host: str, timeout: float = 10.0) -> dict:
     try:
         health = answer.json()
     except ValueError:
-        return {}  # behind a login page, say: the API's own calls will say more
-    return health if isinstance(health, dict) else {}
+        health = None
+    if answer.status_code in (401, 403):
+        raise SystemExit(
+            f"the Kubeflow Pipelines API at {host} refused the health check: "
+            f"{answer.status_code}; {HINTS[answer.status_code]}"
+        )
+    # KFP's answer: multi_user, commit_sha, tag_name (a false or empty one may be left out)
+    if not (answer.ok and isinstance(health, dict) and HEALTH_KEYS & set(health)):
+        kind = printable(answer.headers.get("Content-Type", "no content type"))[:60]
+        raise SystemExit(
+            f"{host} answered {url} with {answer.status_code} ({kind}), not as the Kubeflow "
+            "Pipelines API does: check --host (the API or the KFP UI's address); behind "
+            f"Kubeflow's login, give a token in ${TOKEN_ENV}"
+        )
+    return health

@@ -9,6 +9,7 @@ knows, answering 401 and 403 as KFP's API server does behind Kubeflow's auth.
 from __future__ import annotations
 
 import json
+import threading
 from urllib.parse import parse_qs, urlparse
 
 from tests.local_http import JSONHandler, LocalHTTPServer
@@ -24,7 +25,15 @@ class FakeKfpApi(LocalHTTPServer):
         self.experiments: dict[str, dict] = {}
         self.runs: dict[str, dict] = {}
         self.unknown: list[str] = []
+        self.seen: list[str] = []  # every path asked for, in order
+        self.hang_after_health = False  # answer the health check, then nothing at all
+        self.refuse_with: tuple[int, str] | None = None  # every call but health: this text
+        self._released = threading.Event()
         self._bind()
+
+    def __exit__(self, *exc) -> None:
+        self._released.set()
+        super().__exit__(*exc)
 
     def refusal(self, authorization: str | None, namespace: str | None) -> tuple[int, dict] | None:
         """401 without the token, 403 for a namespace that is not a known profile."""
@@ -90,6 +99,19 @@ class FakeKfpApi(LocalHTTPServer):
                     self._reply(404, {"error": "not the v2beta1 API"})
                     return
                 path, payload = url.path[len(PREFIX) :], self._payload(url)
+                api.seen.append(path)
+                if path != "/healthz" and api.hang_after_health:
+                    api._released.wait(timeout=60)
+                    return
+                if path != "/healthz" and api.refuse_with:
+                    status, said = api.refuse_with  # as plain text, control characters and all
+                    data = said.encode()
+                    self.send_response(status)
+                    self.send_header("Content-Type", "text/plain")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return
                 if path != "/healthz":
                     namespace = (
                         payload.get("namespace", [None])[0]

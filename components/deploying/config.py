@@ -45,7 +45,11 @@ class DeployConfig:
         "credentials: the model server reads them from --mlflow-secret",
         role=LOCAL,
     )
-    image: str = setting(help="the image with components.serve (the CPU image)", role=LOCAL)
+    image: str = setting(
+        help="the image with components.serve (the CPU image)",
+        role=LOCAL,
+        example="registry.example/dogs-vs-cats:0.1.0",  # the compiled spec's, at run time
+    )
     registered_model_name: str = setting(
         REGISTERED_MODEL_NAME, "name in the MLflow Model Registry", role=PER_RUN
     )

@@ -129,3 +129,77 @@ def test_each_refusal_is_one_line_that_says_what_to_do(
         assert api.runs == {}
     message = str(stopped.value)
     assert expected in message and "\n" not in message, message
+
+
+def test_an_api_that_answers_its_health_check_then_nothing_ends_within_the_timeout(
+    precompiled,
+):
+    import time
+
+    with FakeKfpApi() as api:
+        api.hang_after_health = True
+        started = time.monotonic()
+        with pytest.raises(SystemExit) as stopped:
+            pipeline_main(
+                ["submit", "--host", api.endpoint, "--timeout-seconds", "1.5", "epochs=3"]
+            )
+        took = time.monotonic() - started
+        assert api.seen[0] == "/healthz" and len(api.seen) > 1  # it got past the check
+    assert str(stopped.value) == (
+        f"the Kubeflow Pipelines API at {api.endpoint} did not answer within 1.5 s "
+        "(--timeout-seconds); nothing is known to have started"
+    )
+    assert took < 10
+
+
+def test_a_live_host_that_is_not_a_kfp_api_is_one_line_at_once(tmp_path, capsys):
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+    from threading import Thread
+
+    (tmp_path / "index.html").write_text("<html>a login page</html>")
+    handler = lambda *a: SimpleHTTPRequestHandler(*a, directory=str(tmp_path))  # noqa: E731
+    with ThreadingHTTPServer(("127.0.0.1", 0), handler) as web:
+        Thread(target=web.serve_forever, daemon=True).start()
+        host = f"http://127.0.0.1:{web.server_port}"
+        with pytest.raises(SystemExit) as stopped:
+            pipeline_main(["submit", "--host", host, "epochs=3"])
+        web.shutdown()
+    assert str(stopped.value).startswith(f"{host} answered {host}/apis/v2beta1/healthz with 404")
+    assert "not as the Kubeflow Pipelines API does" in str(stopped.value)
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_a_password_in_the_host_is_refused_and_never_shown(capsys):
+    with FakeKfpApi() as api:
+        host = api.endpoint.replace("http://", "http://bob:p@ss-w0rd@")
+        with pytest.raises(SystemExit) as stopped:
+            pipeline_main(["submit", "--host", host, "epochs=3"])
+        assert api.seen == []  # nothing sent
+    said = str(stopped.value) + capsys.readouterr().err
+    assert "ss-w0rd" not in said and "http://***@127.0.0.1" in said
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        (["--namespace", "Team_A"], "expected --namespace as a Kubernetes namespace"),
+        (["--namespace", "team-a/../x"], "expected --namespace as a Kubernetes namespace"),
+        (["--service-account", "pipeline runner"], "expected --service-account as a Kub"),
+        (["--run-name", "a\nb"], r"expected --run-name as one line"),
+        (["--timeout-seconds", "nan"], "expected --timeout-seconds above 0"),
+    ],
+)
+def test_names_kubernetes_would_refuse_are_refused_before_any_request(flags, expected):
+    with FakeKfpApi() as api:
+        with pytest.raises(SystemExit, match=expected):
+            pipeline_main(["submit", "--host", api.endpoint, *flags, "epochs=3"])
+        assert api.seen == []
+
+
+def test_text_from_the_api_is_escaped_in_the_one_line(precompiled):
+    with FakeKfpApi() as api:
+        api.refuse_with = (403, "denied\nsubmitted run run-9: ok\x1b[2J")
+        with pytest.raises(SystemExit) as stopped:
+            pipeline_main(["submit", "--host", api.endpoint, "epochs=3"])
+    message = str(stopped.value)
+    assert "\n" not in message and "\x1b" not in message and "\\x1b[2J" in message
