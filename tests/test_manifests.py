@@ -22,6 +22,7 @@ KUSTOMIZATIONS = [
     "overlays/profile-multi-node",
     "serving",
     "overlays/serving",
+    "overlays/serving-profile",
 ]
 K8S_VERSION = "1.30.0"
 POD_OWNERS = {"Deployment", "StatefulSet", "DaemonSet", "Job"}
@@ -57,10 +58,48 @@ def plain_manifests() -> list[tuple[str, dict]]:
     return found
 
 
+# Istio's AuthorizationPolicy (security.istio.io/v1): its CRD is not among the ones kept
+# here, so its fields are checked against the names Istio's API reference lists
+ISTIO_FIELDS = {
+    "spec": {"selector", "targetRef", "targetRefs", "action", "provider", "rules"},
+    "rule": {"from", "to", "when"},
+    "source": {
+        *("principals", "notPrincipals", "requestPrincipals", "notRequestPrincipals"),
+        *("namespaces", "notNamespaces", "ipBlocks", "notIpBlocks"),
+        *("remoteIpBlocks", "notRemoteIpBlocks", "serviceAccounts", "notServiceAccounts"),
+    },
+    "operation": {
+        *("hosts", "notHosts", "ports", "notPorts"),
+        *("methods", "notMethods", "paths", "notPaths"),
+    },
+}
+
+
+def authorization_policy_errors(doc: dict) -> list[str]:
+    errors = []
+
+    def unknown(where: str, found: dict, known: str) -> None:
+        errors.extend(f"{where}.{key}" for key in set(found) - ISTIO_FIELDS[known])
+
+    assert doc["apiVersion"] == "security.istio.io/v1"
+    unknown("spec", doc["spec"], "spec")
+    if doc["spec"].get("action", "ALLOW") not in ("ALLOW", "DENY", "AUDIT", "CUSTOM"):
+        errors.append("spec.action")
+    for i, rule in enumerate(doc["spec"].get("rules", [])):
+        unknown(f"rules[{i}]", rule, "rule")
+        for peer in rule.get("from", []):
+            unknown(f"rules[{i}].from", peer["source"], "source")
+        for target in rule.get("to", []):
+            unknown(f"rules[{i}].to", target["operation"], "operation")
+    return errors
+
+
 def validate(doc: dict) -> None:
     """Strictly, against Kubernetes' schemas or, for a custom resource, its CRD's."""
     if doc["kind"] == "InferenceService":
         assert crds.errors(doc) == []
+    elif doc["kind"] == "AuthorizationPolicy":
+        assert authorization_policy_errors(doc) == []
     else:
         kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
 
@@ -255,3 +294,11 @@ def test_the_deploy_step_may_create_and_watch_inference_services(directory, name
     binding = documents["RoleBinding", "dogs-vs-cats-deploy"]
     assert ("dogs-vs-cats-pipeline") in {name for ns, name in subjects(binding) if ns == namespace}
     assert {ns for ns, _ in subjects(binding)} == {namespace}
+
+
+def test_a_field_istio_does_not_know_is_caught():
+    (policy,) = [
+        d for d in render("overlays/serving-profile") if d["kind"] == "AuthorizationPolicy"
+    ]
+    policy["spec"]["rules"][0]["from"][0]["source"]["namespace"] = ["team-a"]  # not namespaces
+    assert authorization_policy_errors(policy) == ["rules[0].from.namespace"]

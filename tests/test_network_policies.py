@@ -176,3 +176,79 @@ def test_only_the_tracking_server_reaches_its_database():
     assert not allows(
         every, Pod("mlflow", {"app.kubernetes.io/name": "debug"}), postgres, 5432, NAMESPACES
     )
+
+
+# --- the model server in a profile's namespace (overlays/serving-profile) -------------------
+
+PREDICTOR = Pod(
+    "team-a", {"serving.kserve.io/inferenceservice": "dogs-vs-cats", "component": "predictor"}
+)
+SERVING_NAMESPACES = {
+    **NAMESPACES,
+    "knative-serving": namespace_labels("knative-serving"),
+    "kube-system": namespace_labels("kube-system"),
+}
+
+
+def serving_policies() -> list[dict]:
+    """Every policy on the path: the serving overlay's, the tracking server's, KFP's store's."""
+    return [
+        *kfp_store(),
+        *policies(render("overlays/kubeflow")),
+        *policies(render("overlays/serving-profile")),
+    ]
+
+
+def test_the_model_server_in_a_profile_fetches_its_model_from_the_tracking_server():
+    mlflow = template_pod(render("overlays/kubeflow"), "mlflow")
+    every = serving_policies()
+    assert allows(every, PREDICTOR, mlflow, mlflow.named_ports["http"], SERVING_NAMESPACES)
+    dns = Pod("kube-system", {"k8s-app": "kube-dns"})
+    assert allows(every, PREDICTOR, dns, 53, SERVING_NAMESPACES)
+    istiod = Pod("istio-system", {"app": "istiod"})
+    assert allows(every, PREDICTOR, istiod, 15012, SERVING_NAMESPACES)
+
+
+def test_the_model_server_reaches_nothing_else():
+    documents = render("overlays/kubeflow")
+    every = serving_policies()
+    postgres = template_pod(documents, "mlflow-postgres")
+    assert not allows(every, PREDICTOR, postgres, 5432, SERVING_NAMESPACES)
+    assert not allows(every, PREDICTOR, SEAWEEDFS, 8333, SERVING_NAMESPACES)
+    elsewhere = Pod("default", {"app": "anything"})
+    assert not allows(every, PREDICTOR, elsewhere, 443, SERVING_NAMESPACES)
+
+
+@pytest.mark.parametrize(
+    ("caller", "admitted"),
+    [
+        (Pod("istio-system", {"app": "istio-ingressgateway"}), True),
+        (Pod("knative-serving", {"app": "activator"}), True),
+        (Pod("team-a", PIPELINE_STEP), True),
+        (Pod("kubeflow", PIPELINE_STEP), True),
+        (Pod("default", {"app": "curl"}), False),
+        (Pod("team-b", PIPELINE_STEP), False),
+    ],
+)
+def test_who_may_call_the_model_server(caller, admitted):
+    every = serving_policies()
+    assert allows(every, caller, PREDICTOR, 8080, SERVING_NAMESPACES) is admitted
+    assert not allows(every, caller, PREDICTOR, 9090, SERVING_NAMESPACES)
+
+
+def test_istios_policy_selects_the_predictor_and_admits_the_profiles_own_namespace():
+    documents = render("overlays/serving-profile")
+    (policy,) = [d for d in documents if d["kind"] == "AuthorizationPolicy"]
+    (service,) = [d for d in documents if d["kind"] == "InferenceService"]
+    namespace = service["metadata"]["namespace"]
+    assert policy["metadata"]["namespace"] == namespace
+    assert selects(policy["spec"]["selector"], PREDICTOR.labels)
+    assert policy["spec"]["selector"]["matchLabels"] == {
+        "serving.kserve.io/inferenceservice": service["metadata"]["name"]
+    }
+    (rule,) = policy["spec"]["rules"]
+    (source,) = rule["from"]
+    assert namespace in source["source"]["namespaces"]  # edited with the namespace, or refused
+    paths = rule["to"][0]["operation"]["paths"]
+    assert "/v1/models/*" in paths and "/v2/models/*" in paths
+    assert not any("repository" in path for path in paths)  # no model loading or unloading
