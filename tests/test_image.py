@@ -98,33 +98,48 @@ def test_every_task_of_the_pipeline_runs_in_the_image(
     assert logged["test_accuracy"] == pytest.approx(outputs["test_accuracy"])
 
 
-def test_the_image_serves_a_model_over_http(container, sample_images, tmp_path):
-    """components.serve in the image, as the InferenceService runs it, answers a photo."""
+def test_the_image_serves_the_registered_model_as_the_inference_service_runs_it(
+    container, running_server, small_arrays, sample_images, tmp_path
+):
+    """components.serve in the image, started with the InferenceService's own command and
+    environment, loads the registered version through the tracking server (on PostgreSQL,
+    artifacts in SeaweedFS) and answers a photo."""
     import base64
     import subprocess
     import time
 
     import requests
 
-    from tests.models import seeded_model
+    from components.deploying import inference_service
+    from components.deploying.config import DeployConfig
     from tests.servers import free_port, stop_process_group
+    from tests.tracking_stack import register_trained_model
 
-    model = seeded_model(tmp_path / "model")
-    for path in (tmp_path, model, model / "model.pt"):  # readable by the image's user
-        shutil.chown(path, APP_UID, APP_UID)
-    port = free_port()
+    name = "dogs-vs-cats-image-test"
+    register_trained_model(running_server.url, small_arrays, tmp_path, name)
+    cfg = DeployConfig(
+        model_version="1",
+        registered_model_name=name,
+        tracking_uri=running_server.url,
+        image="dogs-vs-cats-under-test:0.1.0",
+    )
+    (spec,) = inference_service.manifest(inference_service.build(cfg))["spec"]["predictor"][
+        "containers"
+    ]
+    # the secrets are optional and absent here: their variables stay unset, as in the pod
+    env = [f"--env={e['name']}={e['value']}" for e in spec["env"] if "value" in e]
+    port = free_port()  # this machine's 8080 may be taken: the last --port wins
+    command = [*spec["command"], *spec["args"], "--host=127.0.0.1", f"--port={port}"]
     with open(tmp_path / "serve.log", "wb") as log:
         server = subprocess.Popen(
-            ["buildah", *imagebuild.STORAGE, "run", "--isolation=chroot"]
-            + [f"--volume={tmp_path}:{tmp_path}:ro", container, "--"]
-            + ["python", "-m", "components.serve", "--model", str(model)]
-            + ["--host", "127.0.0.1", "--port", str(port)],
+            ["buildah", *imagebuild.STORAGE, "run", "--isolation=chroot", *env]
+            + [f"--user={APP_UID}", container, "--", *command],
             stdout=log,
             stderr=log,
             start_new_session=True,
         )
     try:
-        url = f"http://127.0.0.1:{port}/v1/models/dogs-vs-cats"
+        url = f"http://127.0.0.1:{port}{spec['readinessProbe']['httpGet']['path']}"
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline:
             assert server.poll() is None, (tmp_path / "serve.log").read_text()[-3000:]

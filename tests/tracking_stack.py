@@ -4,9 +4,11 @@ SeaweedFS's S3 (the store Kubeflow Pipelines installs). One set per test module.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from tests.servers import MlflowServer, PostgresServer, SeaweedS3, deployment_flags
+from tests.servers import S3_KEYS, MlflowServer, PostgresServer, SeaweedS3, deployment_flags
 
 BUCKET = "mlflow-artifacts"
 
@@ -44,3 +46,22 @@ def running_server(s3, postgres, tmp_path_factory):
     workdir = tmp_path_factory.mktemp("mlflow")
     with MlflowServer(workdir, s3.endpoint, BUCKET, flags=flags, env=env) as running:
         yield running
+
+
+def register_trained_model(tracking_url: str, arrays: Path, workdir: Path, name: str) -> str:
+    """Train one batch on ``arrays`` through the server, as a step without bucket keys
+    does, and register the model as ``name`` version 1 @candidate; the run's id."""
+    from components.core import tracking
+    from components.training import session
+    from components.training.config import TrainConfig
+
+    with pytest.MonkeyPatch.context() as patch:
+        for key in (*S3_KEYS, "MLFLOW_S3_ENDPOINT_URL", "AWS_ENDPOINT_URL", "MLFLOW_RUN_ID"):
+            patch.delenv(key, raising=False)  # the steps hold no bucket keys: the proxy does
+        patch.setenv("MLFLOW_TRACKING_URI", tracking_url)
+        patch.chdir(workdir)
+        result = session.train(
+            TrainConfig(data=str(arrays), output=str(workdir / "model"), dry_run=True)
+        )
+        assert tracking.register_model(result.run_id, name, "candidate") == "1"
+    return result.run_id

@@ -10,11 +10,9 @@ import os
 import pytest
 import requests
 
-from components.core import tracking
 from components.evaluation.predictions import predict_files
-from components.training import session
-from components.training.config import TrainConfig
 from tests.servers import S3_KEYS, ModelServerProcess
+from tests.tracking_stack import register_trained_model
 
 pytestmark = pytest.mark.integration
 NAME = "dogs-vs-cats-serving-test"
@@ -25,16 +23,8 @@ def registered(running_server, small_arrays, tmp_path_factory):
     """A model trained and logged through the server, registered as version 1 @candidate;
     (the run id, the tracking server's URL)."""
     workdir = tmp_path_factory.mktemp("registry")
-    with pytest.MonkeyPatch.context() as patch:
-        for key in (*S3_KEYS, "MLFLOW_S3_ENDPOINT_URL", "AWS_ENDPOINT_URL", "MLFLOW_RUN_ID"):
-            patch.delenv(key, raising=False)  # the steps hold no bucket keys: the proxy does
-        patch.setenv("MLFLOW_TRACKING_URI", running_server.url)
-        patch.chdir(workdir)
-        result = session.train(
-            TrainConfig(data=str(small_arrays), output=str(workdir / "model"), dry_run=True)
-        )
-        assert tracking.register_model(result.run_id, NAME, "candidate") == "1"
-    return result.run_id, running_server.url
+    run_id = register_trained_model(running_server.url, small_arrays, workdir, NAME)
+    return run_id, running_server.url
 
 
 @pytest.fixture(scope="module")
