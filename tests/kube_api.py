@@ -193,7 +193,8 @@ class FakeKServeApi(LocalHTTPServer):
         self.services: dict[tuple[str, str], dict] = {}
         self.writes: list[tuple[str, dict]] = []  # ("create" or "patch", body as sent)
         self.deployment_reads = 0
-        self.unavailable_reads = 0
+        self.unavailable_reads = 0  # after ``reads_before_hiccup`` good reads, this many 503s
+        self.reads_before_hiccup = 0
         self.refuse_writes = False
         self.answer_all: int | None = None
         self.said = ""
@@ -346,7 +347,9 @@ class FakeKServeApi(LocalHTTPServer):
                     return self._reply(200, found)
                 if (key := self._route()) is None:
                     return
-                if api.unavailable_reads:
+                if api.reads_before_hiccup:
+                    api.reads_before_hiccup -= 1
+                elif api.unavailable_reads:
                     api.unavailable_reads -= 1
                     return self._reply(503, {"kind": "Status", "code": 503})
                 if key not in api.services:

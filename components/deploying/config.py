@@ -10,6 +10,7 @@ import math
 import re
 from dataclasses import dataclass
 
+from components.core.errors import printable
 from components.core.names import REGISTERED_MODEL_NAME
 from components.core.schema import LOCAL, PER_RUN, setting
 from components.core.uris import redact, split_credentials
@@ -41,8 +42,9 @@ class DeployConfig:
         example="1",  # register's, at run time
     )
     tracking_uri: str = setting(
-        help="the MLflow tracking server the model server loads the model through, without "
-        "credentials: the model server reads them from --mlflow-secret",
+        help="the MLflow tracking server the model server loads the model through; a user "
+        "and password in it stay out of the InferenceService: the model server reads them "
+        "from --mlflow-secret",
         role=LOCAL,
     )
     image: str = setting(
@@ -123,19 +125,27 @@ class DeployConfig:
                 )
 
     def _check_tracking_uri(self) -> None:
-        bare, user, _ = split_credentials(self.tracking_uri)
-        if not re.fullmatch(r"https?://[^\s/?#]+(/[^\s]*)?", self.tracking_uri):
+        if not re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]*:\S+", self.tracking_uri):
             raise ValueError(
-                "expected the tracking URI as http(s)://HOST[:PORT], found "
-                f"{redact(self.tracking_uri)!r}"
+                "expected the tracking URI as one URI with no spaces or control characters, "
+                f"found {printable(redact(self.tracking_uri))!r}"
             )
-        if user is not None:
+
+    @property
+    def served_tracking_uri(self) -> str:
+        """The tracking URI the model server is given: without a user and password, which
+        it reads from ``mlflow_secret`` by reference instead.
+
+        Raises:
+            ValueError: not an http(s) URI, which a pod in the cluster could reach.
+        """
+        bare, _, _ = split_credentials(self.tracking_uri)
+        if not re.fullmatch(r"https?://[^\s/?#]+(/\S*)?", bare):
             raise ValueError(
-                "expected the tracking URI without a user and password, which would stand in "
-                "the InferenceService in plain text: put them in the secret "
-                f"{self.mlflow_secret} (MLFLOW_TRACKING_USERNAME, MLFLOW_TRACKING_PASSWORD), "
-                f"which the model server reads by reference, and give {bare}"
+                "expected the tracking URI as http(s)://HOST[:PORT], which the model server "
+                f"in the cluster loads the model through, found {redact(self.tracking_uri)!r}"
             )
+        return bare
 
     def _check_rollout(self) -> None:
         if not 1 <= self.canary_percent <= 100:

@@ -76,7 +76,7 @@ def _container(cfg: DeployConfig) -> k8s.V1Container:
         command=["python", "-m", "components.serve"],
         args=[f"--model={cfg.model_uri}", f"--port={PORT}"],
         env=[
-            k8s.V1EnvVar(name="MLFLOW_TRACKING_URI", value=cfg.tracking_uri),
+            k8s.V1EnvVar(name="MLFLOW_TRACKING_URI", value=cfg.served_tracking_uri),
             *_secret_env(cfg.mlflow_secret, MLFLOW_KEYS),
             *_secret_env(cfg.s3_secret, S3_KEYS),
         ],

@@ -39,9 +39,17 @@ def deploy(cfg: DeployConfig, api_client: k8s.ApiClient) -> str:
         RuntimeError: the name is another's, or KServe reports a failure.
         TimeoutError: not serving within the deadline, with the last conditions.
     """
+    # a tracking URI no pod could use is refused here, before any request
+    log.info("the model server will load %s through %s", cfg.model_uri, cfg.served_tracking_uri)
+    if cfg.served_tracking_uri != cfg.tracking_uri:
+        log.info(
+            "the tracking URI's user and password stay out of the InferenceService: "
+            "its model server reads them from the secret %s",
+            cfg.mlflow_secret,
+        )
     deadline = Deadline(cfg.timeout_seconds)
     objects = k8s.CustomObjectsApi(api_client)
-    current = _read(objects, cfg, deadline)
+    current = _read(objects, cfg, deadline, patient=False)
     if current is not None:
         _refuse_foreign(current, cfg)
     # a version already serving keeps most traffic while the new one proves itself
@@ -90,9 +98,13 @@ def _refuse_foreign(current: dict, cfg: DeployConfig) -> None:
         )
 
 
-def _read(objects: k8s.CustomObjectsApi, cfg: DeployConfig, deadline: Deadline) -> dict | None:
-    """The service, or None; an API server that answers 5xx or not at all is waited out
-    within the deadline."""
+def _read(
+    objects: k8s.CustomObjectsApi, cfg: DeployConfig, deadline: Deadline, patient: bool = True
+) -> dict | None:
+    """The service, or None. ``patient``: an API server that answers 5xx or not at all is
+    waited out within the deadline, which then ends in the last refusal seen; else (the
+    first request, before anything was written) any failure is final at once."""
+    refused: ApiError | None = None
     while True:
         try:
             return deadline.call(
@@ -104,11 +116,16 @@ def _read(objects: k8s.CustomObjectsApi, cfg: DeployConfig, deadline: Deadline) 
                 PLURAL,
                 cfg.name,
             )
+        except TimeoutError:
+            if refused is not None:
+                raise refused from None
+            raise
         except ApiError as err:
             if err.status == 404 and err.reason == "NotFound":
                 return None
-            if 0 < err.status < 500 or deadline.left() < cfg.poll_seconds:
+            if not patient or 0 < err.status < 500:
                 raise
+            refused = err
             log.warning("%s; trying again", err)
             deadline.sleep(cfg.poll_seconds)
 

@@ -139,8 +139,11 @@ def test_a_refused_resource_is_one_error_naming_it_and_an_api_hiccup_is_waited_o
             rollout.deploy(CFG, client(api.url))
         api.refuse_writes, api.unavailable_reads = False, 0
         rollout.deploy(CFG, client(api.url))  # created
-        api.unavailable_reads = 2
+        api.reads_before_hiccup, api.unavailable_reads = 1, 2  # while it waits
         assert rollout.deploy(CFG, client(api.url)).startswith("http://")  # 503s survived
+        api.reads_before_hiccup, api.unavailable_reads = 0, 1  # before anything is written
+        with pytest.raises(kube.ApiError, match="503"):
+            rollout.deploy(CFG, client(api.url))
 
 
 def test_an_api_that_accepts_and_never_answers_is_bounded_by_the_deadline():
@@ -207,3 +210,23 @@ def test_a_status_kserve_would_never_write_is_refused_in_one_line(status):
         api.malformed_status = status
         with pytest.raises(RuntimeError, match="^expected .* found"):
             rollout.deploy(dataclasses.replace(KNATIVE, canary_percent=100), client(api.url))
+
+
+def test_a_password_in_the_tracking_uri_is_neither_written_in_nor_shown(caplog):
+    caplog.set_level("INFO")
+    with_password = "http://bob:p@ss-w0rd@mlflow.mlflow.svc.cluster.local:5000"
+    with FakeKServeApi() as api:
+        rollout.deploy(dataclasses.replace(CFG, tracking_uri=with_password), client(api.url))
+        ((_, body),) = api.writes
+    (container,) = body["spec"]["predictor"]["containers"]
+    assert "ss-w0rd" not in str(body) and "ss-w0rd" not in caplog.text
+    assert {"name": "MLFLOW_TRACKING_URI", "value": CFG.tracking_uri} in container["env"]
+    assert "reads them from the secret dogs-vs-cats-mlflow" in caplog.text
+
+
+def test_a_tracking_uri_no_pod_could_use_is_refused_before_any_request():
+    with FakeKServeApi() as api:
+        local = dataclasses.replace(CFG, tracking_uri="sqlite:///mlflow.db")
+        with pytest.raises(ValueError, match="expected the tracking URI as http"):
+            rollout.deploy(local, client(api.url))
+        assert api.writes == [] and api.services == {}
