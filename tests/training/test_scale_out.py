@@ -46,9 +46,10 @@ def test_two_gloo_processes_train_the_same_weights_as_one(small_arrays, tmp_path
 
     # the same global batches in the same order: the same training, up to float rounding
     # (Adam's first steps move near-zero gradients by ±lr whatever their size, so single
-    # weights may differ; the whole update and the losses must not)
+    # weights may differ; the whole update and the losses must not). The rounding depends
+    # on the CPU's kernels: 2.6e-5 apart on one machine, under 1e-5 on another
     for a, b in zip(history(tmp_path / "one"), history(tmp_path / "two"), strict=True):
-        assert a["train_loss"] == pytest.approx(b["train_loss"], abs=1e-5)
+        assert a["train_loss"] == pytest.approx(b["train_loss"], abs=1e-4)
         assert a["val_loss"] == pytest.approx(b["val_loss"], abs=1e-4)
     one, two = weights(tmp_path / "one"), weights(tmp_path / "two")
     torch.manual_seed(3)
