@@ -20,7 +20,13 @@ def parse_arguments(pairs: list[str], pipeline, preset: str | None = None) -> di
     are then checked (``SystemExit`` with the step's own message).
     """
     arguments = preset_values(preset) if preset else {}
-    arguments.update(typed_value(pair, pipeline) for pair in pairs)
+    given: set[str] = set()
+    for pair in pairs:
+        name, value = typed_value(pair, pipeline)
+        if name in given:
+            raise SystemExit(f"expected each name once, found {name} again in {pair!r}")
+        given.add(name)
+        arguments[name] = value
     check_arguments(arguments, pipeline)
     return arguments
 

@@ -23,10 +23,11 @@ SWEEPABLE = [field.name for field in schema.fields_of(TrainConfig, RECIPE)]
 
 
 def split_pairs(pairs: list[str]) -> tuple[list[str], dict[str, list[str]]]:
-    """``name=value`` pairs apart from ``name=v1,v2,...`` axes of the grid.
+    """``name=value`` pairs apart from ``name=v1,v2,...`` axes of the grid: a comma splits
+    the value of a training recipe field only.
 
     Raises:
-        SystemExit: an axis is not a training recipe field.
+        SystemExit: a name is given twice, or no recipe field is swept.
     """
     fixed: list[str] = []
     axes: dict[str, list[str]] = {}
@@ -34,17 +35,15 @@ def split_pairs(pairs: list[str]) -> tuple[list[str], dict[str, list[str]]]:
         name, _, value = pair.partition("=")
         if name in axes or any(given.partition("=")[0] == name for given in fixed):
             raise SystemExit(f"expected each name once, found {name} again in {pair!r}")
-        if "," not in value:
-            fixed.append(pair)
-        elif name in SWEEPABLE:
+        if name in SWEEPABLE and "," in value:
             axes[name] = value.split(",")
-        else:
-            raise SystemExit(
-                f"expected a sweep over training recipe fields ({', '.join(SWEEPABLE)}); "
-                f"found {pair!r}"
-            )
+        else:  # any other value arrives as typed, commas and all (a path, a URI)
+            fixed.append(pair)
     if not axes:
-        raise SystemExit("expected at least one name=v1,v2 pair to sweep, e.g. lr=0.001,0.003")
+        raise SystemExit(
+            "expected at least one name=v1,v2 pair to sweep over a training recipe field "
+            f"({', '.join(SWEEPABLE)}), e.g. lr=0.001,0.003"
+        )
     return fixed, axes
 
 

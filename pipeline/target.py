@@ -2,6 +2,7 @@
 only the pipeline has."""
 
 import importlib.metadata
+import re
 from dataclasses import dataclass, field
 
 from components.cluster.placement import Placement
@@ -21,15 +22,26 @@ CURRENT_BACKEND = "2.15"
 MOST_NODES = 2**31 - 1  # a TrainJob's numNodes is a 32-bit integer
 
 
+NEWEST_BACKEND = (2, 15)  # the newest whose behaviour the spec was checked against
+# a ClusterTrainingRuntime's name: a Kubernetes object name (DNS subdomain)
+OBJECT_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
+
+
 def backend_version(text: str) -> tuple[int, int]:
-    """``2.5`` or ``2.5.0`` as (2, 5), refused below the oldest supported backend."""
-    try:
-        major, minor = (int(part) for part in text.split(".")[:2])
-    except ValueError:
-        raise ValueError(f"expected a KFP backend version such as 2.5, found {text!r}") from None
+    """``2.5`` or ``2.5.0`` as (2, 5), refused outside the backends the spec is made for."""
+    match = re.fullmatch(r"(\d{1,3})\.(\d{1,3})(\.\d{1,3})?", text)
+    if not match:
+        raise ValueError(f"expected a KFP backend version such as 2.5, found {text!r}")
+    major, minor = int(match[1]), int(match[2])
     if (major, minor) < OLDEST_BACKEND:
         oldest = ".".join(map(str, OLDEST_BACKEND))
         raise ValueError(f"KFP backend {text} is older than the oldest supported, {oldest}")
+    if (major, minor) > NEWEST_BACKEND:
+        newest = ".".join(map(str, NEWEST_BACKEND))
+        raise ValueError(
+            f"KFP backend {text} is newer than the newest this spec was checked against, "
+            f"{newest}: give {newest} (a spec for it runs on later 2.x backends)"
+        )
     return major, minor
 
 
@@ -52,6 +64,11 @@ class ClusterTarget:
         backend_version(self.kfp_backend)
         if not 1 <= self.nodes <= MOST_NODES:
             raise ValueError(f"expected 1 to {MOST_NODES} training nodes, found {self.nodes}")
+        if not OBJECT_NAME.fullmatch(self.trainer_runtime):
+            raise ValueError(
+                "expected the trainer runtime as a ClusterTrainingRuntime's name (lowercase "
+                f"letters, digits, - and .), found {self.trainer_runtime!r}"
+            )
         for name in ("image", "gpu_image"):
             image = getattr(self, name)
             if not image or any(c.isspace() for c in image):

@@ -14,6 +14,7 @@ from pathlib import Path
 MARKER = ".dogs-vs-cats-output.json"  # which step wrote a directory, and which files
 STAGING = ".dogs-vs-cats-staging.json"  # in a staging folder: the step and the output it is for
 LOCK = ".dogs-vs-cats-output.lock"  # held while a step writes into its output
+RETIRED = ".dogs-vs-cats-retired.json"  # in an output being replaced: which run moved it
 
 
 @contextlib.contextmanager
@@ -63,7 +64,7 @@ def check_replaceable(path: Path, step: str) -> None:
                 f"{MARKER} of that step in it); choose an empty or new output directory"
             )
         return
-    listed = {*written.get("files", []), MARKER, LOCK}
+    listed = {*written.get("files", []), MARKER, LOCK, RETIRED}
     foreign = next((entry for entry in _entries(path) if entry not in listed), None)
     if foreign is not None:
         raise FileExistsError(
@@ -144,7 +145,7 @@ def atomic_directory(path: Path, step: str) -> Iterator[Path]:
     )
     staging.chmod(0o755)
     try:
-        write_json(staging / STAGING, {"step": step, "output": str(path.resolve())})
+        write_json(staging / STAGING, _leftover_record(staging, step, path))
         yield staging
         (staging / STAGING).unlink()
         write_json(staging / MARKER, {"step": step, "files": sorted(_entries(staging))})
@@ -200,12 +201,20 @@ def _entries(path: Path) -> Iterator[str]:
                 yield str(Path(child.path).relative_to(path))
 
 
+def _leftover_record(folder: Path, step: str, output: Path) -> dict:
+    """What marks ``folder`` as this run's own leftover: the step, the output it is for,
+    and the folder's identity on disk, which a copy or a look-alike does not share."""
+    found = folder.stat()
+    return {"step": step, "output": str(output.resolve()), "identity": [found.st_dev, found.st_ino]}
+
+
 def _remove_abandoned_staging(path: Path, step: str) -> None:
     """Remove what a killed run of ``step`` left beside ``path``, and nothing else.
 
-    A ``.NAME.PID.*.tmp`` staging folder is this step's when its staging record names
-    the step and ``path``; a ``.NAME.old-PID`` folder, when it is the step's own earlier
-    output (its marker). Either is removed only once its process is gone.
+    A ``.NAME.PID.*.tmp`` staging folder, or a ``.NAME.old-PID`` output being replaced,
+    is removed only when its record (written by that run) names this step and ``path``
+    and the very folder it is in (a user's copy of it is another folder), and only once
+    its process is gone.
     """
     for sibling in path.parent.glob(f".{path.name}.*"):
         name = sibling.name.removeprefix(f".{path.name}.")
@@ -213,11 +222,8 @@ def _remove_abandoned_staging(path: Path, step: str) -> None:
         pid = name.split(".")[0] if staging else name.removeprefix("old-")
         if sibling.is_symlink() or not sibling.is_dir() or not pid.isdigit() or _alive(int(pid)):
             continue
-        record = _read_record(sibling / STAGING) if staging else _marker(sibling)
-        ours = record.get("step") == step and (
-            not staging or record.get("output") == str(path.resolve())
-        )
-        if ours:
+        record = _read_record(sibling / (STAGING if staging else RETIRED))
+        if record and record == _leftover_record(sibling, step, path):
             shutil.rmtree(sibling, ignore_errors=True)
 
 
@@ -236,6 +242,11 @@ def _swap_into_place(staging: Path, path: Path) -> None:
         os.rename(staging, path)
         return
     retired = path.with_name(f".{path.name}.old-{os.getpid()}")
-    os.rename(path, retired)
+    write_json(path / RETIRED, _leftover_record(path, _marker(path).get("step", ""), path))
+    try:
+        os.rename(path, retired)
+    except BaseException:
+        (path / RETIRED).unlink(missing_ok=True)
+        raise
     os.rename(staging, path)
     shutil.rmtree(retired, ignore_errors=True)

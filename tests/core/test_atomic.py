@@ -4,6 +4,7 @@ is ever replaced."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -84,21 +85,30 @@ def test_only_this_steps_own_leftovers_beside_the_output_are_removed(tmp_path):
     foreign_tmp.mkdir()
     with atomic.atomic_directory(tmp_path / "raw", "download") as staging:
         (staging / "a.txt").write_text("1")
-    # a killed run of this step left its staging and its retired output
+    # a killed run of this step left its staging and its retired output, records and all
     ours_tmp, ours_old = tmp_path / f".raw.{dead}.cd.tmp", tmp_path / f".raw.old-{dead}"
-    ours_tmp.mkdir()
-    atomic.write_json(
-        ours_tmp / atomic.STAGING, {"step": "download", "output": str(tmp_path / "raw")}
-    )
-    ours_old.mkdir()
+    for leftover, record in ((ours_tmp, atomic.STAGING), (ours_old, atomic.RETIRED)):
+        leftover.mkdir()
+        stat = leftover.stat()
+        identity = [stat.st_dev, stat.st_ino]
+        output = str(tmp_path / "raw")
+        atomic.write_json(
+            leftover / record, {"step": "download", "output": output, "identity": identity}
+        )
     atomic.write_json(ours_old / MARKER, {"step": "download", "files": []})
     other_step = tmp_path / f".raw.old-{dead + 1}"
     other_step.mkdir()
     atomic.write_json(other_step / MARKER, {"step": "preprocess", "files": []})
+    # the user's backup of an earlier output, marker and all, named as a leftover would be
+    backup = tmp_path / f".raw.old-{dead + 2}"
+    shutil.copytree(tmp_path / "raw", backup)
+    copied_leftover = tmp_path / f".raw.old-{dead + 3}"
+    shutil.copytree(ours_old, copied_leftover)  # even a copy of a real leftover
     with atomic.atomic_directory(tmp_path / "raw", "download") as staging:
         (staging / "b.txt").write_text("2")
     assert (precious / "precious.txt").read_text() == "x"
     assert foreign_tmp.is_dir() and other_step.is_dir()
+    assert (backup / "a.txt").read_text() == "1" and copied_leftover.is_dir()
     assert not ours_tmp.exists() and not ours_old.exists()
 
 

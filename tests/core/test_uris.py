@@ -18,3 +18,9 @@ def test_a_uri_splits_into_the_bare_uri_and_its_credentials():
     )
     assert split_credentials("https://host/x") == ("https://host/x", None, None)
     assert split_credentials("sqlite:///runs/mlflow.db") == ("sqlite:///runs/mlflow.db", None, None)
+
+
+def test_a_password_with_an_unencoded_at_is_redacted_whole_as_urllib_reads_it():
+    uri = "http://bob:p@ss@word@mlflow:5000/path?q=a@b"
+    assert redact(f"tracking at {uri}.") == "tracking at http://***@mlflow:5000/path?q=a@b."
+    assert split_credentials(uri) == ("http://mlflow:5000/path?q=a@b", "bob", "p@ss@word")

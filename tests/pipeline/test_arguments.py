@@ -35,6 +35,7 @@ def test_preset_expands_into_parameters_that_pairs_override(built_pipeline):
         (["gpus=0"], "1 or more GPUs for the train task, found 0"),
         (["sha256=abc"], "sha256 of 64 hex digits"),
         (["image_size=1000"], "image size from 8 to 512, found 1000"),
+        (["seed=1", "seed=2"], "expected each name once, found seed again in 'seed=2'"),
     ],
 )
 def test_bad_pipeline_arguments_are_refused_before_the_run_starts(pairs, message, built_pipeline):
@@ -51,10 +52,13 @@ def test_sweep_pairs_become_a_grid_and_a_bad_combination_is_refused_before_runni
     assert json.loads(arguments["grid"][0]) == {"lr": 0.001, "model": "tutorial_cnn"}
     with pytest.raises(SystemExit, match="refused: unknown model 'vgg'"):
         sweep_arguments(["model=tutorial_cnn,vgg"], pipeline)
-    with pytest.raises(SystemExit, match="expected a sweep over training recipe fields"):
-        sweep_arguments(["image_size=40,64"], pipeline)
+    with pytest.raises(SystemExit, match="image_size"):  # a comma sweeps recipe fields only
+        sweep_arguments(["lr=0.1,0.2", "image_size=40,64"], pipeline)
     with pytest.raises(SystemExit, match="expected at least one name=v1,v2 pair"):
         sweep_arguments(["lr=0.001"], pipeline)
+    # a source path with a comma arrives as typed: only recipe fields are split
+    typed = sweep_arguments(["lr=0.001,0.003", "source=/data/cats,dogs.zip"], pipeline)
+    assert typed["source"] == "/data/cats,dogs.zip" and len(typed["grid"]) == 2
     seeds, rates = ",".join(map(str, range(100))), ",".join(f"0.00{i}" for i in range(1, 10))
     with pytest.raises(
         SystemExit, match="at most 1000 training runs, found 100 seed × 9 lr × 2 epochs = 1800"

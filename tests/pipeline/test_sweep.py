@@ -16,8 +16,10 @@ def test_pairs_with_commas_are_axes_and_the_rest_fixed():
         "lr": ["0.1", "0.01"],
         "model": ["bn_cnn", "resnet18"],
     }
-    with pytest.raises(SystemExit, match="expected a sweep over training recipe fields"):
-        sweep.split_pairs(["experiment=a,b"])  # not a recipe field
+    # not a recipe field: its value as typed, commas and all
+    assert sweep.split_pairs(["experiment=a,b", "lr=0.1,0.2"])[0] == ["experiment=a,b"]
+    with pytest.raises(SystemExit, match="expected each name once, found lr again"):
+        sweep.split_pairs(["lr=0.1,0.2", "lr=0.3"])
     with pytest.raises(SystemExit, match="expected at least one name=v1,v2 pair"):
         sweep.split_pairs(["epochs=2"])
 
