@@ -114,7 +114,7 @@ def start_run(
     """
     uri = tracking_uri()
     mlflow.set_tracking_uri(uri)
-    experiment_id: str | None = mlflow.set_experiment(experiment).experiment_id
+    experiment_id: str | None = use_experiment(experiment)
     attaching = bool(run_id or os.environ.get("MLFLOW_RUN_ID"))
     if attaching:
         experiment_id = None  # the run has its experiment
@@ -299,7 +299,7 @@ def register_model(run_id: str, name: str, alias: str) -> str:
 def create_run(experiment: str, run_name: str, tags: dict[str, str]) -> str:
     """A new run, left open for others to fill and end (a sweep's parent); its id."""
     mlflow.set_tracking_uri(tracking_uri())
-    experiment_id = mlflow.set_experiment(experiment).experiment_id
+    experiment_id = use_experiment(experiment)
     client = MlflowClient(tracking_uri())
     return client.create_run(experiment_id, run_name=run_name, tags=tags).info.run_id
 
@@ -346,6 +346,20 @@ def set_run_tags(run_id: str, tags: dict[str, str]) -> None:
     client = MlflowClient(tracking_uri())
     for key, value in tags.items():
         client.set_tag(run_id, key, value)
+
+
+def use_experiment(name: str) -> str:
+    """Make ``name`` the active experiment, created first where missing; its id.
+
+    On a SQLite store its artifacts go beside the database (``mlartifacts/`` there), as
+    ``python -m pipeline run --local`` puts them, never into the working directory's
+    ``./mlruns``, where MLflow would put them; a tracking server says where itself.
+    """
+    uri = tracking_uri()
+    if uri.startswith("sqlite:///"):
+        database = Path(uri.removeprefix("sqlite:///")).resolve()
+        ensure_experiment(name, database.parent / "mlartifacts")
+    return mlflow.set_experiment(name).experiment_id
 
 
 def ensure_experiment(name: str, artifact_location: Path) -> None:

@@ -26,9 +26,31 @@ class RegisterConfig:
     alias: str = setting("candidate", "alias the registered version gets", role=LOCAL)
 
     def __post_init__(self) -> None:
+        check_alias(self.alias)
         given = 0.5 if self.test_accuracy is None else self.test_accuracy
         if not (0 <= self.min_accuracy <= 1 and 0 <= given <= 1):  # NaN fails too
             raise ValueError(
                 "expected the minimum and the test accuracy from 0 to 1, found "
                 f"{self.min_accuracy} and {self.test_accuracy}"
             )
+
+
+def check_alias(alias: str) -> None:
+    """Refuse an alias the Model Registry would refuse, by MLflow's own rules, before any
+    version is created (a refusal after it would leave an unaliased version behind).
+
+    Raises:
+        ValueError: empty, other than letters, digits, _ and -, too long, ``latest`` or a
+            version's name such as ``v3``.
+    """
+    from mlflow.exceptions import MlflowException
+    from mlflow.utils.validation import (
+        _validate_model_alias_name,
+        _validate_model_alias_name_reserved,
+    )
+
+    try:
+        _validate_model_alias_name(alias)
+        _validate_model_alias_name_reserved(alias)
+    except MlflowException as err:
+        raise ValueError(f"expected an alias the Model Registry takes: {err.message}") from None

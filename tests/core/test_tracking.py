@@ -358,3 +358,20 @@ def test_a_run_on_a_cluster_refuses_a_tracking_uri_holding_a_password():
     )
     assert refused.returncode == 1 and "holds a user and password" in refused.stderr
     assert leaked(refused.stderr) == []
+
+
+def test_a_sqlite_store_keeps_its_artifacts_beside_the_database_not_in_the_working_folder(
+    small_arrays, tmp_path, monkeypatch
+):
+    store, elsewhere = tmp_path / "store", tmp_path / "elsewhere"
+    store.mkdir()
+    elsewhere.mkdir()
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{store / 'mlflow.db'}")
+    monkeypatch.delenv("MLFLOW_RUN_ID", raising=False)
+    monkeypatch.chdir(elsewhere)  # where the user happens to be
+    result = session.train(
+        TrainConfig(data=str(small_arrays), output=str(tmp_path / "m"), dry_run=True)
+    )
+    assert list(elsewhere.iterdir()) == []  # no ./mlruns
+    checkpoints = list((store / "mlartifacts").rglob("checkpoint.pt"))
+    assert checkpoints and result.run_id in str(checkpoints[0])

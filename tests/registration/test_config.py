@@ -29,3 +29,21 @@ def test_the_defaults_register_as_candidate_at_0_85():
         "candidate",
         "dogs-vs-cats",
     )
+
+
+@pytest.mark.parametrize(
+    ("alias", "message"),
+    [
+        ("latest", "'latest' alias name .* is reserved"),
+        ("v3", "Version alias name 'v3' is reserved"),
+        ("", "cannot be empty"),
+        ("my candidate", "Invalid alias name"),
+    ],
+)
+def test_an_alias_the_registry_would_refuse_is_refused_before_anything_is_registered(
+    alias, message
+):
+    with pytest.raises(
+        ValueError, match=f"expected an alias the Model Registry takes: .*{message}"
+    ):
+        RegisterConfig(mlflow_run_id="r", alias=alias)
