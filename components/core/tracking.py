@@ -16,6 +16,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import mlflow
+import mlflow.data
 import numpy as np
 import requests
 import torch
@@ -169,10 +170,11 @@ def signature(example: np.ndarray, output: np.ndarray) -> ModelSignature:
     return ModelSignature(inputs=infer_signature(example).inputs, outputs=columns)
 
 
-def log_model(model: torch.nn.Module, example: np.ndarray) -> str:
+def log_model(model: torch.nn.Module, example: np.ndarray, weights_sha256: str) -> str:
     """Log ``model`` with a signature and input example; load it back and check it predicts.
 
-    Returns the model URI.
+    ``weights_sha256`` (of the train step's ``model.pt``) goes into the model's metadata:
+    what an evaluation of this run must have scored. Returns the model URI.
     """
     # a CPU copy with the weights in the default layout: torch.export's packaging does not
     # recognise channels-last weights as whole tensors (the input still runs channels-last)
@@ -185,7 +187,11 @@ def log_model(model: torch.nn.Module, example: np.ndarray) -> str:
         serialization_format="pt2",  # torch.export: loading it runs no pickle
         signature=signature(example, expected),
         input_example=example,
-        metadata={"classes": list(CLASSES), "output": "logits, one column per class"},
+        metadata={
+            "classes": list(CLASSES),
+            "output": "logits, one column per class",
+            "weights_sha256": weights_sha256,
+        },
         pip_requirements=[f"torch=={torch.__version__.split('+')[0]}", "numpy"],
     )
     loaded = load_model(info.model_uri)
@@ -285,6 +291,43 @@ def logged_model_id(run_id: str) -> str:
     if not found:
         raise LookupError(f"expected a model logged by MLflow run {run_id}, found none")
     return found[0].model_id
+
+
+def logged_model_weights(run_id: str) -> tuple[str, str | None]:
+    """The id of the model the run logged last, and the ``weights_sha256`` its metadata
+    records (None for a model logged without one).
+
+    Raises:
+        LookupError: the run logged no model.
+    """
+    model_id = logged_model_id(run_id)
+    mlflow.set_tracking_uri(tracking_uri())
+    metadata = mlflow.models.get_model_info(f"models:/{model_id}").metadata or {}
+    return model_id, metadata.get("weights_sha256")
+
+
+def log_evaluation(
+    split: str, metrics: dict[str, float], model_id: str, images: np.ndarray, labels: np.ndarray
+) -> None:
+    """Log an evaluation's metrics into the active run, linked to the logged model they
+    were measured on and to the split's data (an MLflow dataset with its digest)."""
+    dataset = mlflow.data.from_numpy(images, targets=labels, name=f"{split}-split")
+    mlflow.log_input(dataset, context=split)
+    mlflow.log_metrics(
+        {f"{split}_{key}": value for key, value in metrics.items()},
+        model_id=model_id,
+        dataset=dataset,
+    )
+
+
+def load_run_json(run_id: str, path: str) -> dict | None:
+    """The run's JSON artifact at ``path``, or None where it has none."""
+    client = MlflowClient(tracking_uri())
+    folder, _, name = path.rpartition("/")
+    if name not in {Path(a.path).name for a in client.list_artifacts(run_id, folder or None)}:
+        return None
+    mlflow.set_tracking_uri(tracking_uri())
+    return mlflow.artifacts.load_dict(f"runs:/{run_id}/{path}")
 
 
 def register_model(run_id: str, name: str, alias: str) -> str:

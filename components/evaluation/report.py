@@ -21,7 +21,7 @@ from components.evaluation import plots
 from components.evaluation.config import EvaluateConfig
 from components.training.batches import DeviceSplit
 from components.training.inference import predict_logits
-from components.training.models import load_classifier
+from components.training.models import load_classifier, weights_digest
 from components.training.runtime import pick_device
 
 log = logging.getLogger(__name__)
@@ -42,17 +42,21 @@ def evaluate(cfg: EvaluateConfig) -> dict:
     model_dir, data_dir, output_dir = Path(cfg.model_dir), Path(cfg.data), Path(cfg.output)
     check_replaceable(output_dir, "evaluate")  # at once, not after the scoring
     run_id = cfg.mlflow_run_id or _recorded_run_id(model_dir)
-    if run_id:
-        tracking.check_server()
     model, spec = load_classifier(model_dir)
+    weights = weights_digest(model_dir)
+    model_id = _run_model_id(run_id, model_dir, weights) if run_id else None
     _check_inputs_fit(spec, read_meta(data_dir), data_dir)
     target = pick_device(cfg.device)
     data = DeviceSplit.load(data_dir, cfg.split, target)
     scores = torch.softmax(predict_logits(model.to(target), data), dim=1)[:, 1].cpu().numpy()
     labels = data.labels.cpu().numpy()
-    report = _write_report(output_dir, spec["classes"], data.images.cpu().numpy(), labels, scores)
-    if run_id:
-        _log_to_mlflow(run_id, cfg.experiment, cfg.split, report, output_dir)
+    images = data.images.cpu().numpy()
+    report = _write_report(output_dir, spec["classes"], images, labels, scores, weights)
+    if run_id and model_id:  # the run, and its model is the one scored
+        with tracking.start_run(cfg.experiment, run_id=run_id):
+            tracking.log_evaluation(cfg.split, report["metrics"], model_id, images, labels)
+            for name in ("metrics.json", "roc.json", "confusion_matrix.png", "misclassified.png"):
+                tracking.log_artifact(output_dir / name, f"evaluation/{cfg.split}")
     else:
         log.warning("no MLflow run id given or recorded in %s; metrics not logged", model_dir)
     log.info("%s: %s", cfg.split, json.dumps(report["metrics"]))
@@ -70,14 +74,38 @@ def _check_inputs_fit(spec: dict, meta: dict, data_dir: Path) -> None:
         )
 
 
-def _write_report(output_dir: Path, classes, images, labels, scores) -> dict:
-    """The report files, written into ``output_dir`` whole (a folder this step wrote, or none)."""
+def _run_model_id(run_id: str, model_dir: Path, weights: str) -> str:
+    """The id of the run's logged model, once it is known to be the model in ``model_dir``:
+    an evaluation is logged only into the run whose model it scored.
+
+    Raises:
+        ValueError: the run's model has other weights, or records none.
+    """
+    tracking.check_server()
+    model_id, logged = tracking.logged_model_weights(run_id)
+    if logged != weights:
+        found = f"weights sha256 {logged[:12]}…" if logged else "no record of its weights"
+        raise ValueError(
+            f"refusing to log an evaluation of {model_dir} (weights sha256 {weights[:12]}…) "
+            f"into MLflow run {run_id}, whose model is another ({found}): evaluate that "
+            "run's own train output, or leave --mlflow-run-id out to use the run recorded "
+            "beside the model"
+        )
+    return model_id
+
+
+def _write_report(output_dir: Path, classes, images, labels, scores, weights: str) -> dict:
+    """The report files, written into ``output_dir`` whole (a folder this step wrote, or none).
+
+    ``weights`` (the model's sha256) is recorded with the metrics: the gate registers a
+    model only on an evaluation of its own weights."""
     matrix = scoring.confusion_matrix(labels, (scores >= 0.5).astype(np.int64))
     report = {
         "metrics": scoring.classification_metrics(labels, scores),
         "confusion_matrix": matrix,
         "classes": classes,
         "count": int(len(labels)),
+        "weights_sha256": weights,
     }
     with atomic_directory(output_dir, "evaluate") as staging:
         write_json(staging / "metrics.json", report)
@@ -90,10 +118,3 @@ def _write_report(output_dir: Path, classes, images, labels, scores) -> dict:
 def _recorded_run_id(model_dir: Path) -> str | None:
     path = model_dir / "mlflow_run_id"
     return path.read_text().strip() if path.is_file() else None
-
-
-def _log_to_mlflow(run_id: str, experiment: str, split: str, report: dict, output: Path) -> None:
-    with tracking.start_run(experiment, run_id=run_id):
-        tracking.log_metrics({f"{split}_{k}": v for k, v in report["metrics"].items()})
-        for name in ("metrics.json", "roc.json", "confusion_matrix.png", "misclassified.png"):
-            tracking.log_artifact(output / name, f"evaluation/{split}")

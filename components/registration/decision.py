@@ -11,6 +11,7 @@ log = logging.getLogger(__name__)
 
 ACCURACY_TOLERANCE = 1e-6  # a given accuracy that differs from the run's by more is refused
 DECISION_TAG = "quality_gate"  # the MLflow run tag that holds the decision and its reason
+EVALUATION = "evaluation/test/metrics.json"  # the evaluate step's report on the test split
 
 
 @dataclass(frozen=True)
@@ -56,23 +57,42 @@ def register_if_accurate(cfg: RegisterConfig) -> Decision:
 
 
 def logged_test_accuracy(cfg: RegisterConfig) -> float:
-    """The ``test_accuracy`` the evaluate step logged into the run: what is judged.
+    """The test accuracy of the evaluation the evaluate step recorded in the run, once it
+    is known to have scored the very model the run logged: what is judged.
+
+    Not the run's ``test_accuracy`` metric: anyone may log another value under that name
+    later, into any run. The evaluate step's report (``evaluation/test/metrics.json``)
+    names the weights it scored (their sha256), and the run's logged model records its own.
 
     Raises:
-        LookupError: the run has none (it was not evaluated).
-        ValueError: ``cfg.test_accuracy`` is given and is not the run's.
+        LookupError: the run holds no evaluation on the test split (it was not evaluated).
+        ValueError: the evaluation scored other weights than the run's model, or
+            ``cfg.test_accuracy`` is given and is not the evaluation's.
     """
     from components.core import tracking
 
-    logged = tracking.run_metrics(cfg.mlflow_run_id).get("test_accuracy")
-    if logged is None:
+    run = cfg.mlflow_run_id
+    report = tracking.load_run_json(run, EVALUATION)
+    if report is None:
         raise LookupError(
-            f"expected a test_accuracy metric in MLflow run {cfg.mlflow_run_id} (the evaluate "
-            "step logs it), found none: evaluate the model first"
+            f"expected the evaluate step's report {EVALUATION} in MLflow run {run}, found "
+            "none: evaluate the model first"
         )
-    if cfg.test_accuracy is not None and abs(cfg.test_accuracy - logged) > ACCURACY_TOLERANCE:
+    _, weights = tracking.logged_model_weights(run)
+    accuracy = report.get("metrics", {}).get("accuracy") if isinstance(report, dict) else None
+    if not weights or report.get("weights_sha256") != weights or not _is_accuracy(accuracy):
         raise ValueError(
-            f"refusing to judge MLflow run {cfg.mlflow_run_id} by a test accuracy of "
-            f"{cfg.test_accuracy}: the run's own, from the evaluate step, is {logged}"
+            f"refusing to judge MLflow run {run}: its recorded evaluation did not score the "
+            f"model the run logged (weights {str(report.get('weights_sha256'))[:12]}… "
+            f"evaluated, {str(weights)[:12]}… logged); evaluate the run's own model"
         )
-    return logged
+    if cfg.test_accuracy is not None and abs(cfg.test_accuracy - accuracy) > ACCURACY_TOLERANCE:
+        raise ValueError(
+            f"refusing to judge MLflow run {run} by a test accuracy of {cfg.test_accuracy}: "
+            f"the run's own, from the evaluate step, is {accuracy}"
+        )
+    return float(accuracy)
+
+
+def _is_accuracy(value: object) -> bool:
+    return isinstance(value, int | float) and 0 <= value <= 1

@@ -6,6 +6,7 @@ function is the same, with the ReLU on a quarter of the values.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import math
 from collections.abc import Callable
@@ -171,6 +172,14 @@ def save_classifier(path: Path, model: Classifier, spec: dict) -> None:
     mirror_average)."""
     with atomic_file(path) as handle:
         torch.save({"state_dict": model.state_dict(), **spec}, handle)
+
+
+def weights_digest(path: Path) -> str:
+    """The sha256 of a saved ``model.pt``: which model an evaluation scored, which one
+    MLflow holds for a run (its logged model's metadata records it)."""
+    path = Path(path)
+    with open(path / "model.pt" if path.is_dir() else path, "rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def load_classifier(path: Path) -> tuple[Classifier, dict]:

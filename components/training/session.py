@@ -26,7 +26,7 @@ from components.training import checkpoints, runtime
 from components.training.batches import DeviceSplit
 from components.training.config import TrainConfig
 from components.training.loop import NonFiniteLossError, new_learner, run_epoch
-from components.training.models import Classifier, save_classifier
+from components.training.models import Classifier, save_classifier, weights_digest
 from components.training.runtime import Workers
 
 log = logging.getLogger(__name__)
@@ -207,7 +207,7 @@ def _write_outputs(
     side = meta["image_size"]
     # a batch of two, so the exported model keeps a dynamic batch dimension
     example = np.full((2, meta["channels"], side, side), 128, np.float32)
-    return tracking.log_model(model, example)
+    return tracking.log_model(model, example, weights_digest(output / "model.pt"))
 
 
 def train_processes(cfg: TrainConfig, processes: int) -> str:

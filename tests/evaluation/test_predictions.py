@@ -29,7 +29,7 @@ def test_an_mlflow_model_taking_huge_images_is_refused_before_any_decoding(
     """A registry model whose signature asks for 520×520 (over the 512 limit) input."""
     net = Classifier(build_model("compact_cnn", 1, 520), [0.5], [0.25])
     with tracking.start_run("dogs-vs-cats"):
-        uri = tracking.log_model(net, np.full((2, 1, 520, 520), 128, np.float32))
+        uri = tracking.log_model(net, np.full((2, 1, 520, 520), 128, np.float32), "0" * 64)
     with pytest.raises(ValueError, match=r"found input shape \(-1, 1, 520, 520\)"):
         predictions.predict_files(uri, [sample_images / "PetImages/Dog/1.jpg"])
 

@@ -1,53 +1,69 @@
-"""Registration: a model is registered only when its test accuracy reaches the minimum."""
+"""Registration: a model is registered only when the evaluation the evaluate step
+recorded of its own weights reaches the minimum; nothing else can talk the gate into it."""
 
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
 
 from components import register
+from components.evaluation.config import EvaluateConfig
+from components.evaluation.report import evaluate
 from components.registration.config import RegisterConfig
 from components.registration.decision import register_if_accurate
+from components.training import session
+from components.training.config import TrainConfig
+
+
+def trained(arrays: Path, output: Path, seed: int = 0):
+    return session.train(TrainConfig(data=str(arrays), output=str(output), dry_run=True, seed=seed))
+
+
+def evaluated(arrays: Path, model_dir: Path, run_id: str | None = None) -> float:
+    """The test accuracy the evaluate step measured and recorded (into ``run_id``, or the
+    run recorded beside the model)."""
+    report = evaluate(
+        EvaluateConfig(
+            model_dir=str(model_dir),
+            data=str(arrays),
+            output=str(model_dir.parent / f"{model_dir.name}-eval"),
+            mlflow_run_id=run_id,
+        )
+    )
+    return report["metrics"]["accuracy"]
 
 
 def test_a_model_below_the_minimum_is_not_registered_and_the_run_says_why(
-    sample_arrays, tmp_path, mlflow_store, capsys
+    small_arrays, tmp_path, mlflow_store, capsys
 ):
-    from components.training import session
-    from components.training.config import TrainConfig
-
-    result = session.train(
-        TrainConfig(data=str(sample_arrays), output=str(tmp_path / "m"), epochs=1, dry_run=True)
-    )
-    MlflowClient(mlflow_store).log_metric(result.run_id, "test_accuracy", 0.61)  # as evaluate
+    result = trained(small_arrays, tmp_path / "m")
+    accuracy = evaluated(small_arrays, tmp_path / "m")
     register.main(
         [
             *("--mlflow-run-id", result.run_id),
-            *("--min-accuracy", "0.9", "--registered-model-name", "pets"),
+            *("--min-accuracy", f"{accuracy + 0.01:.4f}", "--registered-model-name", "pets"),
         ]
     )
     reason = capsys.readouterr().out.strip()
-    assert reason == "not registered: test accuracy 0.6100 < minimum 0.9000"
+    assert reason == (
+        f"not registered: test accuracy {accuracy:.4f} < minimum {accuracy + 0.01:.4f}"
+    )
     client = MlflowClient(mlflow_store)
     assert client.get_run(result.run_id).data.tags["quality_gate"] == reason
     assert client.search_registered_models() == []
 
 
 def test_a_model_at_the_minimum_is_registered_by_its_logged_model_id(
-    sample_arrays, tmp_path, mlflow_store, caplog
+    small_arrays, tmp_path, mlflow_store, caplog
 ):
-    from components.training import session
-    from components.training.config import TrainConfig
-
-    result = session.train(
-        TrainConfig(data=str(sample_arrays), output=str(tmp_path / "m"), epochs=1, dry_run=True)
-    )
-    MlflowClient(mlflow_store).log_metric(result.run_id, "test_accuracy", 0.9)  # as evaluate
+    result = trained(small_arrays, tmp_path / "m")
+    accuracy = evaluated(small_arrays, tmp_path / "m")
     with caplog.at_level(logging.WARNING):
         decision = register_if_accurate(
-            RegisterConfig(mlflow_run_id=result.run_id, test_accuracy=0.9)
+            RegisterConfig(mlflow_run_id=result.run_id, min_accuracy=accuracy)
         )
     assert decision.registered and decision.version == "1"
     client = MlflowClient(mlflow_store)
@@ -57,27 +73,85 @@ def test_a_model_at_the_minimum_is_registered_by_its_logged_model_id(
     assert "registering model based on" not in caplog.text  # MLflow's runs:/ fallback
 
 
-def test_a_test_accuracy_the_run_does_not_hold_is_refused_and_nothing_registered(
-    sample_arrays, tmp_path, mlflow_store
+def test_the_evaluation_is_linked_to_the_model_and_the_data_it_was_measured_on(
+    small_arrays, tmp_path, mlflow_store
 ):
-    from components.training import session
-    from components.training.config import TrainConfig
-
-    result = session.train(
-        TrainConfig(data=str(sample_arrays), output=str(tmp_path / "m"), epochs=1, dry_run=True)
-    )
-    argv = ["--mlflow-run-id", result.run_id, "--test-accuracy", "0.91"]
-    with pytest.raises(SystemExit, match="^error: expected a test_accuracy metric in MLflow run"):
-        register.main(argv)  # not evaluated yet
+    result = trained(small_arrays, tmp_path / "m")
+    evaluated(small_arrays, tmp_path / "m")
     client = MlflowClient(mlflow_store)
-    client.log_metric(result.run_id, "test_accuracy", 0.58)
-    refused = "by a test accuracy of 0.91: the run's own, from the evaluate step, is 0.58"
-    with pytest.raises(SystemExit, match=refused):
-        register.main(argv)  # the README's own example, talked up from 0.58
+    model_id = result.model_uri.removeprefix("models:/")
+    linked = {m.key: m for m in client.get_logged_model(model_id).metrics}
+    assert linked["test_accuracy"].model_id == model_id
+    assert linked["test_accuracy"].dataset_name == "test-split"
+    (test_input,) = [
+        d
+        for d in client.get_run(result.run_id).inputs.dataset_inputs
+        if d.dataset.name == "test-split"
+    ]
+    assert test_input.tags[0].value == "test"  # the input's context
+    assert test_input.dataset.digest == linked["test_accuracy"].dataset_digest
+
+
+def test_an_evaluation_of_another_model_is_never_logged_into_a_run(
+    small_arrays, tmp_path, mlflow_store
+):
+    trained(small_arrays, tmp_path / "good")
+    weak = trained(small_arrays, tmp_path / "weak", seed=1)
+    with pytest.raises(
+        ValueError,
+        match=f"evaluation of .*good .* into MLflow run {weak.run_id}, whose model is another",
+    ):
+        evaluated(small_arrays, tmp_path / "good", run_id=weak.run_id)
+    client = MlflowClient(mlflow_store)
+    assert "test_accuracy" not in client.get_run(weak.run_id).data.metrics
+    with pytest.raises(LookupError, match="expected the evaluate step's report"):
+        register_if_accurate(RegisterConfig(mlflow_run_id=weak.run_id, min_accuracy=0.0))
+    assert client.search_registered_models() == []
+
+
+def test_a_test_accuracy_logged_by_hand_later_is_not_what_is_judged(
+    small_arrays, tmp_path, mlflow_store
+):
+    weak = trained(small_arrays, tmp_path / "weak")
+    accuracy = evaluated(small_arrays, tmp_path / "weak")
+    client = MlflowClient(mlflow_store)
+    client.log_metric(weak.run_id, "test_accuracy", 0.99, step=7)  # a teammate's "fix"
+    decision = register_if_accurate(
+        RegisterConfig(mlflow_run_id=weak.run_id, min_accuracy=min(1.0, accuracy + 0.01))
+    )
+    assert not decision.registered and f"test accuracy {accuracy:.4f} <" in decision.reason
+    assert client.search_registered_models() == []
+
+
+def test_an_evaluation_report_of_other_weights_copied_into_a_run_is_refused(
+    small_arrays, tmp_path, mlflow_store
+):
+    trained(small_arrays, tmp_path / "good")
+    weak = trained(small_arrays, tmp_path / "weak", seed=1)
+    evaluated(small_arrays, tmp_path / "good")
+    client = MlflowClient(mlflow_store)
+    client.log_artifact(weak.run_id, str(tmp_path / "good-eval/metrics.json"), "evaluation/test")
+    with pytest.raises(ValueError, match="did not score the model the run logged"):
+        register_if_accurate(RegisterConfig(mlflow_run_id=weak.run_id, min_accuracy=0.0))
+    assert client.search_registered_models() == []
+
+
+def test_a_test_accuracy_the_run_does_not_hold_is_refused_and_nothing_registered(
+    small_arrays, tmp_path, mlflow_store
+):
+    result = trained(small_arrays, tmp_path / "m")
+    argv = ["--mlflow-run-id", result.run_id, "--test-accuracy", "0.91"]
+    with pytest.raises(SystemExit, match="^error: expected the evaluate step's report"):
+        register.main(argv)  # not evaluated yet
+    accuracy = evaluated(small_arrays, tmp_path / "m")
+    refused = f"by a test accuracy of 0.91: the run's own, from the evaluate step, is {accuracy}"
+    with pytest.raises(SystemExit, match=refused.replace(".", "\\.")):
+        register.main(argv)  # the README's own example, talked up
+    client = MlflowClient(mlflow_store)
     assert client.search_registered_models() == []
     assert "quality_gate" not in client.get_run(result.run_id).data.tags
     decision = register_if_accurate(
-        RegisterConfig(mlflow_run_id=result.run_id, test_accuracy=0.58, min_accuracy=0.5)
+        RegisterConfig(mlflow_run_id=result.run_id, test_accuracy=accuracy, min_accuracy=0.0)
     )
     assert decision.registered  # the run's own number, given, is only checked
 
