@@ -16,10 +16,10 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import mlflow
-import mlflow.data
 import numpy as np
 import requests
 import torch
+from mlflow.data.numpy_dataset import from_numpy
 from mlflow.environment_variables import MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING
 from mlflow.exceptions import MlflowException
 from mlflow.models import ModelSignature, infer_signature
@@ -311,7 +311,7 @@ def log_evaluation(
 ) -> None:
     """Log an evaluation's metrics into the active run, linked to the logged model they
     were measured on and to the split's data (an MLflow dataset with its digest)."""
-    dataset = mlflow.data.from_numpy(images, targets=labels, name=f"{split}-split")
+    dataset = from_numpy(images, targets=labels, name=f"{split}-split")
     mlflow.log_input(dataset, context=split)
     mlflow.log_metrics(
         {f"{split}_{key}": value for key, value in metrics.items()},
