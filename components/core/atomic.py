@@ -145,7 +145,7 @@ def atomic_directory(path: Path, step: str) -> Iterator[Path]:
     )
     staging.chmod(0o755)
     try:
-        write_json(staging / STAGING, _leftover_record(staging, step, path))
+        write_json(staging / STAGING, leftover_record(staging, step, path))
         yield staging
         (staging / STAGING).unlink()
         write_json(staging / MARKER, {"step": step, "files": sorted(_entries(staging))})
@@ -201,7 +201,7 @@ def _entries(path: Path) -> Iterator[str]:
                 yield str(Path(child.path).relative_to(path))
 
 
-def _leftover_record(folder: Path, step: str, output: Path) -> dict:
+def leftover_record(folder: Path, step: str, output: Path) -> dict:
     """What marks ``folder`` as this run's own leftover: the step, the output it is for,
     and the folder's identity on disk, which a copy or a look-alike does not share."""
     found = folder.stat()
@@ -223,7 +223,7 @@ def _remove_abandoned_staging(path: Path, step: str) -> None:
         if sibling.is_symlink() or not sibling.is_dir() or not pid.isdigit() or _alive(int(pid)):
             continue
         record = _read_record(sibling / (STAGING if staging else RETIRED))
-        if record and record == _leftover_record(sibling, step, path):
+        if record and record == leftover_record(sibling, step, path):
             shutil.rmtree(sibling, ignore_errors=True)
 
 
@@ -242,7 +242,7 @@ def _swap_into_place(staging: Path, path: Path) -> None:
         os.rename(staging, path)
         return
     retired = path.with_name(f".{path.name}.old-{os.getpid()}")
-    write_json(path / RETIRED, _leftover_record(path, _marker(path).get("step", ""), path))
+    write_json(path / RETIRED, leftover_record(path, _marker(path).get("step", ""), path))
     try:
         os.rename(path, retired)
     except BaseException:

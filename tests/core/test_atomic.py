@@ -89,12 +89,8 @@ def test_only_this_steps_own_leftovers_beside_the_output_are_removed(tmp_path):
     ours_tmp, ours_old = tmp_path / f".raw.{dead}.cd.tmp", tmp_path / f".raw.old-{dead}"
     for leftover, record in ((ours_tmp, atomic.STAGING), (ours_old, atomic.RETIRED)):
         leftover.mkdir()
-        stat = leftover.stat()
-        identity = [stat.st_dev, stat.st_ino]
-        output = str(tmp_path / "raw")
-        atomic.write_json(
-            leftover / record, {"step": "download", "output": output, "identity": identity}
-        )
+        made = atomic.leftover_record(leftover, "download", tmp_path / "raw")
+        atomic.write_json(leftover / record, made)
     atomic.write_json(ours_old / MARKER, {"step": "download", "files": []})
     other_step = tmp_path / f".raw.old-{dead + 1}"
     other_step.mkdir()

@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 
 from components import preprocess
-from components.core.atomic import MARKER, STAGING, write_json
+from components.core.atomic import MARKER, RETIRED, STAGING, leftover_record, write_json
 from components.data.arrays import SPLITS, load_split, read_meta
 from components.data.images import decode_bytes
 from components.preprocessing import build as building
@@ -271,10 +271,11 @@ def test_staging_left_by_a_killed_run_is_cleaned_and_a_live_ones_is_not(tmp_path
     for folder in (*abandoned, live):
         folder.mkdir()
         (folder / "train_images.npy").write_bytes(b"half")
-    # what this step leaves: a staging record naming it and the output, its own marker
-    record = {"step": "preprocess", "output": str(tmp_path / "arrays")}
-    write_json(abandoned[0] / STAGING, record)
-    write_json(live / STAGING, record)
+    # what this step leaves: records naming it, the output and the very folder they are in
+    output = tmp_path / "arrays"
+    write_json(abandoned[0] / STAGING, leftover_record(abandoned[0], "preprocess", output))
+    write_json(live / STAGING, leftover_record(live, "preprocess", output))
+    write_json(abandoned[1] / RETIRED, leftover_record(abandoned[1], "preprocess", output))
     write_json(abandoned[1] / MARKER, {"step": "preprocess", "files": ["train_images.npy"]})
     build(root, tmp_path / "arrays", **SMALL)
     assert not any(folder.exists() for folder in abandoned)
