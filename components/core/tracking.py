@@ -19,6 +19,7 @@ import mlflow
 import numpy as np
 import requests
 import torch
+from matplotlib.figure import Figure
 from mlflow.data.numpy_dataset import from_numpy
 from mlflow.environment_variables import MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING
 from mlflow.exceptions import MlflowException
@@ -156,6 +157,10 @@ def log_metrics(metrics: dict[str, float], step: int | None = None) -> None:
 
 def log_artifact(path: Path, artifact_path: str | None = None) -> None:
     mlflow.log_artifact(str(path), artifact_path)
+
+
+def log_figure(figure: Figure, artifact_file: str) -> None:
+    mlflow.log_figure(figure, artifact_file)
 
 
 def log_checkpoint(path: Path) -> None:

@@ -1,56 +1,54 @@
-"""Binary classification metrics in NumPy; the positive class is 1 (dog)."""
+"""Binary classification metrics by scikit-learn; the positive class is 1 (dog)."""
 
 from __future__ import annotations
 
 import numpy as np
+from sklearn import metrics as sk
+
+CLASS_LABELS = [0, 1]  # cat, dog: every matrix and score has both, present or not
 
 
 def confusion_matrix(labels: np.ndarray, predicted: np.ndarray) -> list[list[int]]:
     """Rows are the true class, columns the predicted class: [[TN, FP], [FN, TP]]."""
-    matrix = np.zeros((2, 2), np.int64)
-    np.add.at(matrix, (labels, predicted), 1)
-    return matrix.tolist()
+    return sk.confusion_matrix(labels, predicted, labels=CLASS_LABELS).tolist()
 
 
-def roc_auc(labels: np.ndarray, scores: np.ndarray) -> float:
-    """Area under the ROC curve: the chance a random dog outscores a random cat (ties half)."""
-    positives, negatives = scores[labels == 1], scores[labels == 0]
-    if len(positives) == 0 or len(negatives) == 0:
-        return float("nan")
-    _, group, counts = np.unique(
-        np.concatenate([positives, negatives]), return_inverse=True, return_counts=True
-    )
-    last = np.cumsum(counts)
-    ranks = ((last - counts + 1 + last) / 2)[group]  # tied scores share their mean rank
-    rank_sum = ranks[: len(positives)].sum()
-    return float(
-        (rank_sum - len(positives) * (len(positives) + 1) / 2) / (len(positives) * len(negatives))
-    )
+def _both_classes(labels: np.ndarray) -> bool:
+    """Whether both classes occur: a ROC curve and its area need both."""
+    return len(np.unique(labels)) == 2
 
 
-def roc_curve(labels: np.ndarray, scores: np.ndarray, points: int = 101) -> dict[str, list]:
-    """False- and true-positive rates at evenly spaced thresholds from 1 down to 0."""
-    thresholds = np.linspace(1.0, 0.0, points)
-    predicted = scores[None, :] >= thresholds[:, None]
-    positives = max(int((labels == 1).sum()), 1)
-    negatives = max(int((labels == 0).sum()), 1)
-    tpr = (predicted & (labels == 1)).sum(1) / positives
-    fpr = (predicted & (labels == 0)).sum(1) / negatives
-    return {"fpr": fpr.tolist(), "tpr": tpr.tolist(), "thresholds": thresholds.tolist()}
+def roc_curve(labels: np.ndarray, scores: np.ndarray) -> dict[str, list]:
+    """False- and true-positive rates at each threshold that changes them, from the
+    strictest down (the first threshold, above every score, is written as 1.0)."""
+    if not _both_classes(labels):
+        return {"fpr": [], "tpr": [], "thresholds": []}
+    fpr, tpr, thresholds = sk.roc_curve(labels, scores)
+    return {
+        "fpr": fpr.tolist(),
+        "tpr": tpr.tolist(),
+        "thresholds": np.minimum(thresholds, 1.0).tolist(),  # JSON has no infinity
+    }
 
 
 def classification_metrics(labels: np.ndarray, scores: np.ndarray) -> dict[str, float]:
-    """Accuracy, per-class accuracy, precision, recall, F1 and ROC AUC at threshold 0.5."""
+    """Accuracy, per-class accuracy, precision, recall, F1 and ROC AUC at threshold 0.5.
+
+    A class absent from ``labels`` has no accuracy (NaN); an empty precision or recall is 0.
+    """
     predicted = (scores >= 0.5).astype(np.int64)
-    (tn, fp), (fn, tp) = confusion_matrix(labels, predicted)
-    precision = tp / (tp + fp) if tp + fp else 0.0
-    recall = tp / (tp + fn) if tp + fn else 0.0
+    precision, recall, f1, _ = sk.precision_recall_fscore_support(
+        labels, predicted, average="binary", zero_division=0.0
+    )
+    cat_accuracy, dog_accuracy = sk.recall_score(
+        labels, predicted, labels=CLASS_LABELS, average=None, zero_division=np.nan
+    )
     return {
-        "accuracy": (tp + tn) / max(len(labels), 1),
-        "cat_accuracy": tn / (tn + fp) if tn + fp else float("nan"),
-        "dog_accuracy": recall,
-        "precision": precision,
-        "recall": recall,
-        "f1": 2 * precision * recall / (precision + recall) if precision + recall else 0.0,
-        "roc_auc": roc_auc(labels, scores),
+        "accuracy": float(sk.accuracy_score(labels, predicted)) if len(labels) else 0.0,
+        "cat_accuracy": float(cat_accuracy),
+        "dog_accuracy": float(dog_accuracy),
+        "precision": float(precision),
+        "recall": float(recall),
+        "f1": float(f1),
+        "roc_auc": float(sk.roc_auc_score(labels, scores)) if _both_classes(labels) else np.nan,
     }

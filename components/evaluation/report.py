@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from matplotlib.figure import Figure
 
 from components.core import tracking
 from components.core.atomic import atomic_directory, check_replaceable, write_json
@@ -51,12 +52,16 @@ def evaluate(cfg: EvaluateConfig) -> dict:
     scores = torch.softmax(predict_logits(model.to(target), data), dim=1)[:, 1].cpu().numpy()
     labels = data.labels.cpu().numpy()
     images = data.images.cpu().numpy()
-    report = _write_report(output_dir, spec["classes"], images, labels, scores, weights)
+    figures = _figures(spec["classes"], images, labels, scores)
+    report = _write_report(output_dir, spec["classes"], labels, scores, weights, figures)
     if run_id and model_id:  # the run, and its model is the one scored
+        where = f"evaluation/{cfg.split}"
         with tracking.start_run(cfg.experiment, run_id=run_id):
             tracking.log_evaluation(cfg.split, report["metrics"], model_id, images, labels)
-            for name in ("metrics.json", "roc.json", "confusion_matrix.png", "misclassified.png"):
-                tracking.log_artifact(output_dir / name, f"evaluation/{cfg.split}")
+            for name in ("metrics.json", "roc.json"):
+                tracking.log_artifact(output_dir / name, where)
+            for name, figure in figures.items():
+                tracking.log_figure(figure, f"{where}/{name}")
     else:
         log.warning("no MLflow run id given or recorded in %s; metrics not logged", model_dir)
     log.info("%s: %s", cfg.split, json.dumps(report["metrics"]))
@@ -94,15 +99,26 @@ def _run_model_id(run_id: str, model_dir: Path, weights: str) -> str:
     return model_id
 
 
-def _write_report(output_dir: Path, classes, images, labels, scores, weights: str) -> dict:
+def _figures(classes: list[str], images, labels, scores) -> dict[str, Figure]:
+    """The evaluation's figures by file name: a confusion matrix, the misclassified."""
+    matrix = scoring.confusion_matrix(labels, (scores >= 0.5).astype(np.int64))
+    wrong, _ = plots.misclassified_figure(images, labels, scores, classes)
+    return {
+        "confusion_matrix.png": plots.confusion_matrix_figure(matrix, classes),
+        "misclassified.png": wrong,
+    }
+
+
+def _write_report(
+    output_dir: Path, classes, labels, scores, weights: str, figures: dict[str, Figure]
+) -> dict:
     """The report files, written into ``output_dir`` whole (a folder this step wrote, or none).
 
     ``weights`` (the model's sha256) is recorded with the metrics: the gate registers a
     model only on an evaluation of its own weights."""
-    matrix = scoring.confusion_matrix(labels, (scores >= 0.5).astype(np.int64))
     report = {
         "metrics": scoring.classification_metrics(labels, scores),
-        "confusion_matrix": matrix,
+        "confusion_matrix": scoring.confusion_matrix(labels, (scores >= 0.5).astype(np.int64)),
         "classes": classes,
         "count": int(len(labels)),
         "weights_sha256": weights,
@@ -110,8 +126,8 @@ def _write_report(output_dir: Path, classes, images, labels, scores, weights: st
     with atomic_directory(output_dir, "evaluate") as staging:
         write_json(staging / "metrics.json", report)
         write_json(staging / "roc.json", scoring.roc_curve(labels, scores))
-        plots.confusion_matrix_png(matrix, classes, staging / "confusion_matrix.png")
-        plots.misclassified_png(images, labels, scores, classes, staging / "misclassified.png")
+        for name, figure in figures.items():
+            figure.savefig(staging / name, dpi=100)
     return report
 
 

@@ -18,3 +18,19 @@ def test_metrics_on_hand_counted_scores():
     assert result["roc_auc"] == pytest.approx(11 / 12)  # 11 of 12 dog-cat pairs ordered right
     curve = metrics.roc_curve(labels, scores)
     assert curve["fpr"][0] == 0.0 and curve["tpr"][-1] == 1.0
+
+
+def test_a_split_of_one_class_has_no_area_and_no_curve_and_no_warning():
+    labels, scores = np.array([1, 1, 1]), np.array([0.9, 0.2, 0.7])
+    result = metrics.classification_metrics(labels, scores)
+    assert np.isnan(result["roc_auc"]) and np.isnan(result["cat_accuracy"])
+    assert result["dog_accuracy"] == pytest.approx(2 / 3) and result["precision"] == 1.0
+    assert metrics.roc_curve(labels, scores) == {"fpr": [], "tpr": [], "thresholds": []}
+
+
+def test_the_curves_thresholds_are_json_numbers_from_the_strictest_down():
+    labels = np.array([0, 0, 1, 1])
+    curve = metrics.roc_curve(labels, np.array([0.1, 0.4, 0.35, 0.8]))
+    assert curve["thresholds"][0] == 1.0  # scikit-learn's infinity, as JSON can hold it
+    assert curve["thresholds"] == sorted(curve["thresholds"], reverse=True)
+    assert (curve["fpr"][-1], curve["tpr"][-1]) == (1.0, 1.0)
