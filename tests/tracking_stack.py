@@ -63,5 +63,6 @@ def register_trained_model(tracking_url: str, arrays: Path, workdir: Path, name:
         result = session.train(
             TrainConfig(data=str(arrays), output=str(workdir / "model"), dry_run=True)
         )
-        assert tracking.register_model(result.run_id, name, "candidate") == "1"
+        version = tracking.register_model(result.run_id, name, "candidate", "a test model", {})
+        assert version == "1"
     return result.run_id

@@ -311,13 +311,20 @@ def logged_model_weights(run_id: str) -> tuple[str, str | None]:
     return model_id, metadata.get("weights_sha256")
 
 
+def log_split_input(split: str, context: str, images: np.ndarray, labels: np.ndarray):
+    """Log one split of the ``.npy`` data as an input of the active run (an MLflow dataset
+    named ``SPLIT-split``, with its digest and shape, in ``context``); the dataset."""
+    dataset = from_numpy(images, targets=labels, name=f"{split}-split")
+    mlflow.log_input(dataset, context=context)
+    return dataset
+
+
 def log_evaluation(
     split: str, metrics: dict[str, float], model_id: str, images: np.ndarray, labels: np.ndarray
 ) -> None:
     """Log an evaluation's metrics into the active run, linked to the logged model they
     were measured on and to the split's data (an MLflow dataset with its digest)."""
-    dataset = from_numpy(images, targets=labels, name=f"{split}-split")
-    mlflow.log_input(dataset, context=split)
+    dataset = log_split_input(split, split, images, labels)
     mlflow.log_metrics(
         {f"{split}_{key}": value for key, value in metrics.items()},
         model_id=model_id,
@@ -335,13 +342,27 @@ def load_run_json(run_id: str, path: str) -> dict | None:
     return mlflow.artifacts.load_dict(f"runs:/{run_id}/{path}")
 
 
-def register_model(run_id: str, name: str, alias: str) -> str:
-    """Register the run's logged model, by its model id, under ``name`` and point ``alias``
-    at it; the version."""
+def register_model(
+    run_id: str, name: str, alias: str, description: str, tags: dict[str, str]
+) -> str:
+    """Register the run's logged model, by its model id, under ``name`` with its model
+    card (``description``, ``tags``), and point ``alias`` at it; the version."""
     mlflow.set_tracking_uri(tracking_uri())
-    version = mlflow.register_model(f"models:/{logged_model_id(run_id)}", name)
-    MlflowClient(tracking_uri()).set_registered_model_alias(name, alias, version.version)
+    version = mlflow.register_model(f"models:/{logged_model_id(run_id)}", name, tags=tags)
+    client = MlflowClient(tracking_uri())
+    client.update_model_version(name, version.version, description=description)
+    client.set_registered_model_alias(name, alias, version.version)
     return str(version.version)
+
+
+def run_params(run_id: str) -> dict[str, str]:
+    return dict(MlflowClient(tracking_uri()).get_run(run_id).data.params)
+
+
+def input_digests(run_id: str) -> dict[str, str]:
+    """The digest of each dataset the run logged as an input, by the dataset's name."""
+    inputs = MlflowClient(tracking_uri()).get_run(run_id).inputs
+    return {d.dataset.name: d.dataset.digest for d in (inputs.dataset_inputs if inputs else [])}
 
 
 def create_run(experiment: str, run_name: str, tags: dict[str, str]) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from components.registration.card import model_card
 from components.registration.config import RegisterConfig
 
 log = logging.getLogger(__name__)
@@ -38,7 +39,8 @@ def register_if_accurate(cfg: RegisterConfig) -> Decision:
     from components.core import tracking  # mlflow loads when the gate runs, not for --help
 
     tracking.check_server()  # one line at once, not a minute of retries
-    accuracy = logged_test_accuracy(cfg)
+    report = evaluation_report(cfg)
+    accuracy = float(report["metrics"]["accuracy"])
     passed = accuracy >= cfg.min_accuracy
     comparison = (
         f"test accuracy {accuracy:.4f} {'>=' if passed else '<'} minimum {cfg.min_accuracy:.4f}"
@@ -46,8 +48,9 @@ def register_if_accurate(cfg: RegisterConfig) -> Decision:
     if not passed:
         decision = Decision(False, f"not registered: {comparison}")
     else:
-        name = cfg.registered_model_name
-        version = tracking.register_model(cfg.mlflow_run_id, name, cfg.alias)
+        name, run = cfg.registered_model_name, cfg.mlflow_run_id
+        card = model_card(run, report, tracking.run_params(run), tracking.input_digests(run))
+        version = tracking.register_model(run, name, cfg.alias, *card)
         decision = Decision(
             True, f"registered {name} version {version} as @{cfg.alias}: {comparison}", version
         )
@@ -56,9 +59,9 @@ def register_if_accurate(cfg: RegisterConfig) -> Decision:
     return decision
 
 
-def logged_test_accuracy(cfg: RegisterConfig) -> float:
-    """The test accuracy of the evaluation the evaluate step recorded in the run, once it
-    is known to have scored the very model the run logged: what is judged.
+def evaluation_report(cfg: RegisterConfig) -> dict:
+    """The evaluation the evaluate step recorded in the run, once it is known to have
+    scored the very model the run logged: its test accuracy is what is judged.
 
     Not the run's ``test_accuracy`` metric: anyone may log another value under that name
     later, into any run. The evaluate step's report (``evaluation/test/metrics.json``)
@@ -91,7 +94,7 @@ def logged_test_accuracy(cfg: RegisterConfig) -> float:
             f"refusing to judge MLflow run {run} by a test accuracy of {cfg.test_accuracy}: "
             f"the run's own, from the evaluate step, is {accuracy}"
         )
-    return float(accuracy)
+    return report
 
 
 def _is_accuracy(value: object) -> bool:

@@ -21,7 +21,7 @@ import torch
 
 from components.core import schema, tracking
 from components.core.atomic import atomic_file, claim_directory, exclusive, write_json
-from components.data.arrays import read_meta
+from components.data.arrays import load_split, read_meta
 from components.training import checkpoints, runtime
 from components.training.batches import DeviceSplit
 from components.training.config import TrainConfig
@@ -96,6 +96,8 @@ def _train(cfg: TrainConfig, workers: Workers, device: torch.device) -> TrainRes
     with tracked as run_id:
         if workers.is_main and not state:
             tracking.log_params(run_params(cfg, meta))
+            for split, context in (("train", "train"), ("val", "validation")):
+                tracking.log_split_input(split, context, *load_split(Path(cfg.data), split))
         if run_id and state and cfg.epochs != state["config"]["epochs"]:  # rank 0 only
             tracking.set_run_tags(run_id, {tracking.EPOCHS_TAG: _extension(cfg, state)})
         for epoch in range(len(history) + 1, cfg.epochs + 1):

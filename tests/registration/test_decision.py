@@ -71,6 +71,13 @@ def test_a_model_at_the_minimum_is_registered_by_its_logged_model_id(
     assert version.source == result.model_uri  # models:/m-…, the logged model itself
     assert version.run_id == result.run_id
     assert "registering model based on" not in caplog.text  # MLflow's runs:/ fallback
+    # the registry page reads as a model card
+    assert f"test accuracy {accuracy:.4f}" in version.description
+    assert version.tags["mlflow_run_id"] == result.run_id
+    assert version.tags["recipe.model"] == "tutorial_cnn"
+    assert {"data.train-split.digest", "data.val-split.digest", "data.test-split.digest"} <= set(
+        version.tags
+    )
 
 
 def test_the_evaluation_is_linked_to_the_model_and_the_data_it_was_measured_on(

@@ -1,0 +1,32 @@
+"""The model card: what the registry's page says of a version."""
+
+from __future__ import annotations
+
+from components.registration.card import model_card
+
+REPORT = {
+    "metrics": {"accuracy": 0.9312, "roc_auc": 0.981, "cat_accuracy": 0.92, "dog_accuracy": 0.94},
+    "count": 2500,
+    "weights_sha256": "ab" * 32,
+}
+PARAMS = {
+    "model": "compact_cnn",
+    "epochs": "17",
+    "lr": "0.004",
+    "channels": "3",
+    "image_size": "50",
+}
+
+
+def test_the_card_names_the_model_its_measured_accuracy_its_weights_and_its_run():
+    description, tags = model_card(
+        "run-7", REPORT, PARAMS, {"test-split": "d1", "train-split": "d2"}
+    )
+    assert description.startswith(
+        "Dogs-vs-cats classifier (compact_cnn, 3×50² pixels): test accuracy 0.9312 on 2500"
+    )
+    assert "sha256 abababababab…" in description and "MLflow run run-7" in description
+    assert tags["mlflow_run_id"] == "run-7" and tags["test_accuracy"] == "0.9312"
+    assert tags["recipe.epochs"] == "17" and tags["data.image_size"] == "50"
+    assert tags["data.test-split.digest"] == "d1" and tags["data.train-split.digest"] == "d2"
+    assert all(isinstance(value, str) for value in tags.values())
