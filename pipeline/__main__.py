@@ -1,9 +1,9 @@
-"""Compile, run locally, or submit the pipeline.
+"""Run the pipeline here, or compile or submit it for a cluster.
 
-python -m pipeline compile --output pipeline.yaml [--image IMG] [--gpu-image IMG] [--cpu 8 ...]
-python -m pipeline run --local [--source URI] [name=value ...]
-python -m pipeline submit --host URL [--namespace NS] [name=value ...]
+python -m pipeline run --local [--source URI] [name=value ...]       # here, with kfp.local
 python -m pipeline sweep --local lr=0.001,0.003 model=tutorial_cnn,bn_cnn [name=value ...]
+python -m pipeline compile --output pipeline.yaml [--image IMG] [--gpu-image IMG] [--cpu 8 ...]
+python -m pipeline submit --host URL [--namespace NS] [name=value ...]   # on the cluster
 """
 
 import argparse
@@ -39,6 +39,8 @@ def run_here(args: argparse.Namespace) -> None:
     parse = sweep_arguments if sweep else parse_arguments
     arguments = parse(args.arguments, pipeline, args.preset)
     if args.source:
+        if any(pair.startswith("source=") for pair in args.arguments):
+            raise SystemExit("expected the source once, found both --source and source=")
         arguments["source"] = args.source
     refuse_credentials(arguments, ("source",))  # the tracking URI's move to the environment
     if arguments.get("deploy"):

@@ -15,8 +15,9 @@ def build_parser(description: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m pipeline", description=description)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     summaries = {
-        "compile": "write the pipeline spec for a cluster (for `kfp run submit -f`)",
-        "submit": "compile and start a run on a Kubeflow Pipelines API",
+        "compile": "write the pipeline spec for a cluster (for `kfp run submit -f`); runs nothing",
+        "submit": "compile and start a run on a cluster's Kubeflow Pipelines API: it runs "
+        "there, not here",
     }
     for name, summary in summaries.items():
         sub = _add_command(commands, name, summary)
@@ -96,16 +97,19 @@ def build_parser(description: str) -> argparse.ArgumentParser:
     )
     submit.add_argument("arguments", nargs="*", metavar="name=value")
     here = {
-        "run": "run every step on this machine with kfp.local (no Docker, no cluster)",
+        "run": "run every step on this machine with kfp.local (no Docker, no cluster), with "
+        "or without --local; on a cluster: submit",
         "sweep": "run a grid of training recipes on this machine, e.g. lr=0.001,0.003 "
-        "model=tutorial_cnn,bn_cnn: one child MLflow run each, the best registered",
+        "model=tutorial_cnn,bn_cnn: one child MLflow run each, the best registered; on a "
+        "cluster: submit --sweep",
     }
     for name, summary in here.items():
         run = _add_command(commands, name, summary)
         run.add_argument(
             "--local",
             action="store_true",
-            help="on this machine: the only place it runs, as in `kfp`'s own local runner",
+            help="on this machine, as kfp's local runner says it: the only place this command "
+            "runs, --local given or not (a cluster's run is `submit`)",
         )
         run.add_argument("--source", default=None, help="shorthand for source=URI")
         run.add_argument(

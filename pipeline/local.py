@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import sys
 import time
@@ -12,8 +13,9 @@ from typing import TextIO
 from kfp import local
 
 from components.core import tracking
-from components.core.names import DEFAULT_EXPERIMENT
+from components.core.names import DEFAULT_EXPERIMENT, REGISTERED_MODEL_NAME
 from components.core.uris import split_credentials
+from components.registration.config import RegisterConfig
 from pipeline.live import LiveView
 from pipeline.sweep import run_url, ui_address
 
@@ -65,7 +67,7 @@ def run_local(
         except RuntimeError as err:
             failed = view.failure or str(err)
             raise LocalRunError(f"the local run failed at {failed}; full log: {log_path}") from err
-    return summary(outputs, arguments["tracking_uri"], workdir, log_path)
+    return summary(outputs, arguments["tracking_uri"], workdir, log_path, arguments)
 
 
 def default_tracking_uri(workdir: Path) -> str:
@@ -73,8 +75,11 @@ def default_tracking_uri(workdir: Path) -> str:
     return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path(workdir) / 'mlflow.db'}"
 
 
-def summary(outputs: dict, tracking_uri: str, workdir: Path, log_path: Path) -> str:
-    """Where a finished run's results are: a pipeline run's, or a sweep's."""
+def summary(
+    outputs: dict, tracking_uri: str, workdir: Path, log_path: Path, arguments: dict
+) -> str:
+    """Where a finished run's results are (a pipeline run's, or a sweep's), and what to
+    type next."""
     if "compare_url" in outputs:
         lines = [
             f"best run:      {outputs['best_run_id']} (val accuracy "
@@ -98,7 +103,27 @@ def summary(outputs: dict, tracking_uri: str, workdir: Path, log_path: Path) -> 
             f"MLflow UI:     mlflow ui --backend-store-uri {tracking_uri} "
             "(then open http://127.0.0.1:5000)"
         )
+    lines.append(f"next:          {next_step(outputs, tracking_uri, arguments)}")
     return "\n".join(lines)
+
+
+def next_step(outputs: dict, tracking_uri: str, arguments: dict) -> str:
+    """What to type next: serve the registered model, or why the gate said no and how to
+    pass it on this data."""
+    if not outputs["registration"].startswith("not registered"):
+        name = arguments.get("registered_model_name", REGISTERED_MODEL_NAME)
+        return (
+            f"serve it: MLFLOW_TRACKING_URI={tracking_uri} python -m components.serve "
+            f"--model models:/{name}@candidate --port 8080 (README: Serve the model)"
+        )
+    reached = outputs["test_accuracy"]
+    wanted = arguments.get("min_accuracy", RegisterConfig.min_accuracy)
+    return (
+        f"the gate wants a test accuracy of {wanted:.2f} and this model reached "
+        f"{reached:.4f}: train a stronger one (more photos, e.g. the whole archive with no "
+        "--source, or --preset cpu), or, to walk the rest of the road on this data, run "
+        f"again with a lower gate: add min_accuracy={math.floor(reached * 100) / 100:.2f}"
+    )
 
 
 def _run_page(tracking_uri: str, run_id: str) -> str:

@@ -77,6 +77,12 @@ def test_train_and_evaluate_over_http_with_artifacts_in_s3(small_arrays, tmp_pat
     )
     loaded = mlflow.pytorch.load_model(result.model_uri)  # through the server's proxy
     assert loaded(torch.full((3, 1, 40, 40), 100.0)).shape == (3, 2)
+    # what the run saw, read back from the server: each split, and the metric's links
+    seen = {(d.dataset.name, d.tags[0].value) for d in run.inputs.dataset_inputs}
+    assert seen == {("train-split", "train"), ("val-split", "validation"), ("test-split", "test")}
+    (linked,) = [m for m in client.get_logged_model(model_id).metrics if m.key == "test_accuracy"]
+    assert linked.model_id == model_id and linked.dataset_name == "test-split"
+    assert linked.value == run.data.metrics["test_accuracy"]
 
 
 def test_the_server_keeps_its_runs_in_postgresql_with_the_deployments_flags(

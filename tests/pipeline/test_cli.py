@@ -65,3 +65,23 @@ def test_a_local_run_that_asks_to_deploy_is_refused_before_anything_runs(tmp_pat
     with pytest.raises(SystemExit, match="deploy=true needs KServe on a cluster"):
         pipeline_main(["run", "--local", "--workdir", str(tmp_path / "w"), "deploy=true"])
     assert not (tmp_path / "w").exists()
+
+
+@pytest.mark.parametrize(
+    ("command", "where"),
+    [
+        ("run", "on this machine with kfp.local"),
+        ("sweep", "on this machine"),
+        ("compile", "runs nothing"),
+        ("submit", "it runs there, not here"),
+    ],
+)
+def test_each_commands_help_says_where_it_runs(command, where, capsys):
+    with pytest.raises(SystemExit):
+        build_parser("python -m pipeline").parse_args([command, "--help"])
+    assert where in " ".join(capsys.readouterr().out.split())
+
+
+def test_a_source_given_twice_is_refused():
+    with pytest.raises(SystemExit, match="expected the source once"):
+        pipeline_main(["run", "--source", "a.zip", "source=b.zip"])

@@ -75,6 +75,25 @@ def test_whole_pipeline_runs_locally_and_registers_a_good_enough_model(sample_zi
     assert run.data.tags["quality_gate"].startswith("registered dogs-vs-cats version 1")
     page = f"http://127.0.0.1:5000/#/experiments/{run.info.experiment_id}/runs/{run_id}"
     assert re.search(rf"^run page: +{re.escape(page)}$", done.stdout, re.MULTILINE)
+    serve = f"serve it: MLFLOW_TRACKING_URI={team_store} python -m components.serve --model"
+    assert re.search(
+        rf"^next: +{re.escape(serve)} models:/dogs-vs-cats@candidate", done.stdout, re.M
+    )
+
+
+def test_a_run_the_gate_refuses_says_why_and_exactly_what_to_type():
+    from pipeline.local import next_step
+
+    said = next_step(
+        {
+            "registration": "not registered: test accuracy 0.6789 < minimum 0.8500",
+            "test_accuracy": 0.6789,
+        },
+        "sqlite:///runs/local/mlflow.db",
+        {},
+    )
+    assert said.startswith("the gate wants a test accuracy of 0.85 and this model reached 0.6789")
+    assert said.endswith("run again with a lower gate: add min_accuracy=0.67")
 
 
 def test_a_failed_local_run_ends_in_one_line_naming_the_task_and_its_error(tmp_path):
