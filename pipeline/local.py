@@ -30,7 +30,8 @@ def run_local(
     """Run ``pipeline`` with ``arguments`` under ``workdir``; a summary of where things are.
 
     MLflow logs to ``tracking_uri=`` when given, else to ``$MLFLOW_TRACKING_URI`` (a team's
-    tracking server), else to a SQLite store in ``workdir`` with its artifacts beside it.
+    tracking server), else to the store the steps use too, ``runs/mlflow.db``, with its
+    artifacts beside it: one history for everything run on this machine.
     ``screen`` (stdout) gets a line as each task starts and ends, or with ``verbose``
     everything kfp.local prints; the full log is kept under ``workdir/logs``.
 
@@ -39,19 +40,16 @@ def run_local(
     """
     workdir = Path(workdir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
-    store = f"sqlite:///{workdir / 'mlflow.db'}"
-    arguments = {"tracking_uri": default_tracking_uri(workdir), **arguments}
+    arguments = {"tracking_uri": tracking.tracking_uri(), **arguments}
     # the tasks find a user and password where MLflow looks for them, in their environment
     # (as a cluster's pods do, from a secret): kfp.local prints every task's inputs
     uri, user, password = split_credentials(arguments["tracking_uri"])
     if user is not None:
         os.environ.update(MLFLOW_TRACKING_USERNAME=user, MLFLOW_TRACKING_PASSWORD=password or "")
         arguments["tracking_uri"] = uri
-    if arguments["tracking_uri"] == store:
-        tracking.use_tracking_uri(store)
-        tracking.ensure_experiment(
-            arguments.get("experiment", DEFAULT_EXPERIMENT), workdir / "mlartifacts"
-        )
+    if arguments["tracking_uri"].startswith("sqlite:///"):  # artifacts beside the database
+        tracking.use_tracking_uri(arguments["tracking_uri"])
+        tracking.use_experiment(arguments.get("experiment", DEFAULT_EXPERIMENT))
     local.init(
         runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(workdir / "outputs")
     )
@@ -68,11 +66,6 @@ def run_local(
             failed = view.failure or str(err)
             raise LocalRunError(f"the local run failed at {failed}; full log: {log_path}") from err
     return summary(outputs, arguments["tracking_uri"], workdir, log_path, arguments)
-
-
-def default_tracking_uri(workdir: Path) -> str:
-    """``$MLFLOW_TRACKING_URI``, else the SQLite store in ``workdir``."""
-    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path(workdir) / 'mlflow.db'}"
 
 
 def summary(

@@ -32,7 +32,8 @@ from components.core.names import CLASSES, MLFLOW_HTTP_LIMITS
 
 log = logging.getLogger(__name__)
 
-DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
+# one history on one machine: every step and the local pipeline, from where they run
+DEFAULT_STORE = Path("runs/mlflow.db")
 KFP_RUN_ID_TAG = "kfp.run_id"
 KFP_PIPELINE_TAG = "kfp.pipeline_name"
 DIVERGED_TAG = "training.diverged"  # why the run stopped at a non-finite loss
@@ -55,14 +56,22 @@ class TrackingUnavailableError(RuntimeError):
     """The MLflow tracking server cannot be reached; nothing was trained."""
 
 
+def default_store() -> str:
+    """The SQLite store that every step and the local pipeline share when
+    ``$MLFLOW_TRACKING_URI`` names none: ``runs/mlflow.db`` under the working directory
+    (the repository's root in every example), made on first use."""
+    DEFAULT_STORE.parent.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{DEFAULT_STORE.resolve()}"
+
+
 def tracking_uri() -> str:
-    """``$MLFLOW_TRACKING_URI``, else a SQLite file in the working directory.
+    """``$MLFLOW_TRACKING_URI``, else the default store (``default_store``).
 
     A user and password in the URI move to MLflow's own ``MLFLOW_TRACKING_USERNAME`` and
     ``MLFLOW_TRACKING_PASSWORD``, so that no URI MLflow or this project shows holds them.
     """
     uri, user, password = uris.split_credentials(
-        os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
+        os.environ.get("MLFLOW_TRACKING_URI") or default_store()
     )
     if user is not None:
         os.environ["MLFLOW_TRACKING_URI"] = uri

@@ -113,12 +113,35 @@ def test_a_failed_local_run_ends_in_one_line_naming_the_task_and_its_error(tmp_p
     assert re.search(r"; full log: \S+\.log$", error)
 
 
-def test_a_local_run_logs_where_mlflow_tracking_uri_says_else_beside_its_outputs(
-    tmp_path, monkeypatch
+def test_a_step_and_a_local_run_share_one_history_without_mlflow_tracking_uri(
+    small_arrays, tmp_path, monkeypatch
 ):
-    from pipeline.local import default_tracking_uri
+    from mlflow.tracking import MlflowClient
+
+    from components.training import session
+    from components.training.config import TrainConfig
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    assert default_tracking_uri(tmp_path) == f"sqlite:///{tmp_path / 'mlflow.db'}"
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://mlflow.team.example:5000")
-    assert default_tracking_uri(tmp_path) == "http://mlflow.team.example:5000"
+    monkeypatch.delenv("MLFLOW_RUN_ID", raising=False)
+    monkeypatch.chdir(tmp_path)  # where the user works: the repository's root, say
+    step = session.train(
+        TrainConfig(data=str(small_arrays), output=str(tmp_path / "model"), dry_run=True)
+    )
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    done = subprocess.run(
+        [sys.executable, "-m", "pipeline", "run", "--local", "--workdir", str(tmp_path / "w")]
+        + ["--source", str(tmp_path / "missing.zip")],  # ends at download: enough to log
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 1 and "download-op" in done.stderr
+    store = f"sqlite:///{tmp_path / 'runs/mlflow.db'}"
+    client = MlflowClient(store)
+    assert client.get_run(step.run_id)  # the step's run is in the store the pipeline used
+    (experiment,) = [e for e in client.search_experiments() if e.name == "dogs-vs-cats"]
+    assert experiment.artifact_location == (tmp_path / "runs/mlartifacts").as_uri()
+    assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "w/mlflow.db").exists()
+    assert not (tmp_path / "mlruns").exists()
