@@ -69,7 +69,8 @@ class ScriptedServer(LocalHTTPServer):
     """An HTTP server on 127.0.0.1 that serves one payload and misbehaves on cue.
 
     ``script`` holds one action per request, then ``ok`` for ever: ``ok``, ``503``,
-    ``404``, ``drop:N`` (send the headers and N bytes, then close the socket),
+    ``404``, ``429:N`` (Retry-After: N), ``drop:N`` (send the headers and N bytes, then
+    close the socket),
     ``trickle`` (one byte every 0.1 s, for up to 20 s), ``hang`` (say nothing for 5 s),
     ``endless`` (no length announced, zeros until the client hangs up, 256 MiB at most)
     or ``redirect:LOCATION``.
@@ -119,6 +120,12 @@ class ScriptedServer(LocalHTTPServer):
                 action = server.script.pop(0) if server.script else "ok"
                 if action in ("503", "404"):
                     self.send_error(int(action))
+                    return
+                if action.startswith("429:"):  # too many requests; come back in N seconds
+                    self.send_response(429)
+                    self.send_header("Retry-After", action.removeprefix("429:"))
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
                     return
                 if action == "hang":
                     time.sleep(5)

@@ -13,6 +13,8 @@ from urllib.parse import unquote, urlparse
 
 import requests
 import urllib3
+from urllib3.exceptions import MaxRetryError
+from urllib3.util import Retry
 
 from components.core import s3
 from components.core.atomic import write_json
@@ -39,22 +41,39 @@ class DigestMismatchError(ValueError):
 
 
 class _TransientError(Exception):
-    """A failure worth another attempt: 5xx, a dropped connection, a short body."""
+    """A failure worth another attempt: a 5xx or 429 (``response``: urllib3's, for its
+    Retry-After), a stall, a short body, a refused resume."""
+
+    def __init__(self, message: str, response: urllib3.BaseHTTPResponse | None = None):
+        super().__init__(message)
+        self.response = response
 
 
 @dataclass(frozen=True)
 class RetryPolicy:
     """How hard to try a flaky server.
 
-    ``attempts`` with exponential back-off from ``backoff_seconds``; an attempt that
-    receives less than 64 KiB in ``stall_seconds`` has stalled, and the whole download,
-    back-offs included, ends at ``deadline_seconds``.
+    ``attempts`` in all, counted, spaced and told apart by urllib3's ``Retry`` (retryable
+    statuses, exponential back-off from ``backoff_seconds``, a server's ``Retry-After``);
+    an attempt that receives less than 64 KiB in ``stall_seconds`` has stalled, and the
+    whole download, back-offs included, ends at ``deadline_seconds``.
     """
 
     attempts: int = 5
     backoff_seconds: float = 2.0
     stall_seconds: float = 30.0
     deadline_seconds: float = 3 * 3600.0
+
+    def retry(self) -> Retry:
+        """urllib3's retry state for one download: every failure counts toward
+        ``attempts``; an attempt that got a response waits as long as it asks."""
+        return Retry(
+            total=self.attempts - 1,
+            status_forcelist=RETRYABLE_STATUS,
+            backoff_factor=self.backoff_seconds,
+            respect_retry_after_header=True,
+            raise_on_status=False,
+        )
 
 
 def is_remote(source: str) -> bool:
@@ -75,11 +94,8 @@ def local_path(source: str) -> Path:
 
 
 def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
     with open(path, "rb") as handle:
-        while chunk := handle.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def verify_digest(path: Path, expected: str | None, source: str) -> str:
@@ -143,29 +159,37 @@ def _check_size(source: str, size: int, max_bytes: int, verb: str) -> None:
         )
 
 
-def _fetch_http(url: str, part: Path, retry: RetryPolicy, max_bytes: int) -> None:
-    deadline = time.monotonic() + retry.deadline_seconds
-    for attempt in range(1, retry.attempts + 1):
+def _fetch_http(url: str, part: Path, policy: RetryPolicy, max_bytes: int) -> None:
+    deadline = time.monotonic() + policy.deadline_seconds
+    retry, attempt = policy.retry(), 0
+    while True:
+        attempt += 1
         try:
-            _http_attempt(url, part, retry.stall_seconds, deadline, max_bytes)
+            _http_attempt(url, part, policy.stall_seconds, deadline, max_bytes)
             return
         except (_TransientError, requests.ConnectionError, requests.Timeout) as err:
-            delay = retry.backoff_seconds * 2 ** (attempt - 1)
-            if attempt == retry.attempts:
+            response = err.response if isinstance(err, _TransientError) else None
+            try:  # a response counts by its status, anything else as an error
+                retry = retry.increment(
+                    "GET", url, response=response, error=None if response else err
+                )
+            except MaxRetryError:
                 raise DownloadError(
                     f"gave up on {redact(url)} after {attempt} attempts: {err}"
                 ) from err
+            asked = retry.get_retry_after(response) if response is not None else None
+            delay = asked if asked is not None else retry.get_backoff_time()
             if time.monotonic() + delay >= deadline:
                 raise DownloadError(
                     f"gave up on {redact(url)} after {attempt} attempts: its deadline of "
-                    f"{retry.deadline_seconds:g}s (--deadline-seconds) comes before the "
+                    f"{policy.deadline_seconds:g}s (--deadline-seconds) comes before the "
                     f"next attempt; the last one failed with: {err}"
                 ) from err
             log.warning(
                 "attempt %d/%d at %s failed (%s); retrying in %.1fs",
                 attempt,
-                retry.attempts,
-                url,
+                policy.attempts,
+                redact(url),
                 err,
                 delay,
             )
@@ -191,7 +215,7 @@ def _http_attempt(
             discard_partial(part)
             raise _TransientError("server refused the resume range; starting over")
         if response.status_code in RETRYABLE_STATUS:
-            raise _TransientError(f"HTTP {response.status_code} {response.reason}")
+            raise _TransientError(f"HTTP {response.status_code} {response.reason}", response.raw)
         if response.status_code >= 400:
             raise DownloadError(f"HTTP {response.status_code} {response.reason} from {redact(url)}")
         encoding = response.headers.get("Content-Encoding", "identity")

@@ -11,13 +11,14 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from components.core.atomic import atomic_directory, check_replaceable, write_json
+from components.core.names import DOWNLOAD_RECORD
 from components.core.uris import redact
 from components.data import archives, sources
 from components.downloading.config import DownloadConfig, check_sha256
 
 log = logging.getLogger(__name__)
 
-RECORD = "download.json"
+RECORD = DOWNLOAD_RECORD
 
 
 def download(cfg: DownloadConfig) -> DownloadRecord:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
@@ -14,7 +15,7 @@ import numpy as np
 from components.core import schema
 from components.core.atomic import atomic_directory, check_replaceable, write_json
 from components.core.cores import available_cores
-from components.core.names import CLASSES
+from components.core.names import CLASSES, DOWNLOAD_RECORD
 from components.core.progress import progress as progress_bar
 from components.data import images
 from components.data.arrays import META, SPLITS, save_split
@@ -210,4 +211,17 @@ def _meta(found, decoded, splits, cfg, mean, std) -> dict:
         "mean": mean,
         "std": std,
         "config": schema.params(cfg),
+        "source": _download_record(Path(cfg.input)),
     }
+
+
+def _download_record(input_dir: Path) -> dict | None:
+    """Where the photos came from, as the download step recorded it (source URI, its
+    sha256 and size), or None for a folder that no download step wrote."""
+    try:
+        record = json.loads((input_dir / DOWNLOAD_RECORD).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict):
+        return None
+    return {key: record.get(key) for key in ("source", "sha256", "bytes")}

@@ -96,6 +96,8 @@ def _train(cfg: TrainConfig, workers: Workers, device: torch.device) -> TrainRes
     with tracked as run_id:
         if workers.is_main and not state:
             tracking.log_params(run_params(cfg, meta))
+            if meta.get("source"):
+                tracking.log_source_input(meta["source"])
             for split, context in (("train", "train"), ("val", "validation")):
                 tracking.log_split_input(split, context, *load_split(Path(cfg.data), split))
         if run_id and state and cfg.epochs != state["config"]["epochs"]:  # rank 0 only

@@ -78,8 +78,20 @@ def test_train_and_evaluate_over_http_with_artifacts_in_s3(small_arrays, tmp_pat
     loaded = mlflow.pytorch.load_model(result.model_uri)  # through the server's proxy
     assert loaded(torch.full((3, 1, 40, 40), 100.0)).shape == (3, 2)
     # what the run saw, read back from the server: each split, and the metric's links
-    seen = {(d.dataset.name, d.tags[0].value) for d in run.inputs.dataset_inputs}
-    assert seen == {("train-split", "train"), ("val-split", "validation"), ("test-split", "test")}
+    seen = {
+        (d.dataset.name, {t.key: t.value for t in d.tags}["mlflow.data.context"])
+        for d in run.inputs.dataset_inputs
+    }
+    assert seen == {
+        ("petimages-archive", "source"),  # the download step's record, through preprocess
+        ("train-split", "train"),
+        ("val-split", "validation"),
+        ("test-split", "test"),
+    }
+    (archive,) = [d.dataset for d in run.inputs.dataset_inputs if d.dataset.name.startswith("pet")]
+    recorded = json.loads((small_arrays / "meta.json").read_text())["source"]
+    assert archive.digest == recorded["sha256"][:8]
+    assert json.loads(archive.source)["uri"].endswith("petimages-sample.zip")
     (linked,) = [m for m in client.get_logged_model(model_id).metrics if m.key == "test_accuracy"]
     assert linked.model_id == model_id and linked.dataset_name == "test-split"
     assert linked.value == run.data.metrics["test_accuracy"]

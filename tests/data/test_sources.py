@@ -119,7 +119,17 @@ def test_the_deadline_ends_a_slow_download_and_its_retries(tmp_path):
     with ScriptedServer(PAYLOAD, script=["503"] * 3) as server:
         with pytest.raises(sources.DownloadError, match="deadline of 2s"):
             fetching.fetch(server.url(), tmp_path / "b", cache_dir=tmp_path, retry=backoff)
-    assert time.monotonic() - started < 4 and len(server.requests) == 1
+    # urllib3's back-off: the first retry at once, the next after 5 × 2 s, past the deadline
+    assert time.monotonic() - started < 4 and len(server.requests) == 2
+
+
+def test_a_servers_retry_after_is_waited_for(tmp_path):
+    policy = sources.RetryPolicy(attempts=3, backoff_seconds=0.01)
+    started = time.monotonic()
+    with ScriptedServer(PAYLOAD, script=["429:2"]) as server:
+        record = fetching.fetch(server.url(), tmp_path / "out", cache_dir=tmp_path, retry=policy)
+    assert time.monotonic() - started >= 2 and len(server.requests) == 2
+    assert record.sha256 == DIGEST
 
 
 def test_server_without_ranges_restarts_from_zero(tmp_path):

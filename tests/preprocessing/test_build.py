@@ -318,3 +318,11 @@ def test_more_workers_than_cores_start_no_more_processes_than_cores(tmp_path, mo
     )
     build(root, tmp_path / "out", image_size=16, workers=16)
     assert started == [2]
+
+
+def test_the_arrays_record_where_their_photos_came_from(sample_images, sample_arrays, tmp_path):
+    download = json.loads((sample_images / "download.json").read_text())
+    meta = json.loads((sample_arrays / "meta.json").read_text())
+    assert meta["source"] == {k: download[k] for k in ("source", "sha256", "bytes")}
+    no_record = build(make_kaggle_folder(tmp_path / "in"), tmp_path / "out", **SMALL)
+    assert no_record["source"] is None  # a folder no download step wrote

@@ -95,7 +95,7 @@ def test_the_evaluation_is_linked_to_the_model_and_the_data_it_was_measured_on(
         for d in client.get_run(result.run_id).inputs.dataset_inputs
         if d.dataset.name == "test-split"
     ]
-    assert test_input.tags[0].value == "test"  # the input's context
+    assert {t.key: t.value for t in test_input.tags}["mlflow.data.context"] == "test"
     assert test_input.dataset.digest == linked["test_accuracy"].dataset_digest
 
 
