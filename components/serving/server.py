@@ -14,6 +14,7 @@ from kserve.protocol.rest.server import RESTServer
 from components.serving.config import ServeConfig
 from components.serving.limits import BodyLimit
 from components.serving.model import DogsVsCats
+from components.serving.routes import RouteGuard
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +39,11 @@ class _LimitedRESTServer(RESTServer):
     def _add_middlewares(self, app) -> None:
         super()._add_middlewares(app)
         app.add_middleware(BodyLimit, max_bytes=self.max_body_bytes)
+        app.add_middleware(RouteGuard, serving=self.serving)
+
+    def serving(self) -> bool:
+        """Whether every model is loaded and ready: what liveness reports."""
+        return all(m.ready for m in self.dataplane.model_registry.get_models().values())
 
 
 def serve(cfg: ServeConfig) -> None:

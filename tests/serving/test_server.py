@@ -101,6 +101,34 @@ def test_health_metadata_and_metrics_are_kserves(server):
     assert 'request_predict_seconds_count{model_name="dogs-vs-cats"}' in metrics
 
 
+def test_no_client_can_load_or_unload_the_model_and_liveness_says_it_serves(server, photos):
+    for action in ("unload", "load"):
+        answer = requests.post(
+            f"{server.url}/v2/repository/models/dogs-vs-cats/{action}", timeout=10
+        )
+        assert answer.status_code == 404, action  # KServe's repository routes are not served
+    assert requests.get(server.url + "/", timeout=10).json() == {"status": "alive"}
+    assert good_answer(server, photos[0].read_bytes())["class"] in ("cat", "dog")
+
+
+def test_liveness_fails_once_the_model_does_not_serve(model_dir):
+    """The liveness route itself, on a model that is not (or no longer) loaded."""
+    from kserve import ModelServer
+
+    from components.serving.config import ServeConfig
+    from components.serving.model import DogsVsCats
+    from components.serving.server import _LimitedRESTServer
+
+    model = DogsVsCats(ServeConfig(model=str(model_dir)))
+    model_server = ModelServer(enable_grpc=False, workers=1)
+    model_server.register_model(model)
+    rest = _LimitedRESTServer(model_server, ServeConfig(model=str(model_dir)))
+    model.ready = False
+    assert not rest.serving()
+    model.ready = True
+    assert rest.serving()
+
+
 def read_reply(sock: socket.socket) -> str:
     """Everything the server sends until it closes the connection (as it does after 413)."""
     reply = b""
