@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from components.core.schema import LOCAL, setting
 
 MODEL_NAME = "dogs-vs-cats"  # the name in KServe's routes: /v1/models/dogs-vs-cats:predict
+MOST_BODY_MB = 1024.0  # a request body past a GiB is no photo upload
+MOST_COUNT = 10_000  # photos a request, photos a batch, connections at once
 
 
 @dataclass(frozen=True)
@@ -43,12 +45,16 @@ class ServeConfig:
     def __post_init__(self) -> None:
         if not 0 < self.port < 65536:
             raise ValueError(f"expected a port from 1 to 65535, found {self.port}")
-        if not self.max_body_mb > 0:
-            raise ValueError(f"expected --max-body-mb above 0, found {self.max_body_mb}")
-        if min(self.max_instances, self.max_batch, self.max_connections) < 1:
+        if not 0 < self.max_body_mb <= MOST_BODY_MB:  # NaN and infinity fail too
             raise ValueError(
-                "expected --max-instances, --max-batch and --max-connections of 1 or "
-                f"more, found {self.max_instances}, {self.max_batch} and "
+                f"expected --max-body-mb above 0 and at most {MOST_BODY_MB:g}, found "
+                f"{self.max_body_mb}"
+            )
+        counts = (self.max_instances, self.max_batch, self.max_connections)
+        if not all(1 <= count <= MOST_COUNT for count in counts):
+            raise ValueError(
+                f"expected --max-instances, --max-batch and --max-connections from 1 to "
+                f"{MOST_COUNT}, found {self.max_instances}, {self.max_batch} and "
                 f"{self.max_connections}"
             )
         if not 0 <= self.batch_wait_ms <= 1000:

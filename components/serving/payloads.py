@@ -58,15 +58,16 @@ def v2_images(request: InferRequest, max_instances: int) -> list[bytes]:
     """
     names = [each.name for each in request.inputs]
     if names != ["image"]:
-        raise InvalidInput(f"expected one input named 'image', found {names}")
+        raise InvalidInput(f"expected one input named 'image', found {_kind(names)}")
     (image,) = request.inputs
     if image.datatype != "BYTES" or len(image.shape) != 1:
         raise InvalidInput(
-            f"expected input 'image' of datatype BYTES and shape [N], found {image.datatype} "
-            f"of shape {image.shape}"
+            f"expected input 'image' of datatype BYTES and shape [N], found "
+            f"{_short(str(image.datatype))} of shape {_short(str(image.shape))}"
         )
     elements = list(image.data or [])
-    if len(elements) != image.shape[0]:
+    # [-1] as the model's metadata declares it: as many as there are
+    if image.shape[0] != -1 and len(elements) != image.shape[0]:
         found = len(elements)
         raise InvalidInput(f"expected {image.shape[0]} elements in 'image', found {found}")
     _check_count(len(elements), max_instances)
@@ -113,9 +114,22 @@ def _from_base64(element: Any, index: int) -> bytes:
 
 
 def _kind(value: Any) -> str:
-    """What a client sent, in a few words, without echoing it back."""
+    """What a client sent, in a few words, without echoing it back: at most five names
+    of at most 40 characters each, else the kind of thing."""
     if isinstance(value, dict):
-        return f"an object with keys {sorted(value)[:5]}"
+        return f"an object with keys {_names(list(value))}"
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return _names(value)
     if isinstance(value, list):
         return f"a list of {len(value)}"
     return type(value).__name__
+
+
+def _names(names: list) -> str:
+    shown = [repr(_short(str(name))) for name in names[:5]]
+    more = f" and {len(names) - 5} more" if len(names) > 5 else ""
+    return f"[{', '.join(shown)}]{more}"
+
+
+def _short(text: str, most: int = 40) -> str:
+    return text if len(text) <= most else text[:most] + "…"

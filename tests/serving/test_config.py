@@ -18,6 +18,10 @@ def test_defaults_listen_like_kserve_and_bound_a_request():
     [
         ({"port": 0}, "expected a port from 1 to 65535, found 0"),
         ({"max_body_mb": 0}, "expected --max-body-mb above 0"),
+        ({"max_body_mb": float("inf")}, "expected --max-body-mb above 0 and at most 1024"),
+        ({"max_body_mb": float("nan")}, "expected --max-body-mb above 0 and at most 1024"),
+        ({"max_body_mb": 1e12}, "expected --max-body-mb above 0 and at most 1024"),
+        ({"max_connections": 10**9}, "from 1 to 10000"),
         ({"max_instances": 0}, "expected --max-instances, --max-batch and --max-connections"),
         ({"max_connections": 0}, "expected --max-instances, --max-batch and --max-connections"),
         ({"batch_wait_ms": -1}, "expected --batch-wait-ms from 0 to 1000"),

@@ -15,7 +15,7 @@ async def passed_on(scope, receive, send) -> None:
     await send({"type": "http.response.body", "body": b"kserve"})
 
 
-def ask(path: str, serving: bool, method: str = "GET") -> tuple[int, bytes]:
+def ask(path: str, serving: bool, method: str = "GET", headers=()) -> tuple[int, bytes]:
     sent: list[dict] = []
 
     async def send(message) -> None:
@@ -25,7 +25,8 @@ def ask(path: str, serving: bool, method: str = "GET") -> tuple[int, bytes]:
         return {"type": "http.request", "body": b""}
 
     guard = RouteGuard(passed_on, serving=lambda: serving)
-    asyncio.run(guard({"type": "http", "path": path, "method": method}, receive, send))
+    scope = {"type": "http", "path": path, "method": method, "headers": list(headers)}
+    asyncio.run(guard(scope, receive, send))
     return sent[0]["status"], sent[1]["body"]
 
 
@@ -43,3 +44,9 @@ def test_liveness_follows_whether_the_model_serves():
 def test_every_other_route_is_kserves():
     assert ask("/v1/models/dogs-vs-cats:predict", True, "POST") == (299, b"kserve")
     assert ask("/v2/health/ready", False) == (299, b"kserve")
+
+
+def test_the_v2_binary_data_extension_is_refused_in_a_4xx_that_says_so():
+    binary = [(b"inference-header-content-length", b"120")]
+    status, body = ask("/v2/models/dogs-vs-cats/infer", True, "POST", binary)
+    assert status == 415 and "send the request as JSON" in json.loads(body)["error"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import json
 import signal
 import socket
 import subprocess
@@ -109,6 +110,47 @@ def test_no_client_can_load_or_unload_the_model_and_liveness_says_it_serves(serv
         assert answer.status_code == 404, action  # KServe's repository routes are not served
     assert requests.get(server.url + "/", timeout=10).json() == {"status": "alive"}
     assert good_answer(server, photos[0].read_bytes())["class"] in ("cat", "dog")
+
+
+def test_answers_name_what_was_expected_without_echoing_the_client(server, photos):
+    huge_key = "k" * (512 * 1024)  # half a MiB in one key, under the 1 MiB body limit
+    answer = requests.post(server.url + V1, json={huge_key: 1, "b": 2}, timeout=30)
+    assert answer.status_code == 400 and len(answer.content) < 1024
+    assert "found an object with keys ['" + "k" * 40 + "…', 'b']" in answer.json()["error"]
+    long_name = {"inputs": [{"name": "n" * 100_000, "shape": [1], "datatype": "BYTES", "data": []}]}
+    answer = requests.post(server.url + V2, json=long_name, headers=JSON, timeout=30)
+    assert answer.status_code == 400 and len(answer.content) < 1024
+    assert good_answer(server, photos[0].read_bytes())["class"] in ("cat", "dog")
+
+
+def test_v2_takes_the_shape_its_metadata_declares_and_refuses_binary_data_in_a_4xx(server, photos):
+    data = [b64(p.read_bytes()) for p in photos[:2]]
+    any_count = {"inputs": [{"name": "image", "shape": [-1], "datatype": "BYTES", "data": data}]}
+    answer = requests.post(server.url + V2, json=any_count, headers=JSON, timeout=60)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["outputs"][0]["shape"] == [2]
+    photo = photos[0].read_bytes()
+    element = len(photo).to_bytes(4, "little") + photo
+    header = json.dumps(
+        {
+            "inputs": [
+                {
+                    "name": "image",
+                    "shape": [1],
+                    "datatype": "BYTES",
+                    "parameters": {"binary_data_size": len(element)},
+                }
+            ]
+        }
+    ).encode()
+    answer = requests.post(
+        server.url + V2,
+        data=header + element,
+        headers={"Inference-Header-Content-Length": str(len(header))},
+        timeout=60,
+    )
+    assert answer.status_code == 415
+    assert "binary data extension is not served" in answer.json()["error"]
 
 
 def test_liveness_fails_once_the_model_does_not_serve(model_dir):
