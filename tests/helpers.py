@@ -214,10 +214,11 @@ def train_config(sample_arrays, output, **overrides):
     return TrainConfig(data=str(sample_arrays), output=str(output), **overrides)
 
 
-def png_of_zeros(width: int, height: int) -> bytes:
-    """A valid grey PNG of ``width``×``height`` black pixels: a few kilobytes per 10⁷."""
+def png_of_zeros(width: int, height: int, bit_depth: int = 8) -> bytes:
+    """A valid grey PNG of ``width``×``height`` black pixels (8 or 16 bits each): a few
+    kilobytes per 10⁷."""
     packer = zlib.compressobj(9)
-    row = bytes(width + 1)  # the filter byte, then the pixels
+    row = bytes(width * bit_depth // 8 + 1)  # the filter byte, then the pixels
     data = b"".join(packer.compress(row) for _ in range(height)) + packer.flush()
 
     def chunk(kind: bytes, body: bytes) -> bytes:
@@ -225,7 +226,7 @@ def png_of_zeros(width: int, height: int) -> bytes:
             struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
         )
 
-    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)  # 8-bit grey
+    header = struct.pack(">IIBBBBB", width, height, bit_depth, 0, 0, 0, 0)  # grey
     return (
         b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", data) + chunk(b"IEND", b"")
     )

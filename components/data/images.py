@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
+import threading
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +35,35 @@ MAX_FILE_BYTES = 64 * 1024**2  # far above any photo; a larger file is skipped u
 # can claim far more, and each decoding process would hold it whole in memory
 MAX_PIXELS = 50_000_000
 WIDE_MODES = {"I", "I;16", "I;16B", "I;16L", "I;16N", "F"}  # 16-bit, 32-bit int and float
+# memory one decode may take: a 48-megapixel RGB photo (Pillow keeps 4 bytes a pixel) fits;
+# a 7000×7000 16-bit PNG of 95 KB does not. All decodes at once share twice that.
+MAX_DECODED_BYTES = 256 * 1024**2
+MIB = 1024**2
+
+
+class MemoryBudget:
+    """Bytes that decodes running at once may hold between them: a decode waits for its
+    share, so that concurrent decodes (a server's requests, a step's threads) cannot add up
+    past ``total``."""
+
+    def __init__(self, total: int):
+        self.total, self.used = total, 0
+        self._changed = threading.Condition()
+
+    @contextlib.contextmanager
+    def hold(self, count: int) -> Iterator[None]:
+        with self._changed:
+            self._changed.wait_for(lambda: self.used + count <= self.total)
+            self.used += count
+        try:
+            yield
+        finally:
+            with self._changed:
+                self.used -= count
+                self._changed.notify_all()
+
+
+DECODING = MemoryBudget(2 * MAX_DECODED_BYTES)
 
 
 def decode_bytes(data: bytes, size: int, channels: int) -> np.ndarray:
@@ -52,9 +84,10 @@ def decode_bytes(data: bytes, size: int, channels: int) -> np.ndarray:
             with Image.open(io.BytesIO(data), formats=PHOTO_FORMATS) as opened:
                 opened.draft(MODES[channels], (size, size))  # JPEG: decode at 1/2..1/8 scale
                 _check_pixels(*opened.size)
-                image = _to_8_bits(opened) if opened.mode in WIDE_MODES else opened
-                image = image.convert(MODES[channels])
-                image = image.resize((size, size), Image.Resampling.BILINEAR)
+                with DECODING.hold(_decoded_bytes(opened.mode, *opened.size)):
+                    image = _to_8_bits(opened) if opened.mode in WIDE_MODES else opened
+                    image = image.convert(MODES[channels])
+                    image = image.resize((size, size), Image.Resampling.BILINEAR)
     except UnidentifiedImageError as err:
         raise ValueError(f"not an image in a photo format ({', '.join(PHOTO_FORMATS)})") from err
     except Image.DecompressionBombError as err:  # Pillow's own limit, twice its warning's
@@ -78,17 +111,42 @@ def _check_pixels(width: int, height: int) -> None:
         )
 
 
+def _decoded_bytes(mode: str, width: int, height: int) -> int:
+    """What decoding an image of ``mode`` and size holds at its peak: Pillow's pixels (4
+    bytes each for RGB and the like), the 8-bit grey or RGB it becomes, and for a wide
+    mode the float32 copy it is scaled in.
+
+    Raises:
+        TooManyPixels: more than ``MAX_DECODED_BYTES``.
+    """
+    pixels = width * height
+    if Image.getmodebands(mode) > 1 or mode in ("I", "F"):
+        stored = 4  # Pillow keeps several bands, and 32-bit values, in 4 bytes a pixel
+    else:
+        stored = 2 if mode in WIDE_MODES else 1
+    needed = pixels * (stored + 4 + (4 if mode in WIDE_MODES else 0))
+    if needed > MAX_DECODED_BYTES:
+        raise TooManyPixels(
+            f"{width}×{height} pixels of mode {mode} would take {needed // MIB} MiB to decode, "
+            f"over the {MAX_DECODED_BYTES // MIB} MiB limit for a photo"
+        )
+    return needed
+
+
 def _to_8_bits(image: Image.Image) -> Image.Image:
-    """A wide grey image as 8-bit grey: 16-bit ranges scaled by 1/257, floats by their range."""
-    values = np.asarray(image, dtype=np.float64)
+    """A wide grey image as 8-bit grey: 16-bit ranges scaled by 1/257, floats by their
+    range; one float32 copy, scaled in place."""
+    values = np.asarray(image, dtype=np.float32).copy()
     if image.mode == "F":
         low, high = (
             (0.0, 1.0) if values.min() >= 0 and values.max() <= 1 else (values.min(), values.max())
         )
     else:
         low, high = 0.0, 65535.0
-    scaled = (values - low) / max(high - low, 1e-12) * 255.0
-    return Image.fromarray(np.clip(np.round(scaled), 0, 255).astype(np.uint8), "L")
+    values -= low
+    values *= 255.0 / max(float(high) - float(low), 1e-12)
+    np.clip(np.round(values, out=values), 0, 255, out=values)
+    return Image.fromarray(values.astype(np.uint8), "L")
 
 
 def decode_file(path: Path, size: int, channels: int) -> Decoded:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 import os
 import random
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -102,3 +104,32 @@ def test_a_postscript_file_named_jpg_never_reaches_ghostscript(tmp_path, monkeyp
     result = images.decode_file(photo, 16, 1)
     assert result.pixels is None and result.reason.startswith("not an image in a photo format")
     assert not witness.exists()
+
+
+def test_an_image_that_would_take_too_much_memory_to_decode_is_refused_before_decoding():
+    # 7000×7000 at 16 bits: 49 million pixels, under the pixel limit, in about 100 KB;
+    # decoded and scaled it would hold about half a GiB
+    bomb = png_of_zeros(7000, 7000, bit_depth=16)
+    assert len(bomb) < 200_000
+    with pytest.raises(images.TooManyPixels, match="mode I;16 would take 467 MiB to decode"):
+        images.decode_bytes(bomb, 40, 1)
+    assert images.DECODING.used == 0  # nothing held after the refusal
+    small = images.decode_bytes(png_of_zeros(2000, 2000, bit_depth=16), 40, 1)
+    assert small.shape == (1, 40, 40) and not small.any()
+
+
+def test_decodes_at_once_share_one_memory_budget():
+    budget = images.MemoryBudget(total=100)
+    order: list[str] = []
+
+    def second() -> None:
+        with budget.hold(50):
+            order.append("second")
+
+    with budget.hold(70):
+        waiting = threading.Thread(target=second)
+        waiting.start()
+        time.sleep(0.2)
+        order.append("first done")  # the second waits while 70 + 50 > 100
+    waiting.join(timeout=10)
+    assert order == ["first done", "second"] and budget.used == 0

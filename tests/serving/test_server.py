@@ -226,6 +226,12 @@ def test_bad_requests_are_4xx_with_kserves_error_body_and_the_server_keeps_answe
         "not an image": (V1, v1_body(b"just some text"), 400, "not an image in a photo format"),
         "truncated": (V1, v1_body(photo[:1500]), 400, "truncated or corrupt image data"),
         "pixel bomb": (V1, v1_body(png_of_zeros(8000, 8000)), 400, "50,000,000-pixel limit"),
+        "memory bomb": (
+            V1,
+            v1_body(*[png_of_zeros(7000, 7000, bit_depth=16)] * 2),  # 16 bits, 95 KB each
+            400,
+            "MiB to decode, over the 256 MiB limit",
+        ),
         "too many": (
             V1,
             v1_body(*[photo] * 9),
