@@ -35,6 +35,22 @@ class ServeConfig:
         "503 at once, so the bodies held stay under this times --max-body-mb",
         role=LOCAL,
     )
+    header_timeout_seconds: float = setting(
+        10.0,
+        "time a client has to send a request's head (an idle or trickling connection is "
+        "answered 408 and closed)",
+        role=LOCAL,
+    )
+    body_timeout_seconds: float = setting(
+        30.0, "time a client has to send a request's body once its head is in", role=LOCAL
+    )
+    idle_timeout_seconds: float = setting(
+        5.0, "how long a kept-alive connection may wait for its next request", role=LOCAL
+    )
+    max_header_kb: int = setting(
+        64, "largest request head (request line and headers) in KiB; larger is 431", role=LOCAL
+    )
+    max_headers: int = setting(100, "most headers a request may carry; more is 431", role=LOCAL)
     max_batch: int = setting(
         64, "most photos of concurrent requests run through the network at once", role=LOCAL
     )
@@ -56,6 +72,17 @@ class ServeConfig:
                 f"expected --max-instances, --max-batch and --max-connections from 1 to "
                 f"{MOST_COUNT}, found {self.max_instances}, {self.max_batch} and "
                 f"{self.max_connections}"
+            )
+        waits = (self.header_timeout_seconds, self.body_timeout_seconds, self.idle_timeout_seconds)
+        if not all(0 < wait <= 3600 for wait in waits):
+            raise ValueError(
+                "expected --header-timeout-seconds, --body-timeout-seconds and "
+                f"--idle-timeout-seconds above 0 and at most 3600, found {waits}"
+            )
+        if not (1 <= self.max_header_kb <= 1024 and 1 <= self.max_headers <= 1000):
+            raise ValueError(
+                "expected --max-header-kb from 1 to 1024 and --max-headers from 1 to 1000, "
+                f"found {self.max_header_kb} and {self.max_headers}"
             )
         if not 0 <= self.batch_wait_ms <= 1000:
             raise ValueError(f"expected --batch-wait-ms from 0 to 1000, found {self.batch_wait_ms}")

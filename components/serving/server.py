@@ -12,6 +12,7 @@ from kserve.constants.constants import FASTAPI_APP_IMPORT_STRING
 from kserve.protocol.rest.server import RESTServer
 
 from components.serving.config import ServeConfig
+from components.serving.connections import ConnectionLimits, guarded_protocol
 from components.serving.limits import BodyLimit
 from components.serving.model import DogsVsCats
 from components.serving.routes import RouteGuard
@@ -34,6 +35,15 @@ class _LimitedRESTServer(RESTServer):
         self.config.host = cfg.host  # KServe's own binds 0.0.0.0 only
         # uvicorn counts the connection asking too: N connections served, the next 503
         self.config.limit_concurrency = cfg.max_connections + 1
+        # each connection held to time and size limits: a slow client loses its own slot
+        limits = ConnectionLimits(
+            header_seconds=cfg.header_timeout_seconds,
+            body_seconds=cfg.body_timeout_seconds,
+            max_header_bytes=cfg.max_header_kb * 1024,
+            max_headers=cfg.max_headers,
+        )
+        self.config.http = guarded_protocol(limits)
+        self.config.timeout_keep_alive = cfg.idle_timeout_seconds
         self.max_body_bytes = cfg.max_body_bytes
 
     def _add_middlewares(self, app) -> None:

@@ -25,6 +25,10 @@ def test_defaults_listen_like_kserve_and_bound_a_request():
         ({"max_instances": 0}, "expected --max-instances, --max-batch and --max-connections"),
         ({"max_connections": 0}, "expected --max-instances, --max-batch and --max-connections"),
         ({"batch_wait_ms": -1}, "expected --batch-wait-ms from 0 to 1000"),
+        ({"header_timeout_seconds": 0}, "expected --header-timeout-seconds, --body-timeout"),
+        ({"idle_timeout_seconds": float("nan")}, "expected --header-timeout-seconds"),
+        ({"max_header_kb": 0}, "expected --max-header-kb from 1 to 1024"),
+        ({"max_headers": 10**6}, "expected --max-header-kb from 1 to 1024 and --max-headers"),
     ],
 )
 def test_settings_out_of_range_are_refused(changes, message):

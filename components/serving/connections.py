@@ -1,0 +1,124 @@
+"""Each client connection held to time and size limits, so a slow or greedy client loses
+its own slot, never everyone else's.
+
+uvicorn (under KServe's server) reads requests with httptools and bounds neither the
+time a request's head or body may take nor its headers' size: a connection that sends
+nothing, or trickles a byte every few seconds, keeps its slot of ``--max-connections``
+for ever, and headers grow the process as they come. This protocol, uvicorn's own with
+deadlines and counts added, answers 408 to a head or body not complete in time, and 431
+to a head over its size or header count, then closes the connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+REASONS = {408: b"Request Timeout", 431: b"Request Header Fields Too Large"}
+
+
+@dataclass(frozen=True)
+class ConnectionLimits:
+    """How long a request's head and body may take, and how large its head may be."""
+
+    header_seconds: float = 10.0
+    body_seconds: float = 30.0
+    max_header_bytes: int = 64 * 1024
+    max_headers: int = 100
+
+
+class GuardedHttpToolsProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol with ``limits`` on each request's head and body."""
+
+    limits = ConnectionLimits()
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._head_bytes, self._header_count, self._refusal = 0, 0, 0
+        self._in_head, self._app_started = True, False
+        self._deadline: asyncio.TimerHandle | None = None
+        self._arm(self.limits.header_seconds)  # nothing sent yet counts too
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self._in_head and not self._refusal:
+            self._head_bytes += len(data)  # all of it was head: the head is not complete
+            if self._head_bytes > self.limits.max_header_bytes:
+                self._refusal = 431
+        if self._refusal and not self.transport.is_closing():
+            self._refuse(self._refusal)
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._head_bytes, self._header_count, self._in_head = 0, 0, True
+        self._app_started = False
+        if self._deadline is None:  # a kept-alive connection's next request
+            self._arm(self.limits.header_seconds)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._header_count += 1
+        if self._header_count > self.limits.max_headers:
+            self._refusal = 431
+            return
+        super().on_header(name, value)
+
+    def on_headers_complete(self) -> None:
+        head = len(self.url) + sum(len(name) + len(value) + 4 for name, value in self.headers)
+        if head > self.limits.max_header_bytes:  # a whole head that came in one read
+            self._refusal = 431
+        if self._refusal:  # answered once the parser returns; the app never starts
+            return
+        self._in_head = False
+        self._disarm()
+        self._arm(self.limits.body_seconds)
+        super().on_headers_complete()
+        self._app_started = True
+
+    def on_body(self, body: bytes) -> None:
+        if not self._refusal:
+            super().on_body(body)
+
+    def on_message_complete(self) -> None:
+        self._disarm()
+        if not self._refusal:
+            super().on_message_complete()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def _arm(self, seconds: float) -> None:
+        self._deadline = self.loop.call_later(seconds, self._too_slow)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _too_slow(self) -> None:
+        self._deadline = None
+        if self.transport.is_closing():
+            return
+        if self._in_head and not self._head_bytes:
+            self.transport.close()  # it never said a word: nothing to answer
+        else:
+            self._refuse(408)
+
+    def _refuse(self, status: int) -> None:
+        """Answer ``status`` (unless the app has begun its own answer), then close."""
+        self._disarm()
+        if not (self._app_started and self.cycle and self.cycle.response_started):
+            body = b'{"error": "' + REASONS[status].lower() + b'"}'
+            self.transport.write(
+                b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\n"
+                b"content-length: %d\r\nconnection: close\r\n\r\n%s"
+                % (status, REASONS[status], len(body), body)
+            )
+        self.transport.close()
+
+
+def guarded_protocol(limits: ConnectionLimits) -> type[GuardedHttpToolsProtocol]:
+    """The protocol class, held to ``limits``, for ``uvicorn.Config(http=...)``."""
+    return type("GuardedHttpToolsProtocol", (GuardedHttpToolsProtocol,), {"limits": limits})

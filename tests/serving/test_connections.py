@@ -1,0 +1,100 @@
+"""Slow and greedy clients against the real model server on 127.0.0.1: each loses its
+own connection, and everyone else is still served."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import time
+
+import pytest
+import requests
+
+from tests.models import seeded_model
+from tests.servers import ModelServerProcess
+from tests.serving.test_server import V1, good_answer, read_reply
+
+pytestmark = pytest.mark.integration
+TIGHT = (
+    *("--max-connections", "4", "--header-timeout-seconds", "1"),
+    *("--body-timeout-seconds", "1", "--idle-timeout-seconds", "1"),
+    *("--max-header-kb", "8", "--max-headers", "20"),
+)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    model = seeded_model(tmp_path_factory.mktemp("conn") / "model")
+    with ModelServerProcess(model, tmp_path_factory.mktemp("conn-log"), *TIGHT) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def photo(sample_images) -> bytes:
+    return next((sample_images / "PetImages/Dog").glob("*.jpg")).read_bytes()
+
+
+def connect(server) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", server.port), timeout=10)
+
+
+def test_connections_that_say_nothing_lose_their_slots_to_the_others(server, photo):
+    silent = [connect(server) for _ in range(6)]  # more than the 4 slots
+    try:
+        time.sleep(2)  # past the 1 s head deadline
+        assert good_answer(server, photo)["class"] in ("cat", "dog")
+        for sock in silent:  # each was closed, with no answer: it asked nothing
+            assert read_reply(sock) == ""
+    finally:
+        for sock in silent:
+            sock.close()
+
+
+def test_a_head_trickled_byte_by_byte_is_answered_408_and_closed(server, photo):
+    with connect(server) as sock:
+        sock.sendall(b"POST " + V1.encode() + b" HTTP/1.1\r\nHost: x\r\n")
+        started = time.monotonic()
+        with contextlib.suppress(OSError):
+            for _ in range(40):  # a byte every 0.1 s: never a whole head
+                sock.sendall(b"X")
+                time.sleep(0.1)
+        reply = read_reply(sock)
+        assert time.monotonic() - started < 4
+    assert reply.startswith("HTTP/1.1 408")
+    assert good_answer(server, photo)["class"] in ("cat", "dog")
+
+
+def test_a_body_that_never_comes_is_answered_408(server):
+    with connect(server) as sock:
+        sock.sendall(
+            f"POST {V1} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            "Content-Length: 1000\r\n\r\n{".encode()
+        )
+        assert read_reply(sock).startswith("HTTP/1.1 408")
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"X-Huge": "h" * 20_000},  # 20 KB, over the 8 KiB head
+        {f"X-Many-{i}": "1" for i in range(50)},  # over 20 headers
+    ],
+    ids=["too large", "too many"],
+)
+def test_a_head_over_its_size_or_count_is_431_and_the_server_answers_after(server, photo, headers):
+    answer = requests.get(f"{server.url}/v1/models/dogs-vs-cats", headers=headers, timeout=10)
+    assert answer.status_code == 431
+    assert good_answer(server, photo)["class"] in ("cat", "dog")
+
+
+def test_a_flood_of_header_bytes_does_not_grow_the_server(server, photo):
+    before = server.rss_bytes()
+    with connect(server) as sock:
+        sock.sendall(b"GET / HTTP/1.1\r\nX-Flood: ")
+        with contextlib.suppress(OSError):
+            for _ in range(2000):  # 128 MB, were it all read
+                sock.sendall(b"f" * 65536)
+        reply = read_reply(sock)
+    assert reply == "" or reply.startswith("HTTP/1.1 431")
+    assert server.rss_bytes() - before < 50 * 1024**2
+    assert good_answer(server, photo)["class"] in ("cat", "dog")
