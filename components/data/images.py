@@ -100,6 +100,28 @@ def decode_bytes(data: bytes, size: int, channels: int) -> np.ndarray:
     return pixels[None] if channels == 1 else pixels.transpose(2, 0, 1)
 
 
+def decode_pixels(data: bytes, size: int, channels: int) -> int:
+    """How many pixels decoding ``data`` would produce (a JPEG at its reduced size), read
+    from its header alone: the work a decode will take.
+
+    Raises:
+        ValueError: not an image in a photo format, or a header that cannot be read.
+    """
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with Image.open(io.BytesIO(data), formats=PHOTO_FORMATS) as opened:
+                opened.draft(MODES[channels], (size, size))
+                width, height = opened.size
+    except UnidentifiedImageError as err:
+        raise ValueError(f"not an image in a photo format ({', '.join(PHOTO_FORMATS)})") from err
+    except Image.DecompressionBombError as err:
+        raise TooManyPixels(str(err)) from err
+    except Exception as err:  # noqa: BLE001 - a crafted header can make the opener raise anything
+        raise ValueError(f"truncated or corrupt image data ({type(err).__name__}: {err})") from err
+    return width * height
+
+
 class TooManyPixels(ValueError):
     """An image larger than any photo: skipped before it is decoded."""
 

@@ -29,6 +29,13 @@ class ServeConfig:
         role=LOCAL,
     )
     max_instances: int = setting(64, "most photos in one request", role=LOCAL)
+    max_request_megapixels: float = setting(
+        200.0,
+        "most pixels the photos of one request may decode to together, in millions (a "
+        "JPEG counted at the reduced size it is decoded at): the decode work one request "
+        "may take",
+        role=LOCAL,
+    )
     max_connections: int = setting(
         32,
         "client connections served at once (idle keep-alive ones too); another is answered "
@@ -72,6 +79,11 @@ class ServeConfig:
                 f"expected --max-instances, --max-batch and --max-connections from 1 to "
                 f"{MOST_COUNT}, found {self.max_instances}, {self.max_batch} and "
                 f"{self.max_connections}"
+            )
+        if not 0 < self.max_request_megapixels <= 100_000:
+            raise ValueError(
+                "expected --max-request-megapixels above 0 and at most 100000, found "
+                f"{self.max_request_megapixels}"
             )
         waits = (self.header_timeout_seconds, self.body_timeout_seconds, self.idle_timeout_seconds)
         if not all(0 < wait <= 3600 for wait in waits):

@@ -12,7 +12,7 @@ from kserve.errors import InvalidInput
 from kserve.protocol.infer_type import InferRequest
 
 from components.core.names import CLASSES
-from components.data.images import decode_bytes
+from components.data.images import decode_bytes, decode_pixels
 from components.evaluation.predictions import load_any
 from components.serving import payloads
 from components.serving.batching import MicroBatcher
@@ -55,6 +55,7 @@ class DogsVsCats(Model):
         v2 = isinstance(payload, InferRequest)
         limit = self.cfg.max_instances
         photos = payloads.v2_images(payload, limit) if v2 else payloads.v1_images(payload, limit)
+        await self._check_work(photos)
         pixels = np.stack(await asyncio.gather(*(self._decode(p, i) for i, p in enumerate(photos))))
         assert self.batcher is not None
         rows = await self.batcher.run(pixels)
@@ -63,6 +64,21 @@ class DogsVsCats(Model):
         if v2:
             return payloads.v2_answer(self.name, payload, classes, probabilities)
         return payloads.v1_answer(classes, probabilities)
+
+    async def _check_work(self, photos: list[bytes]) -> None:
+        """Refuse a request whose photos would take more decoding than one may, read from
+        their headers before any is decoded."""
+        loop = asyncio.get_running_loop()
+        total = await loop.run_in_executor(
+            None, _request_pixels, photos, self.image_size, self.channels
+        )
+        most = self.cfg.max_request_megapixels * 1e6
+        if total > most:
+            raise InvalidInput(
+                f"expected the photos of one request to decode to at most "
+                f"{self.cfg.max_request_megapixels:g} million pixels together, found "
+                f"{total / 1e6:.0f} million: send fewer or smaller photos a request"
+            )
 
     async def _decode(self, photo: bytes, index: int) -> np.ndarray:
         if self._decoding is None:
@@ -84,3 +100,18 @@ class DogsVsCats(Model):
             {"name": "class", "datatype": "BYTES", "shape": [-1]},
             {"name": "probability", "datatype": "FP32", "shape": [-1]},
         ]
+
+
+def _request_pixels(photos: list[bytes], size: int, channels: int) -> int:
+    """The pixels all ``photos`` decode to, from their headers.
+
+    Raises:
+        InvalidInput: (400) a photo whose header does not read as one.
+    """
+    total = 0
+    for index, photo in enumerate(photos):
+        try:
+            total += decode_pixels(photo, size, channels)
+        except ValueError as err:
+            raise InvalidInput(f"instance {index}: {err}") from None
+    return total

@@ -133,3 +133,12 @@ def test_decodes_at_once_share_one_memory_budget():
         order.append("first done")  # the second waits while 70 + 50 > 100
     waiting.join(timeout=10)
     assert order == ["first done", "second"] and budget.used == 0
+
+
+def test_the_pixels_a_decode_makes_are_read_from_the_header_a_jpeg_at_its_reduced_size():
+    buffer = io.BytesIO()
+    Image.new("RGB", (4000, 3000), (120, 80, 40)).save(buffer, "JPEG")
+    assert images.decode_pixels(buffer.getvalue(), 40, 3) == 500 * 375  # drafted to 1/8
+    assert images.decode_pixels(png_of_zeros(7000, 7000), 40, 1) == 49_000_000
+    with pytest.raises(ValueError, match="not an image in a photo format"):
+        images.decode_pixels(b"plain text", 40, 1)

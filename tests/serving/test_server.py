@@ -123,6 +123,13 @@ def test_answers_name_what_was_expected_without_echoing_the_client(server, photo
     assert good_answer(server, photos[0].read_bytes())["class"] in ("cat", "dog")
 
 
+def test_a_request_of_more_decoding_than_one_may_take_is_refused_before_decoding(server):
+    blank = png_of_zeros(7000, 7000)  # 49 million pixels in 48 KB, a 0.15 s decode each
+    answer = requests.post(server.url + V1, json=v1_body(*[blank] * 8), timeout=60)
+    assert answer.status_code == 400  # counted from the headers, before any decode
+    assert "at most 200 million pixels together, found 392 million" in answer.json()["error"]
+
+
 def test_v2_takes_the_shape_its_metadata_declares_and_refuses_binary_data_in_a_4xx(server, photos):
     data = [b64(p.read_bytes()) for p in photos[:2]]
     any_count = {"inputs": [{"name": "image", "shape": [-1], "datatype": "BYTES", "data": data}]}
