@@ -13,6 +13,7 @@ from kserve.protocol.rest.server import RESTServer
 
 from components.serving.config import ServeConfig
 from components.serving.connections import ConnectionLimits, guarded_protocol
+from components.serving.disconnects import StopWhenClientLeaves
 from components.serving.limits import BodyLimit
 from components.serving.model import DogsVsCats
 from components.serving.routes import RouteGuard
@@ -48,6 +49,7 @@ class _LimitedRESTServer(RESTServer):
 
     def _add_middlewares(self, app) -> None:
         super()._add_middlewares(app)
+        app.add_middleware(StopWhenClientLeaves)
         app.add_middleware(BodyLimit, max_bytes=self.max_body_bytes)
         app.add_middleware(RouteGuard, serving=self.serving)
 

@@ -4,21 +4,24 @@ own connection, and everyone else is still served."""
 from __future__ import annotations
 
 import contextlib
+import json
 import socket
 import time
 
 import pytest
 import requests
 
+from tests.helpers import png_of_zeros
 from tests.models import seeded_model
 from tests.servers import ModelServerProcess
-from tests.serving.test_server import V1, good_answer, read_reply
+from tests.serving.test_server import V1, b64, good_answer, read_reply
 
 pytestmark = pytest.mark.integration
 TIGHT = (
     *("--max-connections", "4", "--header-timeout-seconds", "1"),
     *("--body-timeout-seconds", "1", "--idle-timeout-seconds", "1"),
     *("--max-header-kb", "8", "--max-headers", "20"),
+    *("--max-request-megapixels", "1000"),  # room for the client that leaves, below
 )
 
 
@@ -97,4 +100,21 @@ def test_a_flood_of_header_bytes_does_not_grow_the_server(server, photo):
         reply = read_reply(sock)
     assert reply == "" or reply.startswith("HTTP/1.1 431")
     assert server.rss_bytes() - before < 50 * 1024**2
+    assert good_answer(server, photo)["class"] in ("cat", "dog")
+
+
+def test_a_client_that_leaves_stops_the_work_of_its_request(server, photo):
+    blank = png_of_zeros(7000, 7000)  # 49 million pixels, about 0.15 s to decode each
+    body = json.dumps({"instances": [{"image": {"b64": b64(blank)}}] * 16}).encode()
+    with connect(server) as sock:
+        sock.sendall(
+            f"POST {V1} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        time.sleep(0.3)  # its photos are being decoded
+    deadline = time.monotonic() + 30
+    while "client gone: stopped POST" not in server.log_tail() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert "client gone: stopped POST /v1/models/dogs-vs-cats:predict" in server.log_tail()
     assert good_answer(server, photo)["class"] in ("cat", "dog")
