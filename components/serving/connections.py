@@ -16,13 +16,19 @@ from dataclasses import dataclass
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-REASONS = {408: b"Request Timeout", 431: b"Request Header Fields Too Large"}
+REASONS = {
+    408: b"Request Timeout",
+    431: b"Request Header Fields Too Large",
+    503: b"Service Unavailable",
+}
 
 
 @dataclass(frozen=True)
 class ConnectionLimits:
-    """How long a request's head and body may take, and how large its head may be."""
+    """How long a request's head and body may take, how large its head may be, and how
+    many connections are served at once (a request on one more is answered 503)."""
 
+    max_connections: int = 32
     header_seconds: float = 10.0
     body_seconds: float = 30.0
     max_header_bytes: int = 64 * 1024
@@ -68,6 +74,10 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         head = len(self.url) + sum(len(name) + len(value) + 4 for name, value in self.headers)
         if head > self.limits.max_header_bytes:  # a whole head that came in one read
             self._refusal = 431
+        elif len(self.connections) > self.limits.max_connections:
+            # counted by connection alone: uvicorn's own limit also counts a kept-alive
+            # connection's finishing request beside its next one, and refused those
+            self._refusal = 503
         if self._refusal:  # answered once the parser returns; the app never starts
             return
         self._in_head = False
@@ -108,6 +118,10 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def _refuse(self, status: int) -> None:
         """Answer ``status`` (unless the app has begun its own answer), then close."""
+        if status == 503:
+            self.logger.warning(
+                "over --max-connections (%d): answered 503", self.limits.max_connections
+            )
         self._disarm()
         if not (self._app_started and self.cycle and self.cycle.response_started):
             body = b'{"error": "' + REASONS[status].lower() + b'"}'

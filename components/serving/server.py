@@ -34,10 +34,9 @@ class _LimitedRESTServer(RESTServer):
             grace_period=5,
         )
         self.config.host = cfg.host  # KServe's own binds 0.0.0.0 only
-        # uvicorn counts the connection asking too: N connections served, the next 503
-        self.config.limit_concurrency = cfg.max_connections + 1
         # each connection held to time and size limits: a slow client loses its own slot
         limits = ConnectionLimits(
+            max_connections=cfg.max_connections,
             header_seconds=cfg.header_timeout_seconds,
             body_seconds=cfg.body_timeout_seconds,
             max_header_bytes=cfg.max_header_kb * 1024,

@@ -7,6 +7,7 @@ import contextlib
 import json
 import socket
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import requests
@@ -118,3 +119,20 @@ def test_a_client_that_leaves_stops_the_work_of_its_request(server, photo):
         time.sleep(0.2)
     assert "client gone: stopped POST /v1/models/dogs-vs-cats:predict" in server.log_tail()
     assert good_answer(server, photo)["class"] in ("cat", "dog")
+
+
+def test_as_many_kept_alive_clients_as_connections_are_all_served(server, photo):
+    """Four clients on the four connections, each sending its next request the moment the
+    last is answered (uvicorn's own limit counted a finishing request beside the next one
+    on the same connection, and refused some with 503)."""
+    body = {"instances": [{"image": {"b64": b64(photo)}}]}
+
+    def client(_) -> list[int]:
+        with requests.Session() as session:
+            return [
+                session.post(server.url + V1, json=body, timeout=60).status_code for _ in range(60)
+            ]
+
+    with ThreadPoolExecutor(4) as pool:
+        codes = [code for answers in pool.map(client, range(4)) for code in answers]
+    assert codes == [200] * 240
