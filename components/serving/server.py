@@ -22,8 +22,10 @@ log = logging.getLogger(__name__)
 
 
 class _LimitedRESTServer(RESTServer):
-    """KServe's REST server (its FastAPI app, V1 and v2 routes, error bodies, metrics),
-    listening on ``host`` and refusing bodies over the limit."""
+    """KServe's REST server (its FastAPI app, V1 and v2 routes, error bodies, metrics) on
+    ``host``, with the limits a client meets: each connection's deadlines and sizes
+    (``connections``), the body limit (``limits``), no model repository and a truthful
+    liveness (``routes``), a request stopped when its client leaves (``disconnects``)."""
 
     def __init__(self, server: ModelServer, cfg: ServeConfig):
         super().__init__(
