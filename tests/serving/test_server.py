@@ -94,7 +94,8 @@ def json_text(body: dict) -> str:
     return json.dumps(body)
 
 
-def test_health_metadata_and_metrics_are_kserves(server):
+def test_health_metadata_and_metrics_are_kserves(server, photos):
+    good_answer(server, photos[0].read_bytes())  # a prediction to count, whatever ran before
     assert requests.get(server.url + "/v2/health/ready", timeout=10).status_code == 200
     metadata = requests.get(server.url + "/v2/models/dogs-vs-cats", timeout=10).json()
     assert metadata["inputs"] == [{"name": "image", "datatype": "BYTES", "shape": [-1]}]
