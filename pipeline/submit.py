@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
@@ -14,8 +13,9 @@ from typing import Any
 
 import requests
 
+from components.cluster.object_names import is_dns_label, is_dns_subdomain
 from components.core.errors import printable
-from components.core.uris import redact, split_credentials
+from components.core.uris import is_http_url, redact, split_credentials
 from pipeline.arguments import parse_arguments, refuse_credentials, sweep_arguments
 from pipeline.pipeline import build_pipeline
 from pipeline.spec import compile_pipeline
@@ -33,8 +33,6 @@ HINTS = {
 }
 
 
-DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 HEALTH_SECONDS = (5.0, 30.0)  # connect, read
 HEALTH_KEYS = {"multi_user", "commit_sha", "tag_name"}
 
@@ -59,16 +57,14 @@ class Destination:
                 f"Kubeflow Pipelines API takes a bearer token, given in ${TOKEN_ENV} (or "
                 f"--token), so give --host {bare}"
             )
-        if not re.fullmatch(r"https?://[^\s/?#@]+(/[^\s?#]*)?", self.host):
+        if not is_http_url(self.host):
             raise ValueError(f"expected --host as http(s)://HOST[:PORT], found {self.host!r}")
-        if self.namespace is not None and not (
-            DNS_LABEL.fullmatch(self.namespace) and len(self.namespace) <= 63
-        ):
+        if self.namespace is not None and not is_dns_label(self.namespace):
             raise ValueError(
                 f"expected --namespace as a Kubernetes namespace (a DNS label: lowercase "
                 f"letters, digits and -), found {self.namespace!r}"
             )
-        if self.service_account and not DNS_SUBDOMAIN.fullmatch(self.service_account):
+        if self.service_account and not is_dns_subdomain(self.service_account):
             raise ValueError(
                 "expected --service-account as a Kubernetes name (lowercase letters, digits, "
                 f"- and .), found {self.service_account!r}"

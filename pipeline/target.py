@@ -5,6 +5,7 @@ import importlib.metadata
 import re
 from dataclasses import dataclass, field
 
+from components.cluster.object_names import is_dns_subdomain
 from components.cluster.placement import Placement
 from components.core.schema import PER_RUN, setting
 from components.training.config import check_checkpoint_uri
@@ -23,8 +24,6 @@ MOST_NODES = 2**31 - 1  # a TrainJob's numNodes is a 32-bit integer
 
 
 NEWEST_BACKEND = (2, 15)  # the newest whose behaviour the spec was checked against
-# a ClusterTrainingRuntime's name: a Kubernetes object name (DNS subdomain)
-OBJECT_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 
 
 def backend_version(text: str) -> tuple[int, int]:
@@ -64,7 +63,7 @@ class ClusterTarget:
         backend_version(self.kfp_backend)
         if not 1 <= self.nodes <= MOST_NODES:
             raise ValueError(f"expected 1 to {MOST_NODES} training nodes, found {self.nodes}")
-        if not OBJECT_NAME.fullmatch(self.trainer_runtime):
+        if not is_dns_subdomain(self.trainer_runtime):
             raise ValueError(
                 "expected the trainer runtime as a ClusterTrainingRuntime's name (lowercase "
                 f"letters, digits, - and .), found {self.trainer_runtime!r}"

@@ -6,6 +6,7 @@ import json
 import re
 from dataclasses import asdict, dataclass
 
+from components.cluster.object_names import is_dns_subdomain
 from components.cluster.quantities import memory_bytes, millicores, twice_cpu
 from components.core.schema import LOCAL, setting
 
@@ -14,7 +15,6 @@ S3_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL")
 MLFLOW_KEYS = ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD")
 # Kubernetes' label syntax: an optional DNS-subdomain prefix and "/", then a name
 LABEL_NAME = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
-DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ class Placement:
         if self.toleration_key and not is_label_key(self.toleration_key):
             raise ValueError(f"expected a taint key such as {GPU}, found {self.toleration_key!r}")
         for name in ("s3_secret", "mlflow_secret"):
-            if not DNS_SUBDOMAIN.fullmatch(getattr(self, name)):
+            if not is_dns_subdomain(getattr(self, name)):
                 raise ValueError(
                     f"expected the {name} as a Kubernetes name (lowercase letters, digits, "
                     f"- and .), found {getattr(self, name)!r}"
@@ -106,5 +106,5 @@ class Placement:
 def is_label_key(key: str) -> bool:
     """Whether Kubernetes accepts ``key`` as a label or taint key (``prefix/name``)."""
     prefix, _, name = key.rpartition("/")
-    valid_prefix = not prefix or (len(prefix) <= 253 and DNS_SUBDOMAIN.fullmatch(prefix))
+    valid_prefix = not prefix or is_dns_subdomain(prefix)
     return bool(name and valid_prefix and LABEL_NAME.fullmatch(name))

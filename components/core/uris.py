@@ -18,6 +18,21 @@ def redact(text: str) -> str:
     return USERINFO.sub("***@", text)
 
 
+def is_http_url(uri: str) -> bool:
+    """An http(s) URL with a host, and no user, whitespace or control character."""
+    try:
+        parts = urlsplit(uri)
+    except ValueError:  # an unclosed [IPv6] host, say
+        return False
+    return (
+        parts.scheme in ("http", "https")
+        and bool(parts.hostname)
+        and "@" not in parts.netloc
+        and uri.isprintable()
+        and not any(c.isspace() for c in uri)
+    )
+
+
 def split_credentials(uri: str) -> tuple[str, str | None, str | None]:
     """``uri`` without its user and password, and the two (None where it has none)."""
     parts = urlsplit(uri)

@@ -10,16 +10,15 @@ import math
 import re
 from dataclasses import dataclass
 
+from components.cluster.object_names import is_dns_label, is_dns_subdomain, is_service_name
 from components.core.errors import printable
 from components.core.names import REGISTERED_MODEL_NAME
 from components.core.schema import LOCAL, PER_RUN, setting
-from components.core.uris import redact, split_credentials
+from components.core.uris import is_http_url, redact, split_credentials
 from components.serving.config import MODEL_NAME
 
 # KServe 0.15+: Standard (Deployments, the default since) or Knative (was Serverless)
 STANDARD, KNATIVE = "Standard", "Knative"
-DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")  # a namespace (RFC 1123)
-SERVICE_NAME = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")  # an InferenceService (RFC 1035)
 # KServe names the predictor's Service NAME-predictor, itself a DNS label of at most 63
 LONGEST_NAME = 63 - len("-predictor")
 VERSION = re.compile(r"[1-9][0-9]{0,8}")  # ASCII digits only: "١" is a digit to str.isdigit
@@ -28,7 +27,6 @@ IMAGE = re.compile(
     r"(?:[a-zA-Z0-9.-]+(?::[0-9]+)?/)?[a-z0-9]+(?:[._-]+[a-z0-9]+)*"
     r"(?:/[a-z0-9]+(?:[._-]+[a-z0-9]+)*)*(?::[\w][\w.-]{0,127})?(?:@sha256:[0-9a-f]{64})?"
 )
-SECRET_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 LONGEST_WAIT = 24 * 3600.0
 
 
@@ -94,12 +92,12 @@ class DeployConfig:
             raise ValueError(
                 f"expected a registered model version (1, 2, ...), found {self.model_version!r}"
             )
-        if not (SERVICE_NAME.fullmatch(self.name) and len(self.name) <= LONGEST_NAME):
+        if not is_service_name(self.name, LONGEST_NAME):
             raise ValueError(
                 f"expected the name as a DNS label of at most {LONGEST_NAME} characters "
                 f"(lowercase letters, digits and -, a letter first), found {self.name!r}"
             )
-        if not (DNS_LABEL.fullmatch(self.namespace) and len(self.namespace) <= 63):
+        if not is_dns_label(self.namespace):
             raise ValueError(f"expected a DNS label as the namespace, found {self.namespace!r}")
         if not (IMAGE.fullmatch(self.image) and len(self.image) <= 1024):
             raise ValueError(
@@ -112,7 +110,7 @@ class DeployConfig:
             )
         self._check_tracking_uri()
         for name in ("mlflow_secret", "s3_secret"):
-            if not SECRET_NAME.fullmatch(getattr(self, name)):
+            if not is_dns_subdomain(getattr(self, name)):
                 raise ValueError(
                     f"expected the {name} as a Kubernetes name, found {getattr(self, name)!r}"
                 )
@@ -140,7 +138,7 @@ class DeployConfig:
             ValueError: not an http(s) URI, which a pod in the cluster could reach.
         """
         bare, _, _ = split_credentials(self.tracking_uri)
-        if not re.fullmatch(r"https?://[^\s/?#]+(/\S*)?", bare):
+        if not is_http_url(bare):
             raise ValueError(
                 "expected the tracking URI as http(s)://HOST[:PORT], which the model server "
                 f"in the cluster loads the model through, found {redact(self.tracking_uri)!r}"

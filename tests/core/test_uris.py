@@ -24,3 +24,20 @@ def test_a_password_with_an_unencoded_at_is_redacted_whole_as_urllib_reads_it():
     uri = "http://bob:p@ss@word@mlflow:5000/path?q=a@b"
     assert redact(f"tracking at {uri}.") == "tracking at http://***@mlflow:5000/path?q=a@b."
     assert split_credentials(uri) == ("http://mlflow:5000/path?q=a@b", "bob", "p@ss@word")
+
+
+def test_an_http_url_has_a_host_and_nothing_a_header_or_a_pod_could_not_take():
+    from components.core.uris import is_http_url
+
+    assert is_http_url("http://mlflow.mlflow.svc.cluster.local:5000")
+    assert is_http_url("https://kubeflow.example.com/pipeline")
+    for bad in (
+        "mlflow:5000",
+        "sqlite:///x.db",
+        "http://",
+        "http://a b",
+        "http://a\nX: 1",
+        "http://bob:pw@host",
+        "http://[::1",
+    ):
+        assert not is_http_url(bad), bad
