@@ -15,7 +15,10 @@ import threading
 import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
+from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
+
+import yaml
 
 from tests.local_http import JSONHandler, LocalHTTPServer
 
@@ -24,6 +27,20 @@ JOBS = re.compile(rf"^{TRAINER}/namespaces/([^/]+)/trainjobs(?:/([^/]+))?$")
 RUNTIMES = re.compile(rf"^{TRAINER}/clustertrainingruntimes(?:/([^/]+))?$")
 PODS = re.compile(r"^/api/v1/namespaces/([^/]+)/pods(?:/([^/]+)/log)?$")
 JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
+
+
+def write_kubeconfig(path: Path, server: str) -> Path:
+    """A kubeconfig whose current context is ``server`` with a token, as kubectl writes one."""
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "c", "cluster": {"server": server}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "x",
+    }
+    path.write_text(yaml.safe_dump(config))
+    return path
 
 
 def condition(kind: str, reason: str, message: str) -> dict:

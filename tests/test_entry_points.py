@@ -97,23 +97,13 @@ def test_deploy_without_a_kubeconfig_ends_in_one_line(tmp_path):
 def test_deploy_against_an_api_that_never_answers_ends_within_its_timeout(tmp_path):
     import time
 
-    import yaml
-
-    from tests.kube_api import FakeKServeApi
+    from tests.kube_api import FakeKServeApi, write_kubeconfig
 
     with FakeKServeApi() as api:
         api.hang = True
-        config = {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [{"name": "c", "cluster": {"server": api.url}}],
-            "users": [{"name": "u", "user": {"token": "t"}}],
-            "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
-            "current-context": "x",
-        }
-        (tmp_path / "kubeconfig").write_text(yaml.safe_dump(config))
+        kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", api.url)
         started = time.monotonic()
-        done = deploy_cli(tmp_path, str(tmp_path / "kubeconfig"), "--timeout-seconds", "2")
+        done = deploy_cli(tmp_path, str(kubeconfig), "--timeout-seconds", "2")
         took = time.monotonic() - started
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert done.stderr.splitlines()[-1] == (

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import pytest
-import yaml
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from components.cluster import kube
-from tests.kube_api import FakeKServeApi
+from tests.kube_api import FakeKServeApi, write_kubeconfig
 
 ISVC = ("serving.kserve.io", "v1beta1", "team-a", "inferenceservices", "dogs-vs-cats")
 
@@ -23,16 +22,7 @@ def test_the_namespace_is_the_pods_own_else_the_default(tmp_path, monkeypatch):
 def test_outside_a_pod_the_kubeconfig_context_is_used(tmp_path, monkeypatch):
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     with FakeKServeApi() as api:
-        config = {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [{"name": "c", "cluster": {"server": api.url}}],
-            "users": [{"name": "u", "user": {"token": "t"}}],
-            "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
-            "current-context": "x",
-        }
-        (tmp_path / "kubeconfig").write_text(yaml.safe_dump(config))
-        monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kubeconfig"))
+        monkeypatch.setenv("KUBECONFIG", str(write_kubeconfig(tmp_path / "kubeconfig", api.url)))
         objects = k8s.CustomObjectsApi(kube.api_client())
         assert kube.get_or_none(objects, *ISVC) is None  # 404: there is none
 

@@ -36,6 +36,12 @@ def evaluated(arrays: Path, model_dir: Path, run_id: str | None = None) -> float
     return report["metrics"]["accuracy"]
 
 
+def refused_and_nothing_registered(run_id: str, store: str, error: type, match: str) -> None:
+    with pytest.raises(error, match=match):
+        register_if_accurate(RegisterConfig(mlflow_run_id=run_id, min_accuracy=0.0))
+    assert MlflowClient(store).search_registered_models() == []
+
+
 def test_a_model_below_the_minimum_is_not_registered_and_the_run_says_why(
     small_arrays, tmp_path, mlflow_store, capsys
 ):
@@ -109,11 +115,10 @@ def test_an_evaluation_of_another_model_is_never_logged_into_a_run(
         match=f"evaluation of .*good .* into MLflow run {weak.run_id}, whose model is another",
     ):
         evaluated(small_arrays, tmp_path / "good", run_id=weak.run_id)
-    client = MlflowClient(mlflow_store)
-    assert "test_accuracy" not in client.get_run(weak.run_id).data.metrics
-    with pytest.raises(LookupError, match="expected the evaluate step's report"):
-        register_if_accurate(RegisterConfig(mlflow_run_id=weak.run_id, min_accuracy=0.0))
-    assert client.search_registered_models() == []
+    assert "test_accuracy" not in MlflowClient(mlflow_store).get_run(weak.run_id).data.metrics
+    refused_and_nothing_registered(
+        weak.run_id, mlflow_store, LookupError, "expected the evaluate step's report"
+    )
 
 
 def test_a_test_accuracy_logged_by_hand_later_is_not_what_is_judged(
@@ -136,11 +141,12 @@ def test_an_evaluation_report_of_other_weights_copied_into_a_run_is_refused(
     trained(small_arrays, tmp_path / "good")
     weak = trained(small_arrays, tmp_path / "weak", seed=1)
     evaluated(small_arrays, tmp_path / "good")
-    client = MlflowClient(mlflow_store)
-    client.log_artifact(weak.run_id, str(tmp_path / "good-eval/metrics.json"), "evaluation/test")
-    with pytest.raises(ValueError, match="did not score the model the run logged"):
-        register_if_accurate(RegisterConfig(mlflow_run_id=weak.run_id, min_accuracy=0.0))
-    assert client.search_registered_models() == []
+    MlflowClient(mlflow_store).log_artifact(
+        weak.run_id, str(tmp_path / "good-eval/metrics.json"), "evaluation/test"
+    )
+    refused_and_nothing_registered(
+        weak.run_id, mlflow_store, ValueError, "did not score the model the run logged"
+    )
 
 
 def test_a_test_accuracy_the_run_does_not_hold_is_refused_and_nothing_registered(
