@@ -54,6 +54,10 @@ def condition(kind: str, reason: str, message: str) -> dict:
 
 
 class FakeKubeApi(LocalHTTPServer):
+    def __exit__(self, *exc) -> None:
+        self._released.set()
+        super().__exit__(*exc)
+
     def __init__(
         self,
         outcome: str | None = "Complete",
@@ -62,6 +66,8 @@ class FakeKubeApi(LocalHTTPServer):
     ):
         self.outcome = outcome  # None: the job never finishes
         self.unavailable_reads = 0  # the next reads of a TrainJob answered 503
+        self.silent_reads = 0  # the next reads of a TrainJob accepted and never answered
+        self._released = threading.Event()  # lets silent reads go when the server stops
         self.refuse_creation = False  # answer a TrainJob's creation 422, as admission would
         self.on_create = on_create
         self.runtimes = runtimes
@@ -141,6 +147,10 @@ class FakeKubeApi(LocalHTTPServer):
                 if (match := JOBS.match(url.path)) and api.unavailable_reads:
                     api.unavailable_reads -= 1
                     return self._reply(503, {"kind": "Status", "code": 503})
+                if match and api.silent_reads:
+                    api.silent_reads -= 1
+                    api._released.wait(timeout=30)
+                    return None
                 if match:
                     if match.group(2) in api.jobs:
                         return self._reply(200, api.job_status(match.group(2)))

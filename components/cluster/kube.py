@@ -24,11 +24,12 @@ from components.core.errors import printable
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 REQUEST_SECONDS = 30.0  # one request's read timeout, at most
 CONNECT_SECONDS = 10.0
+REQUEST_TIMEOUT = (CONNECT_SECONDS, REQUEST_SECONDS)  # for a call outside a Deadline
 # what a refusal most likely means, by HTTP status
 HINTS = {
     401: "the credentials were refused: is the kubeconfig's token current?",
     403: "this identity may not do that here: see the step's Role in manifests/pipeline",
-    404: "no such resource or namespace: is KServe installed (its CRD) and the namespace right?",
+    404: "no such resource or namespace: is its CRD installed, and the namespace right?",
 }
 
 
@@ -148,7 +149,9 @@ def get_or_none(
 ) -> dict | None:
     """A namespaced custom resource, or None when there is none by that name."""
     try:
-        return objects.get_namespaced_custom_object(group, version, namespace, plural, name)
+        return objects.get_namespaced_custom_object(
+            group, version, namespace, plural, name, _request_timeout=REQUEST_TIMEOUT
+        )
     except ApiException as err:
         if err.status == 404:
             return None

@@ -23,7 +23,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
-from components.cluster.kube import get_or_none
+from components.cluster import kube
 from components.cluster.placement import GPU, Placement
 from components.core import schema
 from components.training.config import TrainConfig
@@ -240,11 +240,15 @@ def train_on_cluster(cfg: TrainConfig, job: ClusterJob, api_client: k8s.ApiClien
 
 def _require_runtime(objects: k8s.CustomObjectsApi, name: str) -> None:
     try:
-        objects.get_cluster_custom_object(GROUP, VERSION, RUNTIME_PLURAL, name)
+        objects.get_cluster_custom_object(
+            GROUP, VERSION, RUNTIME_PLURAL, name, _request_timeout=kube.REQUEST_TIMEOUT
+        )
     except ApiException as err:
         if err.status != 404:
             raise
-        found = objects.list_cluster_custom_object(GROUP, VERSION, RUNTIME_PLURAL)["items"]
+        found = objects.list_cluster_custom_object(
+            GROUP, VERSION, RUNTIME_PLURAL, _request_timeout=kube.REQUEST_TIMEOUT
+        )["items"]
         names = ", ".join(item["metadata"]["name"] for item in found) or "none"
         raise RuntimeError(
             f"expected the {RUNTIME_KIND} {name!r} on the cluster, found {names}: install "
@@ -254,7 +258,9 @@ def _require_runtime(objects: k8s.CustomObjectsApi, name: str) -> None:
 
 def _create(objects: k8s.CustomObjectsApi, job: ClusterJob, body: dict) -> None:
     try:
-        objects.create_namespaced_custom_object(GROUP, VERSION, job.namespace, PLURAL, body)
+        objects.create_namespaced_custom_object(
+            GROUP, VERSION, job.namespace, PLURAL, body, _request_timeout=kube.REQUEST_TIMEOUT
+        )
     except ApiException as err:
         raise RuntimeError(
             f"the cluster refused TrainJob {job.name} in {job.namespace}: "
@@ -263,7 +269,7 @@ def _create(objects: k8s.CustomObjectsApi, job: ClusterJob, body: dict) -> None:
 
 
 def _get(objects: k8s.CustomObjectsApi, job: ClusterJob) -> dict | None:
-    return get_or_none(objects, GROUP, VERSION, job.namespace, PLURAL, job.name)
+    return kube.get_or_none(objects, GROUP, VERSION, job.namespace, PLURAL, job.name)
 
 
 def _outcome(body: dict) -> tuple[str | None, str]:
@@ -300,7 +306,13 @@ def _wait(objects: k8s.CustomObjectsApi, job: ClusterJob) -> None:
 def _delete(objects: k8s.CustomObjectsApi, job: ClusterJob, wait: bool) -> None:
     try:
         objects.delete_namespaced_custom_object(
-            GROUP, VERSION, job.namespace, PLURAL, job.name, propagation_policy="Foreground"
+            GROUP,
+            VERSION,
+            job.namespace,
+            PLURAL,
+            job.name,
+            propagation_policy="Foreground",
+            _request_timeout=kube.REQUEST_TIMEOUT,
         )
     except ApiException as err:
         if err.status != 404:
@@ -313,10 +325,17 @@ def _surface_logs(core: k8s.CoreV1Api, job: ClusterJob) -> None:
     """Rank 0's log (node 0, where MLflow is logged from) into this step's log."""
     try:
         pods = core.list_namespaced_pod(
-            job.namespace, label_selector=POD_LABELS.format(name=job.name)
+            job.namespace,
+            label_selector=POD_LABELS.format(name=job.name),
+            _request_timeout=kube.REQUEST_TIMEOUT,
         ).items
         for pod in pods:
-            text = core.read_namespaced_pod_log(pod.metadata.name, job.namespace, container=NODE)
+            text = core.read_namespaced_pod_log(
+                pod.metadata.name,
+                job.namespace,
+                container=NODE,
+                _request_timeout=kube.REQUEST_TIMEOUT,
+            )
             log.info("--- %s ---\n%s", pod.metadata.name, text)
     except (ApiException, HTTPError) as err:  # logs are a courtesy; the outcome stands
         log.warning("could not read the logs of TrainJob %s: %s", job.name, err)

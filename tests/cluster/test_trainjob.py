@@ -16,7 +16,7 @@ import pytest
 from kubeflow_trainer_api import models
 from kubernetes.client import ApiClient, Configuration
 
-from components.cluster import trainjob
+from components.cluster import kube, trainjob
 from components.cluster.placement import Placement
 from components.training.config import TrainConfig
 from tests.kube_api import FakeKubeApi, condition
@@ -267,6 +267,21 @@ def test_the_wait_outlives_an_api_server_briefly_unavailable(tmp_path, logs):
     with FakeKubeApi("Complete", on_create=created_then_unavailable) as api:
         assert launch(api, tmp_path) == "mlflow-run-7"
     assert logs.text.count("trying again") == 3 and api.deleted == [NAME]
+
+
+def test_a_read_the_api_server_never_answers_times_out_and_the_wait_goes_on(
+    tmp_path, logs, monkeypatch
+):
+    monkeypatch.setattr(kube, "REQUEST_TIMEOUT", (1, 0.5))  # (10, 30) s in the cluster
+
+    def created_then_silent(job: dict) -> None:
+        pods_that_write_a_model(job)
+        api.silent_reads = 2  # accepted, never answered
+
+    with FakeKubeApi("Complete", on_create=created_then_silent) as api:
+        assert launch(api, tmp_path) == "mlflow-run-7"
+    # each silent read ended at its timeout, and the wait went on to the job's outcome
+    assert logs.text.count("Read timed out. (read timeout=0.5)") == 2
 
 
 def test_a_trainjob_the_cluster_refuses_is_a_clear_error(tmp_path):
