@@ -18,33 +18,28 @@ EXPERIMENT = 'team\\test "quoted", \n"alias": "champion" ü'
 
 @pytest.mark.integration
 @pytest.mark.slow
-def test_whole_pipeline_runs_locally_and_registers_a_good_enough_model(sample_zip, tmp_path):
-    workdir = tmp_path / "local"
-    team_store = f"sqlite:///{tmp_path / 'team.db'}"  # a team's store, from the environment
+def test_whole_pipeline_runs_locally_registers_and_serves_as_the_readme_says(
+    sample_zip, sample_images, tmp_path
+):
+    """The README's first ten minutes: the pipeline on the sample with the tutorial preset
+    into the default store, then the registered model served from that store and asked,
+    V1 and v2, with the bodies the README builds (one epoch and a gate of 0, for time)."""
+    workdir = tmp_path / "runs/local"  # the default --workdir, under the folder run from
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
     done = subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "pipeline",
-            "run",
-            "--local",
-            "--source",
-            str(sample_zip),
-            "--workdir",
-            str(workdir),
-            "epochs=1",
-            "image_size=40",
-            "min_accuracy=0.0",
-            f"experiment={EXPERIMENT}",
+            *(sys.executable, "-m", "pipeline", "run", "--local", "--source", str(sample_zip)),
+            *("--preset", "tutorial", "epochs=1", "min_accuracy=0.0", f"experiment={EXPERIMENT}"),
         ],
-        cwd=tmp_path,  # where MLflow puts a SQLite store's artifacts (./mlruns)
-        env={**os.environ, "MLFLOW_TRACKING_URI": team_store},
+        cwd=tmp_path,
+        env=env,
         capture_output=True,
         text=True,
         timeout=600,
     )
     assert done.returncode == 0, done.stderr[-5000:]
-    assert not (workdir / "mlflow.db").exists()
+    store = f"sqlite:///{tmp_path / 'runs/mlflow.db'}"  # the default store, as printed
+    assert not (workdir / "mlflow.db").exists() and not (tmp_path / "mlruns").exists()
     # a short account on the screen: a line as each task starts and ends, then the summary
     tasks = ["preflight-op", "download-op", "preprocess-op", "train-op", "evaluate-op"]
     tasks += ["register-op", "deploy-op"]
@@ -65,7 +60,7 @@ def test_whole_pipeline_runs_locally_and_registers_a_good_enough_model(sample_zi
         "evaluate-op/report",
     ):
         assert (run_dir / produced).exists(), produced
-    client = MlflowClient(team_store)
+    client = MlflowClient(store)
     run = client.get_run(run_id)
     assert 0.0 <= run.data.metrics["test_accuracy"] <= 1.0
     assert client.get_experiment(run.info.experiment_id).name == EXPERIMENT  # unchanged
@@ -75,10 +70,51 @@ def test_whole_pipeline_runs_locally_and_registers_a_good_enough_model(sample_zi
     assert run.data.tags["quality_gate"].startswith("registered dogs-vs-cats version 1")
     page = f"http://127.0.0.1:5000/#/experiments/{run.info.experiment_id}/runs/{run_id}"
     assert re.search(rf"^run page: +{re.escape(page)}$", done.stdout, re.MULTILINE)
-    serve = f"serve it: MLFLOW_TRACKING_URI={team_store} python -m components.serve --model"
+    serve = f"serve it: MLFLOW_TRACKING_URI={store} python -m components.serve --model"
     assert re.search(
         rf"^next: +{re.escape(serve)} models:/dogs-vs-cats@candidate", done.stdout, re.M
     )
+    served_as_the_readme_says(store, sample_images, tmp_path)
+
+
+def served_as_the_readme_says(store: str, sample_images: Path, tmp_path: Path) -> None:
+    """``MLFLOW_TRACKING_URI=STORE python -m components.serve --model
+    models:/dogs-vs-cats@candidate``, asked with the README's V1 and v2 bodies."""
+    import base64
+    import json
+
+    import requests
+
+    from components.evaluation.predictions import predict_files
+    from tests.servers import ModelServerProcess
+
+    photo = sample_images / "PetImages/Dog/101.jpg"
+    encoded = base64.b64encode(photo.read_bytes()).decode()
+    v1 = json.dumps({"instances": [{"image": {"b64": encoded}}]})
+    v2 = json.dumps(
+        {"inputs": [{"name": "image", "shape": [1], "datatype": "BYTES", "data": [encoded]}]}
+    )
+    uri = "models:/dogs-vs-cats@candidate"
+    env = {**os.environ, "MLFLOW_TRACKING_URI": store}
+    with ModelServerProcess(uri, tmp_path, env=env) as server:
+        json_type = {"Content-Type": "application/json"}
+        ready = requests.get(f"{server.url}/v1/models/dogs-vs-cats", timeout=30).json()
+        first = requests.post(
+            f"{server.url}/v1/models/dogs-vs-cats:predict", data=v1, headers=json_type, timeout=60
+        )
+        second = requests.post(
+            f"{server.url}/v2/models/dogs-vs-cats/infer", data=v2, headers=json_type, timeout=60
+        )
+    assert ready == {"name": "dogs-vs-cats", "ready": True}
+    assert first.status_code == 200 and second.status_code == 200, (first.text, second.text)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MLFLOW_TRACKING_URI", store)
+        ((_, name, probability),) = predict_files(uri, [photo]).classified
+    assert first.json()["predictions"] == [
+        {"class": name, "probability": pytest.approx(probability, abs=1e-4)}
+    ]
+    outputs = {o["name"]: o["data"] for o in second.json()["outputs"]}
+    assert outputs["class"] == [name]
 
 
 def test_a_run_the_gate_refuses_says_why_and_exactly_what_to_type():
