@@ -76,26 +76,12 @@ def decode_bytes(data: bytes, size: int, channels: int) -> np.ndarray:
             the decoder's own error was, or one of more than ``MAX_PIXELS`` pixels
             (``TooManyPixels``, raised before decoding).
     """
-    if channels not in MODES:
-        raise ValueError(f"expected channels 1 or 3, found {channels}")
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # EXIF and palette chatter, not errors
-            with Image.open(io.BytesIO(data), formats=PHOTO_FORMATS) as opened:
-                opened.draft(MODES[channels], (size, size))  # JPEG: decode at 1/2..1/8 scale
-                _check_pixels(*opened.size)
-                with DECODING.hold(_decoded_bytes(opened.mode, *opened.size)):
-                    image = _to_8_bits(opened) if opened.mode in WIDE_MODES else opened
-                    image = image.convert(MODES[channels])
-                    image = image.resize((size, size), Image.Resampling.BILINEAR)
-    except UnidentifiedImageError as err:
-        raise ValueError(f"not an image in a photo format ({', '.join(PHOTO_FORMATS)})") from err
-    except Image.DecompressionBombError as err:  # Pillow's own limit, twice its warning's
-        raise TooManyPixels(str(err)) from err
-    except TooManyPixels:
-        raise
-    except Exception as err:  # noqa: BLE001 - a crafted file can make any decoder raise anything
-        raise ValueError(f"truncated or corrupt image data ({type(err).__name__}: {err})") from err
+    with _opened(data, size, channels) as opened:
+        _check_pixels(*opened.size)
+        with DECODING.hold(_decoded_bytes(opened.mode, *opened.size)):
+            image = _to_8_bits(opened) if opened.mode in WIDE_MODES else opened
+            image = image.convert(MODES[channels])
+            image = image.resize((size, size), Image.Resampling.BILINEAR)
     pixels = np.asarray(image, dtype=np.uint8)
     return pixels[None] if channels == 1 else pixels.transpose(2, 0, 1)
 
@@ -107,19 +93,32 @@ def decode_pixels(data: bytes, size: int, channels: int) -> int:
     Raises:
         ValueError: not an image in a photo format, or a header that cannot be read.
     """
+    with _opened(data, size, channels) as opened:
+        width, height = opened.size
+    return width * height
+
+
+@contextlib.contextmanager
+def _opened(data: bytes, size: int, channels: int) -> Iterator[Image.Image]:
+    """The image in ``data``, opened lazily by content (a JPEG set to decode at 1/2 to 1/8
+    scale); whatever the opener or the decoder raise inside the block comes out as a
+    ``ValueError`` that says what the bytes are not, the pixel limits as ``TooManyPixels``."""
+    if channels not in MODES:
+        raise ValueError(f"expected channels 1 or 3, found {channels}")
     try:
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+            warnings.simplefilter("ignore")  # EXIF and palette chatter, not errors
             with Image.open(io.BytesIO(data), formats=PHOTO_FORMATS) as opened:
                 opened.draft(MODES[channels], (size, size))
-                width, height = opened.size
+                yield opened
     except UnidentifiedImageError as err:
         raise ValueError(f"not an image in a photo format ({', '.join(PHOTO_FORMATS)})") from err
-    except Image.DecompressionBombError as err:
+    except Image.DecompressionBombError as err:  # Pillow's own limit, twice its warning's
         raise TooManyPixels(str(err)) from err
-    except Exception as err:  # noqa: BLE001 - a crafted header can make the opener raise anything
+    except TooManyPixels:
+        raise
+    except Exception as err:  # noqa: BLE001 - a crafted file can make any decoder raise anything
         raise ValueError(f"truncated or corrupt image data ({type(err).__name__}: {err})") from err
-    return width * height
 
 
 class TooManyPixels(ValueError):
