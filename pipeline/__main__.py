@@ -4,6 +4,8 @@ python -m pipeline run --local [--source URI] [name=value ...]       # here, wit
 python -m pipeline sweep --local lr=0.001,0.003 model=tutorial_cnn,bn_cnn [name=value ...]
 python -m pipeline compile --output pipeline.yaml [--image IMG] [--gpu-image IMG] [--cpu 8 ...]
 python -m pipeline submit --host URL [--namespace NS] [name=value ...]   # on the cluster
+python -m pipeline tune --output experiment.yaml [--trials N] [name=value ...]  # Katib's search
+python -m pipeline tune --local --source ZIP --trials N [name=value ...]  # the same search here
 """
 
 import argparse
@@ -19,6 +21,7 @@ from pipeline.pipeline import build_pipeline
 from pipeline.spec import compile_pipeline
 from pipeline.submit import Destination, submit
 from pipeline.target import ClusterTarget
+from pipeline.tune import run_tune
 
 log = logging.getLogger(__name__)
 # on this machine a failed task fails the run at once (retries are for lost pods), and a
@@ -58,6 +61,11 @@ def main(argv: list[str] | None = None) -> None:
     args = build_parser(__doc__.splitlines()[0]).parse_args(argv)
     if args.command in ("run", "sweep"):
         run_here(args)
+        return
+    if args.command == "tune":
+        setup_logging("INFO" if args.local else "WARNING")
+        with one_line_errors():
+            run_tune(args)
         return
     setup_logging()
     with one_line_errors():

@@ -9,6 +9,7 @@ from components.core.presets import PRESETS
 from pipeline.pipeline import PARAMETERS
 from pipeline.submit import DEFAULT_EXPERIMENT, SERVICE_ACCOUNT, TOKEN_ENV
 from pipeline.target import CURRENT_BACKEND, ClusterTarget
+from pipeline.tune import add_tune_command
 
 
 def build_parser(description: str) -> argparse.ArgumentParser:
@@ -126,6 +127,7 @@ def build_parser(description: str) -> argparse.ArgumentParser:
         )
         run.add_argument("arguments", nargs="*", metavar="name=value")
         _add_preset_flag(run)
+    add_tune_command(commands)
     return parser
 
 

@@ -43,6 +43,10 @@ DIVERGED_TAG = "training.diverged"  # why the run stopped at a non-finite loss
 PARENT_TAG = "mlflow.parentRunId"  # MLflow's own: the UI nests a child under its parent
 COMBINATION_TAG = "sweep.combination"  # the recipe settings a sweep's child run varies
 SWEEP_PARENT_TAG = "sweep.parent"  # "true" on a sweep's parent run
+TRIAL_TAG = "tune.trial"  # the search trial a run is: a Katib trial's name, an Optuna number
+TUNE_PARENT_TAG = "tune.parent"  # "true" on a search's parent run
+STOPPED_EARLY_TAG = "tune.stopped_early"  # "true" on a trial the median rule stopped
+TUNE_BEST_TAG = "tune.best"  # "true" on the search's best trial
 OUTPUT_TAG = "training.output"  # the folder a run's training writes; resume checks it
 STORE_TAG = "training.checkpoint_uri"  # its durable checkpoint store, where it has one
 # a resumed run trained to more epochs than its `epochs` param (params cannot change)
@@ -397,14 +401,16 @@ def create_run(experiment: str, run_name: str, tags: dict[str, str]) -> str:
     return client.create_run(experiment_id, run_name=run_name, tags=tags).info.run_id
 
 
-def finish_run(run_id: str, metrics: dict[str, float], tags: dict[str, str]) -> None:
-    """Log ``metrics`` and ``tags`` into a run and end it."""
+def finish_run(
+    run_id: str, metrics: dict[str, float], tags: dict[str, str], status: str = "FINISHED"
+) -> None:
+    """Log ``metrics`` and ``tags`` into a run and end it with ``status`` (or KILLED, FAILED)."""
     client = MlflowClient(tracking_uri())
     for key, value in metrics.items():
         client.log_metric(run_id, key, value)
     for key, text in tags.items():
         client.set_tag(run_id, key, text)
-    client.set_terminated(run_id)
+    client.set_terminated(run_id, status)
 
 
 def run_metrics(run_id: str) -> dict[str, float]:

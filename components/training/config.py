@@ -74,6 +74,17 @@ class TrainConfig:
     combination: str | None = setting(
         None, "the recipe settings of a sweep's child, as JSON: tagged, to resume by", role=LOCAL
     )
+    trial: str | None = setting(
+        None,
+        "the search trial this run is (a Katib trial's name): tagged, to find it by",
+        role=LOCAL,
+    )
+    metrics_stdout: bool = setting(
+        False,
+        "print each epoch's metrics on stdout as name=value lines, as Katib's StdOut "
+        "metrics collector reads them",
+        role=LOCAL,
+    )
 
     def __post_init__(self) -> None:
         if self.model not in MODEL_NAMES:

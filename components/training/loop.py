@@ -122,7 +122,9 @@ def run_epoch(
     if device.type == "cuda":
         metrics["gpu_memory_peak_mb"] = torch.cuda.max_memory_allocated(device) / 2**20
     if workers.is_main:
-        summary = " ".join(f"{k}={v:.4g}" for k, v in metrics.items())
+        # "name value", not "name=value": with --metrics-stdout, the collector's lines
+        # are the only ones Katib reads as metrics
+        summary = ", ".join(f"{k} {v:.4g}" for k, v in metrics.items())
         log.info("epoch %d/%d %s", epoch, cfg.epochs, summary)
     return metrics
 

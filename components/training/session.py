@@ -13,6 +13,7 @@ import math
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,9 +29,11 @@ from components.training.config import TrainConfig
 from components.training.loop import NonFiniteLossError, new_learner, run_epoch
 from components.training.models import Classifier, save_classifier, weights_digest
 from components.training.runtime import Workers
+from components.tuning.report import metrics_line
 
 log = logging.getLogger(__name__)
 
+EpochHook = Callable[[int, dict[str, float]], None]
 OUTPUT_FILES = ["model.pt", checkpoints.CHECKPOINT, "history.json", "mlflow_run_id"]
 
 
@@ -43,7 +46,7 @@ class TrainResult:
     model_uri: str | None
 
 
-def train(cfg: TrainConfig) -> TrainResult:
+def train(cfg: TrainConfig, on_epoch: EpochHook | None = None) -> TrainResult:
     """Train, checkpointing each epoch; resume from the newest checkpoint with ``cfg.resume``.
 
     Runs unchanged under ``torchrun``: each rank trains on its share of every global
@@ -51,6 +54,8 @@ def train(cfg: TrainConfig) -> TrainResult:
 
     Args:
         cfg: the recipe and where this run reads and writes.
+        on_epoch: called on rank 0 with each epoch's number and metrics once they are
+            logged and checkpointed (a search's pruner); what it raises ends the run.
 
     Returns:
         The MLflow run id, the per-epoch history and the logged model's URI.
@@ -60,12 +65,14 @@ def train(cfg: TrainConfig) -> TrainResult:
         # rank 0 writes the output: a second run into it at once is refused
         held = exclusive(Path(cfg.output), "train") if workers.is_main else contextlib.nullcontext()
         with held:
-            return _train(cfg, workers, device)
+            return _train(cfg, workers, device, on_epoch)
     finally:
         runtime.stop(workers)
 
 
-def _train(cfg: TrainConfig, workers: Workers, device: torch.device) -> TrainResult:
+def _train(
+    cfg: TrainConfig, workers: Workers, device: torch.device, on_epoch: EpochHook | None
+) -> TrainResult:
     if workers.is_main:
         tracking.check_server()  # before any time goes into training
         claim_directory(Path(cfg.output), "train", OUTPUT_FILES)
@@ -113,6 +120,10 @@ def _train(cfg: TrainConfig, workers: Workers, device: torch.device) -> TrainRes
             if workers.is_main:
                 tracking.log_metrics(metrics, step=epoch)
                 checkpoints.save_everywhere(cfg, meta, learner, history, run_id)
+                if cfg.metrics_stdout:
+                    print(metrics_line(epoch, metrics), flush=True)
+                if on_epoch:
+                    on_epoch(epoch, metrics)
             if cfg.dry_run:
                 break
         if workers.is_main:  # saving and logging the model can take half a minute
@@ -170,6 +181,7 @@ def _tags(cfg: TrainConfig) -> dict[str, str]:
         tracking.PARENT_TAG: _parent_run(cfg),
         tracking.OUTPUT_TAG: os.path.abspath(cfg.output),
         tracking.STORE_TAG: cfg.checkpoint_uri,
+        tracking.TRIAL_TAG: cfg.trial,
     }
     return {**checkpoints.identity_tags(cfg), **{k: v for k, v in tags.items() if v}}
 

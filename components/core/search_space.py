@@ -1,0 +1,63 @@
+"""The hyperparameter search space, declared once: Katib's Experiment and Optuna read it.
+
+Beside the presets because it searches around them: each dimension is a training recipe
+field (``TrainConfig``), and a trial is a preset's recipe with the dimensions' values over
+it. Chosen, and why:
+
+- ``lr`` (log-uniform 1e-3 to 1e-2): the one-cycle peak; the GPU search of
+  docs/BENCHMARKS.md moved accuracy most through it and weight decay.
+- ``weight_decay`` (log-uniform 1e-4 to 0.1): 5e-4 against 0.05 split the CPU preset's
+  candidates there.
+- ``label_smoothing`` (0 to 0.2) and ``min_crop_area`` (0.25 to 1, 1 = shifted crops
+  only): the augmentation's and the targets' strength, which decide how much the small
+  nets over- or under-fit in a fixed number of epochs.
+- ``batch_size`` (64, 128, 256): steps per epoch against each step's noise.
+
+Not searched: the model's width. The nets have fixed widths by name (``--model``), and
+the image size and channels are the preprocess step's, shared by every trial of one
+search (one set of arrays); both are set with ``name=value`` as fixed values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+DOUBLE, INT, CATEGORICAL = "double", "int", "categorical"  # Katib's parameterType values
+
+
+@dataclass(frozen=True)
+class Dimension:
+    """One searched recipe field: a range (``low`` to ``high``, maybe log-scaled) or choices."""
+
+    name: str
+    kind: str
+    low: float | None = None
+    high: float | None = None
+    log: bool = False
+    choices: tuple[int | float | str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.kind == CATEGORICAL:
+            if not self.choices or self.low is not None or self.high is not None:
+                raise ValueError(f"expected choices and no range for {self.name}")
+        elif self.kind in (DOUBLE, INT):
+            if self.low is None or self.high is None or not self.low < self.high:
+                raise ValueError(f"expected low < high for {self.name}, found {self}")
+            if self.log and self.low <= 0:
+                raise ValueError(f"expected a log range above 0 for {self.name}")
+        else:
+            raise ValueError(f"expected a kind of {DOUBLE}, {INT} or {CATEGORICAL}")
+
+
+SEARCH_SPACE: tuple[Dimension, ...] = (
+    Dimension("lr", DOUBLE, 1e-3, 1e-2, log=True),
+    Dimension("weight_decay", DOUBLE, 1e-4, 0.1, log=True),
+    Dimension("label_smoothing", DOUBLE, 0.0, 0.2),
+    Dimension("min_crop_area", DOUBLE, 0.25, 1.0),
+    Dimension("batch_size", CATEGORICAL, choices=(64, 128, 256)),
+)
+
+
+def searched(fixed: dict[str, object]) -> tuple[Dimension, ...]:
+    """The dimensions still searched when the user fixed ``fixed``'s names to one value."""
+    return tuple(dimension for dimension in SEARCH_SPACE if dimension.name not in fixed)

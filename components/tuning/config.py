@@ -1,0 +1,62 @@
+"""The search's one schema: algorithm, trial counts and the median early-stopping rule.
+
+The same settings drive Katib's Experiment on a cluster and Optuna's study on this
+machine, so a search tried here is the search the cluster runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from components.core.schema import PER_RUN, setting
+
+# Katib's algorithm names that Optuna has too (Katib: Hyperopt, Optuna; here: Optuna):
+# TPE learns from earlier trials, random does not
+ALGORITHMS = ("tpe", "multivariate-tpe", "random")
+
+
+@dataclass(frozen=True)
+class TuneConfig:
+    """How many trials, chosen how, and when a trial is stopped early."""
+
+    algorithm: str = setting(
+        "tpe",
+        "search algorithm (Katib's names); tpe learns from earlier trials",
+        role=PER_RUN,
+        choices=ALGORITHMS,
+    )
+    trials: int = setting(12, "trials in all (Katib's maxTrialCount)", role=PER_RUN)
+    parallel_trials: int = setting(3, "trials at once on the cluster", role=PER_RUN)
+    max_failed_trials: int = setting(3, "failed trials that end the search", role=PER_RUN)
+    min_trials_required: int = setting(
+        3, "median rule: finished trials needed before any trial is stopped", role=PER_RUN
+    )
+    start_step: int = setting(
+        3, "median rule: epochs a trial reports before it may be stopped", role=PER_RUN
+    )
+    search_seed: int = setting(0, "seed of the search algorithm", role=PER_RUN)
+
+    def __post_init__(self) -> None:
+        if self.algorithm not in ALGORITHMS:
+            raise ValueError(
+                f"unknown algorithm {self.algorithm!r}; expected one of: {', '.join(ALGORITHMS)}"
+            )
+        if not 1 <= self.parallel_trials <= self.trials:
+            raise ValueError(
+                f"expected 1 <= parallel trials <= trials, found {self.parallel_trials} "
+                f"parallel of {self.trials}"
+            )
+        if not 0 <= self.max_failed_trials <= self.trials:
+            raise ValueError(
+                f"expected 0 <= max failed trials <= trials, found {self.max_failed_trials} "
+                f"of {self.trials}"
+            )
+        if self.min_trials_required < 1 or self.start_step < 1:
+            raise ValueError(
+                "expected min trials required >= 1 and start step >= 1, found "
+                f"{self.min_trials_required} and {self.start_step}"
+            )
+        if not 0 <= self.search_seed < 2**31:
+            raise ValueError(
+                f"expected a search seed from 0 to 2**31 - 1, found {self.search_seed}"
+            )

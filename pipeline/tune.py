@@ -1,0 +1,143 @@
+"""``python -m pipeline tune``: write Katib's Experiment for a cluster, or search here.
+
+python -m pipeline tune --output experiment.yaml [--preset P] [--trials N] [name=value ...]
+python -m pipeline tune --local --source ZIP --trials N [--preset P] [name=value ...]
+
+``name=value`` pairs are the pipeline's parameters: a searched field given one value is
+fixed (no longer searched); the rest of the recipe comes from the preset or the defaults.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import yaml
+
+from components.cluster.placement import Placement
+from components.core import schema, tracking
+from components.core.presets import PRESETS
+from components.core.search_space import searched
+from components.training.config import TrainConfig
+from components.tuning.config import TuneConfig
+from pipeline.arguments import parse_arguments, refuse_credentials
+from pipeline.pipeline import build_pipeline
+from pipeline.target import CLUSTER_TRACKING_URI, GPU_IMAGE
+
+log = logging.getLogger(__name__)
+DEFAULT_NAME = "dogs-vs-cats-tune"
+
+
+def add_tune_command(commands) -> None:
+    """The ``tune`` subcommand and its flags."""
+    tune = commands.add_parser(
+        "tune",
+        help="search the training recipe: write a Katib Experiment (--output) or run the "
+        "same search here (--local)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    where = tune.add_mutually_exclusive_group(required=True)
+    where.add_argument("--output", "-o", type=Path, help="write the Experiment's YAML here")
+    where.add_argument("--local", action="store_true", help="search on this machine (Optuna)")
+    tune.add_argument(
+        "--preset", choices=list(PRESETS), help="the recipe searched around (default: none)"
+    )
+    schema.add_arguments(tune.add_argument_group("the search"), TuneConfig)
+    cluster = tune.add_argument_group("with --output: the cluster")
+    cluster.add_argument("--name", default=DEFAULT_NAME, help="Experiment (default: %(default)s)")
+    cluster.add_argument("--namespace", help="the profile's namespace (default: kubectl's)")
+    cluster.add_argument(
+        "--gpu-image", default=GPU_IMAGE, help="trials' image (default: %(default)s)"
+    )
+    cluster.add_argument(
+        "--tracking-uri",
+        default=CLUSTER_TRACKING_URI,
+        help="MLflow for the trials (default: %(default)s)",
+    )
+    cluster.add_argument("--parent-run-id", help="nest each trial's MLflow run under this run")
+    cluster.add_argument(
+        "--shared-pvc",
+        default="dogs-vs-cats-shared",
+        help="ReadWriteMany claim holding NAME/arrays, the preprocess output "
+        "(default: %(default)s)",
+    )
+    schema.add_arguments(cluster, Placement)
+    here = tune.add_argument_group("with --local: this machine")
+    here.add_argument("--source", help="shorthand for source=URI: the archive to search on")
+    here.add_argument(
+        "--workdir", type=Path, default=Path("runs/tune"), help="(default: %(default)s)"
+    )
+    here.add_argument(
+        "--enqueue",
+        action="append",
+        default=[],
+        metavar="NAME=V,NAME=V",
+        help="a trial to try before the sampler's own (repeatable), e.g. the preset's values",
+    )
+    tune.add_argument("arguments", nargs="*", metavar="name=value")
+
+
+def run_tune(args: argparse.Namespace) -> None:
+    """Write the Experiment, or run the search here and register its best model."""
+    pipeline = build_pipeline()
+    arguments = parse_arguments(args.arguments, pipeline, args.preset)
+    if args.source:
+        arguments["source"] = args.source
+    refuse_credentials(arguments, ("source",))
+    explicit = {pair.partition("=")[0] for pair in args.arguments}
+    space = searched({name: None for name in explicit})
+    tune = schema.from_namespace(TuneConfig, args)
+    recipe = TrainConfig(data="-", output="-", **schema.pick(TrainConfig, arguments))
+    if args.output:
+        _write_experiment(args, tune, recipe, space)
+    else:
+        _search_here(args, arguments, tune, recipe, space)
+
+
+def _write_experiment(args, tune: TuneConfig, recipe: TrainConfig, space) -> None:
+    from components.tuning.experiment import ExperimentTarget, build_experiment, to_manifest
+
+    target = ExperimentTarget(
+        name=args.name,
+        namespace=args.namespace,
+        image=args.gpu_image,
+        tracking_uri=args.tracking_uri,
+        placement=schema.from_namespace(Placement, args),
+        shared_pvc=args.shared_pvc,
+        parent_run_id=args.parent_run_id,
+    )
+    manifest = to_manifest(build_experiment(tune, target, recipe, space))
+    args.output.write_text(yaml.safe_dump(manifest, sort_keys=False))
+    print(
+        f"wrote {args.output}: {tune.trials} trials of {', '.join(d.name for d in space)} "
+        f"({tune.algorithm}, medianstop); the trials read {target.folder}/arrays on claim "
+        f"{target.shared_pvc}. Apply it with: kubectl apply -f {args.output}"
+    )
+
+
+def _search_here(args, arguments: dict, tune: TuneConfig, recipe: TrainConfig, space) -> None:
+    from pipeline.tune_here import search_and_register
+
+    name = f"tune-{time.strftime('%Y%m%d-%H%M%S')}"
+    first = tuple(_enqueued(text) for text in args.enqueue)
+    workdir = args.workdir.resolve() / name
+    recipe = replace(recipe, output=str(workdir / "trials"))
+    print(search_and_register(arguments, tune, recipe, space, workdir, name, first))
+    log.info("MLflow: %s", tracking.tracking_uri())
+
+
+def _enqueued(text: str) -> dict:
+    """``lr=0.004,batch_size=100`` as typed recipe values."""
+    values = {}
+    for pair in text.split(","):
+        name, _, value = pair.partition("=")
+        if name not in TrainConfig.__dataclass_fields__:
+            raise SystemExit(f"expected NAME=VALUE of recipe fields in --enqueue, found {pair!r}")
+        values[name] = schema.convert(
+            schema.field_type(TrainConfig, TrainConfig.__dataclass_fields__[name]), value, name
+        )
+    return values

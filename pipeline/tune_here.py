@@ -1,0 +1,78 @@
+"""``tune --local``: download and preprocess once, search, then evaluate and gate the best.
+
+The steps run in this process one after another, as the pipeline would run them: the
+best trial's model is scored on the test split and goes through the same gate as a
+pipeline run's or a sweep's best child.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from components.core import schema, tracking
+from components.core.search_space import Dimension
+from components.downloading.config import DownloadConfig
+from components.downloading.fetch import download
+from components.evaluation.config import EvaluateConfig
+from components.evaluation.report import evaluate
+from components.preprocessing.build import build_arrays
+from components.preprocessing.config import PreprocessConfig
+from components.registration.config import RegisterConfig
+from components.registration.decision import register_if_accurate
+from components.training.config import TrainConfig
+from components.tuning import local
+from components.tuning.config import TuneConfig
+from pipeline.sweep import compare_url, run_url, ui_address
+
+
+def search_and_register(
+    arguments: dict,
+    tune: TuneConfig,
+    recipe: TrainConfig,
+    space: tuple[Dimension, ...],
+    workdir: Path,
+    name: str,
+    first: tuple[dict, ...] = (),
+) -> str:
+    """The whole search on this machine; a summary of what it found and where."""
+    raw, arrays = workdir / "raw", workdir / "arrays"
+    download(DownloadConfig(output=str(raw), **schema.pick(DownloadConfig, arguments)))
+    build_arrays(
+        PreprocessConfig(
+            input=str(raw), output=str(arrays), **schema.pick(PreprocessConfig, arguments)
+        )
+    )
+    recipe = TrainConfig(**{**vars(recipe), "data": str(arrays)})
+    best, trials = local.search(tune, recipe, space, name, first)
+    model_dir = Path(recipe.output) / best.name
+    report = evaluate(
+        EvaluateConfig(
+            model_dir=str(model_dir),
+            data=str(arrays),
+            output=str(workdir / "evaluation"),
+            experiment=recipe.experiment,
+            mlflow_run_id=best.run_id,
+        )
+    )
+    accuracy = report["metrics"]["accuracy"]
+    decision = register_if_accurate(
+        RegisterConfig(
+            mlflow_run_id=best.run_id,
+            test_accuracy=accuracy,
+            **schema.pick(RegisterConfig, arguments),
+        )
+    )
+    ui = ui_address(tracking.tracking_uri())
+    experiment_id = tracking.experiment_of(best.run_id)
+    children = [trial.run_id for trial in trials]
+    return "\n".join(
+        [
+            f"best trial:    {best.name}, run {best.run_id} (test accuracy {accuracy:.4f})",
+            f"registration:  {decision.reason}",
+            f"search run:    {tracking.run_tag(best.run_id, tracking.PARENT_TAG)} (the trials "
+            f"nest under it) at {tracking.tracking_uri()}",
+            f"best run:      {run_url(ui, experiment_id, best.run_id)}",
+            f"compare:       {compare_url(ui, experiment_id, children)}",
+            f"outputs:       {workdir}",
+        ]
+    )
