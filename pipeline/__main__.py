@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> None:
             kfp_backend=args.kfp_backend,
         )
         if args.command == "compile":
-            log.info("wrote %s", compile_pipeline(args.output, target, args.sweep))
+            log.info("wrote %s", compile_pipeline(args.output, target, args.sweep, args.tune))
             return
         destination = Destination(
             host=args.host,
@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> None:
             service_account=args.service_account,
             timeout_seconds=args.timeout_seconds,
         )
-        run = submit(destination, args.arguments, target, args.sweep, args.preset)
+        run = submit(destination, args.arguments, target, args.sweep, args.preset, args.tune)
     print(f"submitted run {run.run_id}: {run.url}")
 
 

@@ -31,6 +31,12 @@ def build_parser(description: str) -> argparse.ArgumentParser:
             "submit: name=v1,v2 pairs build it), the best child is registered",
         )
         sub.add_argument(
+            "--tune",
+            action="store_true",
+            help="the search pipeline: the cluster's Katib searches the recipe (the search's "
+            "settings are parameters: trials=, algorithm=, ...), the best trial is registered",
+        )
+        sub.add_argument(
             "--image",
             default=ClusterTarget.image,
             help="CPU image for download, preprocess, evaluate (default: %(default)s)",

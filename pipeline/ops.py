@@ -253,6 +253,92 @@ def trainjob_op(
 
 
 @component
+def tune_op(
+    arrays: Input[Dataset],
+    trained_model: Output[Model],
+    gpu_image: str,
+    shared_pvc: str,
+    placement: str,
+    tracking_uri: str,
+    kfp_run_id: str,
+    pipeline_name: str,
+    model: str,
+    epochs: int,
+    batch_size: int,
+    lr: float,
+    weight_decay: float,
+    schedule: str,
+    augment: bool,
+    min_crop_area: float,
+    label_smoothing: float,
+    mirror_average: bool,
+    amp: bool,
+    compile: bool,
+    seed: int,
+    experiment: str,
+    algorithm: str,
+    trials: int,
+    parallel_trials: int,
+    max_failed_trials: int,
+    min_trials_required: int,
+    start_step: int,
+    search_seed: int,
+) -> str:
+    """Search the recipe with the cluster's Katib; the best trial's model comes back.
+
+    Args:
+        arrays: the preprocess step's output, copied to the shared volume.
+        trained_model: where the best trial's model is copied back to.
+        gpu_image: the CUDA image the trials run.
+        shared_pvc: the ReadWriteMany claim the trials and this task share.
+        placement: where the trials run, as ``Placement.to_json()``.
+        tracking_uri: the MLflow tracking server (each trial checkpoints into its run).
+        kfp_run_id: this pipeline run; the Experiment is named after it.
+        pipeline_name: tagged on the MLflow runs.
+        model, epochs, batch_size, lr, weight_decay, schedule, augment, min_crop_area,
+            label_smoothing, mirror_average, amp, compile, seed, experiment: the recipe
+            searched around (``TrainConfig``); the searched fields take the trials' values.
+        algorithm, trials, parallel_trials, max_failed_trials, min_trials_required,
+            start_step, search_seed: the search (``TuneConfig`` says what each means).
+
+    Returns:
+        The best trial's MLflow run id.
+    """
+    recipe = dict(locals())
+    from components.cluster import kube
+    from components.cluster.placement import Placement
+    from components.core.schema import pick
+    from components.core.search_space import SEARCH_SPACE
+    from components.core.tracking import use_tracking_uri
+    from components.tuning.cluster import tune_on_cluster
+    from components.tuning.config import TuneConfig
+    from components.tuning.experiment import ExperimentTarget, experiment_name
+    from pipeline.steps import pipeline_train_config
+
+    use_tracking_uri(tracking_uri)
+    cfg = pipeline_train_config(
+        arrays=arrays.path,
+        output=trained_model.path,
+        recipe=recipe,
+        checkpoint_root="",
+        kfp_run_id=kfp_run_id,
+        pipeline_name=pipeline_name,
+    )
+    target = ExperimentTarget(
+        name=experiment_name(kfp_run_id),
+        namespace=kube.current_namespace(),
+        image=gpu_image,
+        tracking_uri=tracking_uri,
+        placement=Placement.from_json(placement),
+        shared_pvc=shared_pvc,
+    )
+    tune = TuneConfig(**pick(TuneConfig, recipe))
+    run_id = tune_on_cluster(tune, cfg, target, SEARCH_SPACE, kube.in_cluster_client())
+    trained_model.metadata["mlflow_run_id"] = run_id
+    return run_id
+
+
+@component
 def evaluate_op(
     arrays: Input[Dataset],
     model: Input[Model],

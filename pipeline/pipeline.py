@@ -23,6 +23,7 @@ from components.evaluation.config import EvaluateConfig
 from components.preprocessing.config import PreprocessConfig
 from components.registration.config import RegisterConfig
 from components.training.config import TrainConfig
+from components.tuning.config import TuneConfig
 from pipeline import ops
 from pipeline.target import ClusterTarget, PipelineOnly
 
@@ -44,6 +45,9 @@ DESCRIPTIONS = {
     'settings, e.g. ["{\\"lr\\": 0.001}", "{\\"lr\\": 0.003}"] (`python -m pipeline submit '
     "--sweep lr=0.001,0.003` builds it); an empty list is refused before anything runs",
 }
+# the search's settings: pipeline parameters of the tune variant only
+TUNE_PARAMETERS = schema.signature_parameters((TuneConfig,), *PIPELINE_ROLES)
+DESCRIPTIONS.update(schema.descriptions((TuneConfig,), *PIPELINE_ROLES))
 S3_ENV = {key: key for key in S3_KEYS}
 MLFLOW_ENV = {key: key for key in MLFLOW_KEYS}
 TRAIN_RETRY_WINDOW = f"{7 * 24 * 3600}s"  # a week: longer than any training run
@@ -53,6 +57,15 @@ class PipelineOutputs(NamedTuple):
     """What a finished run hands back: where to look in MLflow, and how it went."""
 
     mlflow_run_id: str
+    test_accuracy: float
+    registration: str
+    serving_url: str
+
+
+class TuneOutputs(NamedTuple):
+    """What a finished search hands back: the best trial's run, how it tested, the gate."""
+
+    best_run_id: str
     test_accuracy: float
     registration: str
     serving_url: str
@@ -100,22 +113,32 @@ class Parameters:
         )
 
 
-def build_pipeline(target: ClusterTarget | None = None, sweep: bool = False):
+def build_pipeline(target: ClusterTarget | None = None, sweep: bool = False, tune: bool = False):
     """The ``@dsl.pipeline`` function for ``target``: compile it, or call it under kfp.local.
 
     With ``sweep``, the pipeline takes one more parameter, ``grid`` (a list of JSON
     objects of recipe fields), and trains and evaluates each combination as a child
     MLflow run under one parent; the best by validation accuracy is sent to registration.
+    With ``tune``, the cluster's Katib searches the recipe (``TuneConfig``'s parameters
+    added) and the best trial's model is evaluated and sent to registration.
     """
     target = target or ClusterTarget()
-    if sweep and target.nodes > 1:
-        raise ValueError("expected a sweep on one node per combination, found --nodes > 1")
-    parameters = {**PARAMETERS, "grid": (list, [])} if sweep else PARAMETERS
+    if (sweep or tune) and target.nodes > 1:
+        raise ValueError("expected a sweep or search on one node per trial, found --nodes > 1")
+    if sweep and tune:
+        raise ValueError("expected a sweep or a search, found both")
+    parameters = dict(PARAMETERS)
+    if sweep:
+        parameters["grid"] = (list, [])
+    if tune:
+        parameters.update(TUNE_PARAMETERS)
 
     def dogs_vs_cats(*values):
         named = dict(zip(parameters, values, strict=True))
         if sweep:
             return _wire_sweep(Parameters.of(named), named["grid"], target)
+        if tune:
+            return _wire_tune(Parameters.of(named), unchecked(TuneConfig, named), target)
         return _wire(Parameters.of(named), target)
 
     keyword = inspect.Parameter.POSITIONAL_OR_KEYWORD
@@ -124,14 +147,17 @@ def build_pipeline(target: ClusterTarget | None = None, sweep: bool = False):
             inspect.Parameter(name, keyword, default=default, annotation=kind)
             for name, (kind, default) in parameters.items()
         ],
-        return_annotation=SweepOutputs if sweep else PipelineOutputs,
+        return_annotation=SweepOutputs if sweep else TuneOutputs if tune else PipelineOutputs,
     )
-    name = f"{PIPELINE_NAME}-sweep" if sweep else PIPELINE_NAME
-    description = (
-        "Train a grid of Dogs-vs-Cats recipes as child MLflow runs; register the best."
-        if sweep
-        else "Train, evaluate and register a Dogs-vs-Cats classifier."
-    )
+    name, description = PIPELINE_NAME, "Train, evaluate and register a Dogs-vs-Cats classifier."
+    if sweep:
+        name = f"{PIPELINE_NAME}-sweep"
+        description = (
+            "Train a grid of Dogs-vs-Cats recipes as child MLflow runs; register the best."
+        )
+    if tune:
+        name = f"{PIPELINE_NAME}-tune"
+        description = "Search the Dogs-vs-Cats recipe with Katib; evaluate and register the best."
     # kfp reads each parameter's description from the function's docstring
     dogs_vs_cats.__doc__ = "\n".join(
         [description, "", "Args:", *(f"    {n}: {DESCRIPTIONS[n]}" for n in parameters)]
@@ -207,6 +233,34 @@ def _wire_sweep(p: Parameters, grid, target: ClusterTarget) -> SweepOutputs:
         best_val_accuracy=best.outputs["val_accuracy"],
         test_accuracy=best.outputs["test_accuracy"],
         compare_url=best.outputs["compare_url"],
+        registration=register.outputs["reason"],
+        serving_url=deploy.outputs["url"],
+    )
+
+
+def _wire_tune(p: Parameters, search: TuneConfig, target: ClusterTarget) -> TuneOutputs:
+    arrays = _data_tasks(p, target, _preflight_task(p, target))
+    training = _training_inputs(p, arrays)
+    del training["checkpoint_root"]  # each trial checkpoints into its own MLflow run
+    tune = ops.tune_op(
+        gpu_image=target.gpu_image,
+        shared_pvc=target.shared_pvc,
+        placement=target.training.to_json(),
+        **training,
+        **pipeline_values(search),
+    )
+    # it only waits on Katib: small, and retried like training (an attempt finds the
+    # Experiment of the one before and waits for it)
+    _cpu_task(tune, target, cpu="500m", memory="2Gi").set_caching_options(False)
+    _retry_training(tune, target)
+    kubernetes.mount_pvc(tune, pvc_name=target.shared_pvc, mount_path="/shared")
+    _with_mlflow_secret(tune, target)
+    evaluate = _evaluate_task(p, arrays, tune, target)
+    register = _register_task(p, tune.outputs["Output"], evaluate.outputs["accuracy"], target)
+    deploy = _deploy_task(p, register, tune.outputs["Output"], target)
+    return TuneOutputs(
+        best_run_id=evaluate.outputs["mlflow_run_id"],
+        test_accuracy=evaluate.outputs["accuracy"],
         registration=register.outputs["reason"],
         serving_url=deploy.outputs["url"],
     )

@@ -12,8 +12,11 @@ from pipeline.target import ClusterTarget
 log = logging.getLogger(__name__)
 
 
-def compile_pipeline(output: Path, target: ClusterTarget, sweep: bool = False) -> Path:
-    """Compile the pipeline (or the sweep) for ``target``, as its oldest KFP backend reads it."""
+def compile_pipeline(
+    output: Path, target: ClusterTarget, sweep: bool = False, tune: bool = False
+) -> Path:
+    """Compile the pipeline (or the sweep, or the search) for ``target``, as its oldest KFP
+    backend reads it."""
     for image in {target.image, target.gpu_image}:
         if "@sha256:" not in image:
             log.warning(
@@ -21,7 +24,7 @@ def compile_pipeline(output: Path, target: ClusterTarget, sweep: bool = False) -
                 "the tag named before; pin NAME@sha256:… (`make compile` does)",
                 image,
             )
-    compiler.Compiler().compile(build_pipeline(target, sweep), str(output))
+    compiler.Compiler().compile(build_pipeline(target, sweep, tune), str(output))
     if not target.optional_secrets:
         drop_secret_optionality(output)
     return output

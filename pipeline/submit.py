@@ -93,12 +93,13 @@ def submit(
     target: ClusterTarget,
     sweep: bool,
     preset: str | None,
+    tune: bool = False,
 ) -> SubmittedRun:
     """Check the arguments and the API, compile for ``target``, start a run."""
     import kfp
 
     parse = sweep_arguments if sweep else parse_arguments
-    arguments = parse(pairs, build_pipeline(target, sweep), preset)
+    arguments = parse(pairs, build_pipeline(target, sweep, tune), preset)
     refuse_credentials(arguments, ("source", "tracking_uri"))
     token = destination.token or os.environ.get(TOKEN_ENV) or None
     health = check_api(destination.host, token)
@@ -108,7 +109,7 @@ def submit(
             "with your profile's namespace"
         )
     with tempfile.TemporaryDirectory() as scratch:
-        package = compile_pipeline(Path(scratch) / "pipeline.yaml", target, sweep)
+        package = compile_pipeline(Path(scratch) / "pipeline.yaml", target, sweep, tune)
 
         def start_run() -> Any:
             client = kfp.Client(

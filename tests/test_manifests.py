@@ -228,6 +228,21 @@ def test_the_pipeline_may_run_trainjobs_and_read_runtimes_and_logs(directory, na
 
 
 @pytest.mark.parametrize(
+    ("directory", "runners"),
+    [
+        ("pipeline", {"dogs-vs-cats-pipeline", "pipeline-runner"}),
+        ("overlays/profile", {"dogs-vs-cats-pipeline", "default-editor"}),
+    ],
+)
+def test_the_tune_pipeline_may_run_katib_experiments_and_nothing_more(directory, runners):
+    documents = {(d["kind"], d["metadata"]["name"]): d for d in render(directory)}
+    rules = rbac_rules(documents["Role", "dogs-vs-cats-katib"])
+    assert rules == {("kubeflow.org", "experiments"): {"create", "get", "list", "watch"}}
+    binding = documents["RoleBinding", "dogs-vs-cats-katib"]
+    assert {name for _, name in subjects(binding)} == runners
+
+
+@pytest.mark.parametrize(
     ("directory", "namespace"), [("pipeline", "kubeflow"), ("overlays/profile", "team-a")]
 )
 def test_steps_may_run_as_the_pipelines_own_service_account(directory, namespace):

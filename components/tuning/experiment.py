@@ -13,6 +13,7 @@ whose validation accuracy falls behind the median of the finished ones.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -70,6 +71,12 @@ class ExperimentTarget:
     def folder(self) -> str:
         """The Experiment's folder on the shared volume: arrays/ and trials/NAME/."""
         return f"{self.shared_mount}/{self.name}"
+
+
+def experiment_name(kfp_run_id: str) -> str:
+    """A name per KFP run that Katib accepts: ``tune-`` and the run id, lowercase, cut."""
+    label = re.sub(r"[^a-z0-9-]", "-", f"tune-{kfp_run_id}".lower())
+    return label[:LONGEST_NAME].rstrip("-")
 
 
 def build_experiment(
@@ -141,6 +148,11 @@ def trial_arguments(target: ExperimentTarget, recipe: TrainConfig, space) -> lis
         parent_run_id=target.parent_run_id,
         metrics_stdout=True,
         device="auto",
+        # each trial is a run of its own: no shared checkpoint store, nothing to resume
+        checkpoint_uri=None,
+        resume=False,
+        mlflow_run_id=None,
+        combination=None,
     )
     searched = {schema.flag(dimension.name) for dimension in space}
     kept = [arg for arg in schema.to_argv(fixed) if arg.partition("=")[0] not in searched]
