@@ -1,0 +1,220 @@
+"""The Katib Experiment: Katib's own models, its webhook's rules, a trial Kubernetes runs."""
+
+import copy
+import json
+import subprocess
+import sys
+
+import kubernetes_validate
+import pytest
+import yaml
+from kubeflow import katib
+
+from components.cluster.placement import GPU, Placement
+from components.core.search_space import SEARCH_SPACE, searched
+from components.train import build_parser
+from components.training.config import TrainConfig
+from components.tuning import webhook
+from components.tuning.config import TuneConfig
+from components.tuning.experiment import (
+    CONTAINER,
+    ExperimentTarget,
+    build_experiment,
+    experiment_name,
+    to_manifest,
+)
+from tests.conftest import REPO
+from tests.test_manifests import K8S_VERSION
+
+TARGET = ExperimentTarget(
+    name="dogs-vs-cats-tune", image="registry.example/dvc-cuda@sha256:abc", namespace="team-a",
+    tracking_uri="http://mlflow.mlflow.svc.cluster.local:5000", parent_run_id="abc123",
+)  # fmt: skip
+RECIPE = TrainConfig(data="-", output="-", model="compact_cnn", epochs=12, schedule="onecycle")
+
+
+@pytest.fixture(scope="module")
+def manifest() -> dict:
+    return to_manifest(build_experiment(TuneConfig(), TARGET, RECIPE, SEARCH_SPACE))
+
+
+def trial_job(manifest: dict, values: dict[str, str]) -> dict:
+    """The Job Katib would create for a trial given ``values``: every placeholder replaced."""
+    text = json.dumps(manifest["spec"]["trialTemplate"]["trialSpec"])
+    for parameter in manifest["spec"]["trialTemplate"]["trialParameters"]:
+        text = text.replace(f"${{trialParameters.{parameter['name']}}}", values[parameter["name"]])
+    return json.loads(text)
+
+
+VALUES = {"trialName": "dogs-vs-cats-tune-x7k2pq9d", "lr": "0.0031", "weight_decay": "0.002",
+          "label_smoothing": "0.05", "min_crop_area": "0.5", "batch_size": "128"}  # fmt: skip
+
+
+def test_the_experiment_passes_the_webhooks_rules_and_round_trips_through_katibs_models(manifest):
+    assert webhook.validate(manifest) == []
+    client = katib.ApiClient()
+    typed = client._ApiClient__deserialize(copy.deepcopy(manifest), "V1beta1Experiment")
+    assert isinstance(typed, katib.V1beta1Experiment)
+    assert client.sanitize_for_serialization(typed) == manifest
+
+
+def test_the_experiment_is_of_the_api_katibs_crd_serves(manifest):
+    crd = yaml.safe_load(
+        (REPO / "tests/fixtures/crds/katib.kubeflow.org_experiment.yaml").read_text()
+    )
+    served = {f"{crd['spec']['group']}/{v['name']}" for v in crd["spec"]["versions"] if v["served"]}
+    assert manifest["apiVersion"] in served and manifest["kind"] == crd["spec"]["names"]["kind"]
+
+
+def test_the_search_maximizes_val_accuracy_learning_from_trials_and_stops_by_the_median(manifest):
+    spec = manifest["spec"]
+    assert spec["objective"]["objectiveMetricName"] == "val_accuracy"
+    assert spec["objective"]["type"] == "maximize"
+    assert spec["algorithm"]["algorithmName"] == "tpe"
+    assert spec["earlyStopping"]["algorithmName"] == "medianstop"
+    settings = {s["name"]: s["value"] for s in spec["earlyStopping"]["algorithmSettings"]}
+    assert settings == {"min_trials_required": "3", "start_step": "3"}
+    assert spec["metricsCollectorSpec"]["collector"]["kind"] == "StdOut"
+    assert [p["name"] for p in spec["parameters"]] == [d.name for d in SEARCH_SPACE]
+
+
+def test_a_trial_is_a_job_kubernetes_accepts_placed_on_a_gpu_node_as_the_train_task(manifest):
+    job = trial_job(manifest, VALUES)
+    kubernetes_validate.validate(job, K8S_VERSION, strict=True)
+    pod = job["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["name"] == CONTAINER
+    assert container["resources"]["limits"][GPU] == "1"
+    placement = Placement()
+    assert pod["tolerations"] == [{"key": GPU, "operator": "Exists", "effect": "NoSchedule"}]
+    assert pod["nodeSelector"] == dict([placement.node_label])
+    assert {"name": "dshm", "mountPath": "/dev/shm"} in container["volumeMounts"]
+    assert pod["serviceAccountName"] == "dogs-vs-cats-pipeline"
+    secrets = {e["valueFrom"]["secretKeyRef"]["name"] for e in container["env"] if "valueFrom" in e}
+    assert secrets == {placement.s3_secret, placement.mlflow_secret}
+    assert all(
+        e["valueFrom"]["secretKeyRef"]["optional"] for e in container["env"] if "valueFrom" in e
+    )
+    assert job["spec"]["template"]["metadata"]["annotations"] == {
+        "sidecar.istio.io/inject": "false"
+    }
+    assert "runAsNonRoot" not in pod["securityContext"]  # Katib's collector sidecar runs as root
+
+
+def test_the_trials_values_reach_the_train_step_as_its_own_flags(manifest):
+    container = trial_job(manifest, VALUES)["spec"]["template"]["spec"]["containers"][0]
+    assert container["command"] == ["python", "-m", "components.train"]
+    args = build_parser().parse_args(container["args"])
+    assert (args.lr, args.weight_decay, args.batch_size) == (0.0031, 0.002, 128)
+    assert (args.label_smoothing, args.min_crop_area) == (0.05, 0.5)
+    assert (args.model, args.epochs, args.schedule) == ("compact_cnn", 12, "onecycle")
+    assert args.trial == VALUES["trialName"] and args.metrics_stdout
+    assert args.parent_run_id == "abc123" and not args.resume and args.checkpoint_uri is None
+    assert args.data == "/shared/dogs-vs-cats-tune/arrays"
+    assert args.output == f"/shared/dogs-vs-cats-tune/trials/{VALUES['trialName']}"
+
+
+def broken(manifest: dict, change) -> dict:
+    copied = copy.deepcopy(manifest)
+    change(copied["spec"])
+    return copied
+
+
+def _container(spec: dict) -> dict:
+    return spec["trialTemplate"]["trialSpec"]["spec"]["template"]["spec"]["containers"][0]
+
+
+BREAKS = {
+    "more parallel than trials": (
+        lambda s: s.update(parallelTrialCount=20), "spec.parallelTrialCount"),
+    "an algorithm Katib has no config for": (
+        lambda s: s["algorithm"].update(algorithmName="optuna-tpe"),
+        "spec.algorithm.algorithmName"),
+    "the objective among the additional metrics": (
+        lambda s: s["objective"]["additionalMetricNames"].append("val_accuracy"),
+        "spec.objective.additionalMetricNames"),
+    "a trial parameter the template never uses": (
+        lambda s: s["trialTemplate"]["trialParameters"].append(
+            {"name": "unused", "reference": "lr"}),
+        "spec.trialTemplate.trialParameters"),
+    "a placeholder with no trial parameter": (
+        lambda s: _container(s)["args"].append("--seed=${trialParameters.seed}"),
+        "not in spec.trialTemplate.trialParameters"),
+    "a field a Job does not have": (
+        lambda s: _container(s).update(gpus=1), "does not convert to a batch/v1 Job at"),
+    "a name in the trial template": (
+        lambda s: s["trialTemplate"]["trialSpec"].update(metadata={"name": "x"}),
+        "metadata.name and metadata.namespace must be omitted"),
+    "a range for a categorical parameter": (
+        lambda s: s["parameters"][4]["feasibleSpace"].update(min="64"), "spec.parameters[4]"),
+    "a list for a double parameter": (
+        lambda s: s["parameters"][0]["feasibleSpace"].update(list=["0.1"]), "spec.parameters[0]"),
+    "an unknown distribution": (
+        lambda s: s["parameters"][0]["feasibleSpace"].update(distribution="loguniform"),
+        "distribution"),
+    "a filter without two groups": (
+        lambda s: s["metricsCollectorSpec"].update(
+            source={"filter": {"metricsFormat": ["(\\w+)=.*"]}}),
+        "two top subexpressions"),
+    "a collector Katib does not know": (
+        lambda s: s["metricsCollectorSpec"]["collector"].update(kind="Stdout"),
+        "spec.metricsCollectorSpec.collector.kind"),
+    "no success condition": (
+        lambda s: s["trialTemplate"].pop("successCondition"),
+        "successCondition and failureCondition"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("why", list(BREAKS))
+def test_what_katibs_webhook_refuses_is_refused(manifest, why):
+    change, expected = BREAKS[why]
+    errors = webhook.validate(broken(manifest, change))
+    assert any(expected in error for error in errors), errors
+
+
+def test_a_field_given_one_value_is_fixed_not_searched():
+    space = searched({"lr": 0.004, "batch_size": 100})
+    manifest = to_manifest(build_experiment(TuneConfig(), TARGET, RECIPE, space))
+    assert [p["name"] for p in manifest["spec"]["parameters"]] == [
+        "weight_decay", "label_smoothing", "min_crop_area"]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("settings", "expected"),
+    [
+        ({"parallel_trials": 5, "trials": 4}, "parallel trials <= trials"),
+        ({"algorithm": "hyperband"}, "unknown algorithm"),
+        ({"start_step": 0}, "start step >= 1"),
+    ],
+)
+def test_a_search_that_cannot_run_is_refused_before_anything_is_written(settings, expected):
+    with pytest.raises(ValueError, match=expected):
+        TuneConfig(**settings)
+
+
+@pytest.mark.parametrize("name", ["Tune", "9tune", "tune_x", "t" * 41, "tune-"])
+def test_an_experiment_name_katib_or_its_trials_pods_would_refuse_is_refused(name):
+    with pytest.raises(ValueError, match="expected the experiment's name"):
+        ExperimentTarget(name=name, image="i", tracking_uri="http://m:5000")
+
+
+def test_each_kfp_run_gets_an_experiment_name_katib_accepts():
+    name = experiment_name("0F3A2B1C-9D8E-4F7A-B6C5-D4E3F2A1B0C9-extra-long")
+    assert ExperimentTarget(name=name, image="i", tracking_uri="http://m:5000").name == name
+
+
+def test_tune_writes_the_experiment_a_user_applies(tmp_path):
+    output = tmp_path / "experiment.yaml"
+    done = subprocess.run(
+        [sys.executable, "-m", "pipeline", "tune", "--output", str(output), "--preset", "tutorial",
+         "--trials", "6", "--namespace", "team-a", "lr=0.004"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    written = yaml.safe_load(output.read_text())
+    assert webhook.validate(written) == []
+    assert written["spec"]["maxTrialCount"] == 6 and written["metadata"]["namespace"] == "team-a"
+    assert "lr" not in [p["name"] for p in written["spec"]["parameters"]]
+    args = _container(written["spec"])["args"]
+    assert "--lr=0.004" in args and "--epochs=10" in args  # fixed; the tutorial preset's epochs
+    assert "kubectl apply -f" in done.stdout
