@@ -1,0 +1,125 @@
+"""A search on the cluster's Katib, end to end against a stand-in Katib API.
+
+No Kubernetes API server or Katib controller runs here: ``tests/katib_api.py`` stands in
+for both, and each trial is the train step itself, started with the very command and
+flags of the trial's Job (the Experiment's template with Katib's substitutions), so the
+trials' MLflow runs, outputs and metrics are real.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from kubernetes.client import ApiClient, Configuration
+from mlflow.tracking import MlflowClient
+
+from components.core import tracking
+from components.core.search_space import searched
+from components.training.config import TrainConfig
+from components.tuning.cluster import tune_on_cluster
+from components.tuning.config import TuneConfig
+from components.tuning.experiment import ExperimentTarget
+from tests.katib_api import FakeKatibApi
+
+pytestmark = [pytest.mark.slow, pytest.mark.integration]
+SPACE = searched({"label_smoothing": 0, "min_crop_area": 1, "weight_decay": 0})  # lr, batch
+TRIALS = {"tune-a-1": {"lr": "0.01", "batch_size": "64"},
+          "tune-a-2": {"lr": "0.003", "batch_size": "128"},
+          "tune-a-3": {"lr": "0.001", "batch_size": "256"}}  # fmt: skip
+
+
+def run_trial(experiment: dict, name: str, values: dict, cwd: Path) -> None:
+    """What Katib's trial Job runs: the template's command, placeholders substituted."""
+    text = json.dumps(experiment["spec"]["trialTemplate"]["trialSpec"])
+    for key, value in {"trialName": name, **values}.items():
+        text = text.replace(f"${{trialParameters.{key}}}", value)
+    container = json.loads(text)["spec"]["template"]["spec"]["containers"][0]
+    command = [sys.executable, *container["command"][1:], *container["args"], "--device=cpu"]
+    done = subprocess.run(
+        command, capture_output=True, text=True, timeout=300, env=os.environ, cwd=cwd
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+@pytest.fixture
+def search(small_arrays, mlflow_store, tmp_path):
+    shared = tmp_path / "shared"
+
+    def play(experiment: dict) -> dict:
+        for name, values in TRIALS.items():
+            run_trial(experiment, name, values, tmp_path)
+        return {
+            "succeededTrialList": ["tune-a-1", "tune-a-2"],
+            "earlyStoppedTrialList": ["tune-a-3"],
+            "currentOptimalTrial": {"bestTrialName": "tune-a-1"},
+        }
+
+    target = ExperimentTarget(name="tune-a", image="img", tracking_uri=mlflow_store,
+                              namespace="team-a", shared_mount=str(shared))  # fmt: skip
+    recipe = TrainConfig(data=str(small_arrays), output=str(tmp_path / "best"), epochs=2,
+                         kfp_run_id="run-1")  # fmt: skip
+    return play, target, recipe, shared
+
+
+def test_the_best_trials_model_comes_back_and_mlflow_shows_the_search(search):
+    play, target, recipe, shared = search
+    with FakeKatibApi(play) as api:
+        client = ApiClient(Configuration(host=api.url))
+        best = tune_on_cluster(
+            TuneConfig(trials=3), recipe, target, SPACE, client, poll_seconds=0.05
+        )
+    (created,) = api.created
+    assert created["metadata"]["name"] == "tune-a"
+    assert created["metadata"]["namespace"] == "team-a"
+    client = MlflowClient(tracking.tracking_uri())
+    runs = {tracking.run_tag(r, tracking.TRIAL_TAG): r for r in _children(client, best)}
+    assert set(runs) == set(TRIALS)
+    assert runs["tune-a-1"] == best or runs["tune-a-2"] == best
+    assert Path(recipe.output, "model.pt").is_file()
+    assert Path(recipe.output, "mlflow_run_id").read_text() == best
+    stopped = client.get_run(runs["tune-a-3"])
+    assert (
+        stopped.info.status == "KILLED" and stopped.data.tags[tracking.STOPPED_EARLY_TAG] == "true"
+    )
+    assert client.get_run(best).data.tags[tracking.TUNE_BEST_TAG] == "true"
+    parent = client.get_run(client.get_run(best).data.tags[tracking.PARENT_TAG])
+    assert parent.info.status == "FINISHED" and parent.data.tags["tune.best_run_id"] == best
+    assert parent.data.params["tune_trials"] == "3"
+    for run in runs.values():  # per-epoch metrics, as the compare view plots them
+        assert len(client.get_metric_history(run, "val_accuracy")) == 2
+        assert (
+            client.get_run(run).data.params["lr"]
+            == TRIALS[tracking.run_tag(run, tracking.TRIAL_TAG)]["lr"]
+        )
+    assert not (shared / "tune-a").exists()  # the staged arrays and trial outputs are removed
+
+
+def test_a_failed_experiment_ends_the_task_with_katibs_reason(search):
+    play, target, recipe, shared = search
+    with FakeKatibApi(lambda experiment: {}, failed=True) as api:
+        with pytest.raises(RuntimeError, match="ExperimentMaxFailedTrialsReached: 3 trials failed"):
+            tune_on_cluster(TuneConfig(trials=3), recipe, target, SPACE,
+                            ApiClient(Configuration(host=api.url)), poll_seconds=0.05)  # fmt: skip
+    assert not (shared / "tune-a").exists()
+
+
+def test_an_experiment_the_webhook_refuses_says_why(search):
+    play, target, recipe, shared = search
+    with FakeKatibApi(play) as api:
+        api.refuse_creation = "spec.parallelTrialCount: should be <= spec.maxTrialCount"
+        with pytest.raises(RuntimeError, match="Katib refused Experiment tune-a in team-a: 400"):
+            tune_on_cluster(TuneConfig(trials=3), recipe, target, SPACE,
+                            ApiClient(Configuration(host=api.url)), poll_seconds=0.05)  # fmt: skip
+    assert not (shared / "tune-a").exists()
+
+
+def _children(client: MlflowClient, run_id: str) -> list[str]:
+    run = client.get_run(run_id)
+    parent = run.data.tags[tracking.PARENT_TAG]
+    found = client.search_runs(
+        [run.info.experiment_id], f"tags.`{tracking.PARENT_TAG}` = '{parent}'"
+    )
+    return [r.info.run_id for r in found]
