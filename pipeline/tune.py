@@ -47,6 +47,8 @@ def add_tune_command(commands) -> None:
         "--preset", choices=list(PRESETS), help="the recipe searched around (default: none)"
     )
     schema.add_arguments(tune.add_argument_group("the search"), TuneConfig)
+    # unset: their defaults, or the trial count where there are fewer trials
+    tune.set_defaults(parallel_trials=None, max_failed_trials=None)
     cluster = tune.add_argument_group("with --output: the cluster")
     cluster.add_argument("--name", default=DEFAULT_NAME, help="Experiment (default: %(default)s)")
     cluster.add_argument("--namespace", help="the profile's namespace (default: kubectl's)")
@@ -90,6 +92,9 @@ def run_tune(args: argparse.Namespace) -> None:
     refuse_credentials(arguments, ("source",))
     explicit = {pair.partition("=")[0] for pair in args.arguments}
     space = searched({name: None for name in explicit})
+    for name in ("parallel_trials", "max_failed_trials"):
+        if getattr(args, name) is None:
+            setattr(args, name, min(getattr(TuneConfig, name), args.trials))
     tune = schema.from_namespace(TuneConfig, args)
     recipe = TrainConfig(data="-", output="-", **schema.pick(TrainConfig, arguments))
     if args.output:

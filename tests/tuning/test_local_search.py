@@ -1,0 +1,94 @@
+"""The search on this machine, through a real tracking server (PostgreSQL, SeaweedFS)."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from components.core import tracking
+from components.core.search_space import DOUBLE, Dimension
+from components.preprocessing.build import build_arrays
+from components.preprocessing.config import PreprocessConfig
+from components.training.config import TrainConfig
+from components.tuning import local
+from components.tuning.config import TuneConfig
+from tests.servers import S3_KEYS
+
+pytestmark = [pytest.mark.slow, pytest.mark.integration]
+
+
+@pytest.fixture
+def through_the_server(running_server, monkeypatch, tmp_path):
+    """This process and its children log to the server, as a step without bucket keys."""
+    for key in (*S3_KEYS, "MLFLOW_S3_ENDPOINT_URL", "AWS_ENDPOINT_URL", "MLFLOW_RUN_ID"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", running_server.url)
+    monkeypatch.chdir(tmp_path)
+    return MlflowClient(running_server.url)
+
+
+@pytest.fixture(scope="module")
+def wide_val_arrays(sample_images, tmp_path_factory):
+    """The sample with 30% held out for validation: 600 photos, so that the median rule
+    compares trials, not the noise of a small validation split."""
+    target = tmp_path_factory.mktemp("tune") / "arrays"
+    build_arrays(
+        PreprocessConfig(
+            input=str(sample_images), output=str(target), image_size=40, val_fraction=0.3
+        )
+    )
+    return target
+
+
+def test_a_hopeless_trial_is_stopped_early_and_the_search_is_recorded(
+    through_the_server, wide_val_arrays, tmp_path
+):
+    """Two trials that learn, then one at a learning rate of 1e-6, which cannot: the median
+    pruner stops it at epoch 4 of 5, the others' median being far above it."""
+    client = through_the_server
+    space = (Dimension("lr", DOUBLE, 1e-6, 1e-2, log=True),)
+    recipe = TrainConfig(data=str(wide_val_arrays), output=str(tmp_path / "trials"),
+                         model="compact_cnn", epochs=5, schedule="onecycle")  # fmt: skip
+    tune = TuneConfig(trials=3, min_trials_required=2, start_step=4)
+    first = ({"lr": 0.004}, {"lr": 0.006}, {"lr": 1e-6})
+    best, trials = local.search(tune, recipe, space, "tune-t", first)
+    assert [trial.stopped_early for trial in trials] == [False, False, True]
+    hopeless = client.get_run(trials[2].run_id)
+    assert hopeless.info.status == "KILLED"
+    assert hopeless.data.tags[tracking.STOPPED_EARLY_TAG] == "true"
+    assert len(client.get_metric_history(trials[2].run_id, "val_accuracy")) == 4  # not 5
+    assert best.run_id in {trials[0].run_id, trials[1].run_id}
+    assert client.get_run(best.run_id).data.tags[tracking.TUNE_BEST_TAG] == "true"
+    parent_id = hopeless.data.tags[tracking.PARENT_TAG]
+    parent = client.get_run(parent_id)
+    assert parent.info.status == "FINISHED"
+    assert parent.data.tags[tracking.TUNE_PARENT_TAG] == "true"
+    assert parent.data.metrics["trials_stopped_early"] == 1
+    assert parent.data.params["tune_min_trials_required"] == "2"
+    children = client.search_runs(
+        [parent.info.experiment_id], f"tags.`{tracking.PARENT_TAG}` = '{parent_id}'"
+    )
+    assert {run.info.run_id for run in children} == {trial.run_id for trial in trials}
+    assert {run.data.params["lr"] for run in children} == {"0.004", "0.006", "1e-06"}
+
+
+def test_tune_local_searches_the_sample_and_sends_the_best_to_the_gate(
+    through_the_server, sample_zip, tmp_path
+):
+    """The README's command: download, preprocess, two trials, evaluate, the gate."""
+    client = through_the_server
+    done = subprocess.run(
+        [sys.executable, "-m", "pipeline", "tune", "--local", "--source", str(sample_zip),
+         "--trials", "2", "--workdir", str(tmp_path / "tune"), "--preset", "tutorial",
+         "epochs=1", "image_size=32", "min_accuracy=0", "registered_model_name=tuned"],
+        capture_output=True, text=True, timeout=600, env=os.environ, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "registered tuned version 1 as @candidate" in done.stdout
+    version = client.get_model_version_by_alias("tuned", "candidate")
+    best = client.get_run(version.run_id)
+    assert best.data.tags[tracking.TUNE_BEST_TAG] == "true"
+    assert "test_accuracy" in best.data.metrics
+    assert "compare-runs" in done.stdout
