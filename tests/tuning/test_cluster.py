@@ -67,10 +67,7 @@ def search(small_arrays, mlflow_store, tmp_path):
 def test_the_best_trials_model_comes_back_and_mlflow_shows_the_search(search):
     play, target, recipe, shared = search
     with FakeKatibApi(play) as api:
-        client = ApiClient(Configuration(host=api.url))
-        best = tune_on_cluster(
-            TuneConfig(trials=3), recipe, target, SPACE, client, poll_seconds=0.05
-        )
+        best = search_with(api, target, recipe)
     (created,) = api.created
     assert created["metadata"]["name"] == "tune-a"
     assert created["metadata"]["namespace"] == "team-a"
@@ -101,8 +98,7 @@ def test_a_failed_experiment_ends_the_task_with_katibs_reason(search):
     play, target, recipe, shared = search
     with FakeKatibApi(lambda experiment: {}, failed=True) as api:
         with pytest.raises(RuntimeError, match="ExperimentMaxFailedTrialsReached: 3 trials failed"):
-            tune_on_cluster(TuneConfig(trials=3), recipe, target, SPACE,
-                            ApiClient(Configuration(host=api.url)), poll_seconds=0.05)  # fmt: skip
+            search_with(api, target, recipe)
     assert not (shared / "tune-a").exists()
 
 
@@ -111,9 +107,15 @@ def test_an_experiment_the_webhook_refuses_says_why(search):
     with FakeKatibApi(play) as api:
         api.refuse_creation = "spec.parallelTrialCount: should be <= spec.maxTrialCount"
         with pytest.raises(RuntimeError, match="Katib refused Experiment tune-a in team-a: 400"):
-            tune_on_cluster(TuneConfig(trials=3), recipe, target, SPACE,
-                            ApiClient(Configuration(host=api.url)), poll_seconds=0.05)  # fmt: skip
+            search_with(api, target, recipe)
     assert not (shared / "tune-a").exists()
+
+
+def search_with(api: FakeKatibApi, target: ExperimentTarget, recipe: TrainConfig) -> str:
+    client = ApiClient(Configuration(host=api.url))
+    return tune_on_cluster(
+        TuneConfig(trials=3), recipe, target, SPACE, client, poll_seconds=0.05, timeout_seconds=600
+    )
 
 
 def _children(client: MlflowClient, run_id: str) -> list[str]:

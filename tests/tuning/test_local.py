@@ -1,9 +1,5 @@
 """The search on this machine, through a real tracking server (PostgreSQL, SeaweedFS)."""
 
-import os
-import subprocess
-import sys
-
 import pytest
 from mlflow.tracking import MlflowClient
 
@@ -72,23 +68,3 @@ def test_a_hopeless_trial_is_stopped_early_and_the_search_is_recorded(
     )
     assert {run.info.run_id for run in children} == {trial.run_id for trial in trials}
     assert {run.data.params["lr"] for run in children} == {"0.004", "0.006", "1e-06"}
-
-
-def test_tune_local_searches_the_sample_and_sends_the_best_to_the_gate(
-    through_the_server, sample_zip, tmp_path
-):
-    """The README's command: download, preprocess, two trials, evaluate, the gate."""
-    client = through_the_server
-    done = subprocess.run(
-        [sys.executable, "-m", "pipeline", "tune", "--local", "--source", str(sample_zip),
-         "--trials", "2", "--workdir", str(tmp_path / "tune"), "--preset", "tutorial",
-         "epochs=1", "image_size=32", "min_accuracy=0", "registered_model_name=tuned"],
-        capture_output=True, text=True, timeout=600, env=os.environ, cwd=tmp_path,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "registered tuned version 1 as @candidate" in done.stdout
-    version = client.get_model_version_by_alias("tuned", "candidate")
-    best = client.get_run(version.run_id)
-    assert best.data.tags[tracking.TUNE_BEST_TAG] == "true"
-    assert "test_accuracy" in best.data.metrics
-    assert "compare-runs" in done.stdout

@@ -1,0 +1,48 @@
+"""``python -m pipeline tune``: the Experiment a user applies, and its flags."""
+
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from components.tuning import webhook
+from pipeline.tune import _enqueued
+
+
+def _container(spec: dict) -> dict:
+    return spec["trialTemplate"]["trialSpec"]["spec"]["template"]["spec"]["containers"][0]
+
+
+def test_tune_writes_the_experiment_a_user_applies(tmp_path):
+    output = tmp_path / "experiment.yaml"
+    done = subprocess.run(
+        [sys.executable, "-m", "pipeline", "tune", "--output", str(output), "--preset", "tutorial",
+         "--trials", "6", "--namespace", "team-a", "lr=0.004"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    written = yaml.safe_load(output.read_text())
+    assert webhook.validate(written) == []
+    assert written["spec"]["maxTrialCount"] == 6 and written["metadata"]["namespace"] == "team-a"
+    assert "lr" not in [p["name"] for p in written["spec"]["parameters"]]
+    args = _container(written["spec"])["args"]
+    assert "--lr=0.004" in args and "--epochs=10" in args  # fixed; the tutorial preset's epochs
+    assert "kubectl apply -f" in done.stdout
+
+
+def test_fewer_trials_than_the_default_parallelism_still_write_an_experiment(tmp_path):
+    output = tmp_path / "experiment.yaml"
+    done = subprocess.run(
+        [sys.executable, "-m", "pipeline", "tune", "-o", str(output), "--trials", "2"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    spec = yaml.safe_load(output.read_text())["spec"]
+    assert (spec["parallelTrialCount"], spec["maxFailedTrialCount"]) == (2, 2)
+
+
+def test_an_enqueued_trial_is_typed_and_checked():
+    assert _enqueued("lr=0.004,batch_size=100") == {"lr": 0.004, "batch_size": 100}
+    with pytest.raises(SystemExit, match="recipe fields in --enqueue"):
+        _enqueued("learning_rate=0.1")
