@@ -163,6 +163,8 @@ def run_name(cfg: TrainConfig) -> str:
     if cfg.combination:  # a sweep's child: what it varies, e.g. "lr=0.003"
         varied = json.loads(cfg.combination)
         name += " " + " ".join(f"{key}={value}" for key, value in varied.items())
+    if cfg.trial:  # a search's trial: which one
+        name += f" {cfg.trial}"
     return name
 
 
