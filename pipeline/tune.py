@@ -10,7 +10,6 @@ fixed (no longer searched); the rest of the recipe comes from the preset or the 
 from __future__ import annotations
 
 import argparse
-import logging
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -18,7 +17,7 @@ from pathlib import Path
 import yaml
 
 from components.cluster.placement import Placement
-from components.core import schema, tracking
+from components.core import schema
 from components.core.presets import PRESETS
 from components.core.search_space import searched
 from components.training.config import TrainConfig
@@ -27,7 +26,6 @@ from pipeline.arguments import parse_arguments, refuse_credentials
 from pipeline.pipeline import build_pipeline
 from pipeline.target import CLUSTER_TRACKING_URI, GPU_IMAGE
 
-log = logging.getLogger(__name__)
 DEFAULT_NAME = "dogs-vs-cats-tune"
 
 
@@ -132,7 +130,6 @@ def _search_here(args, arguments: dict, tune: TuneConfig, recipe: TrainConfig, s
     workdir = args.workdir.resolve() / name
     recipe = replace(recipe, output=str(workdir / "trials"))
     print(search_and_register(arguments, tune, recipe, space, workdir, name, first))
-    log.info("MLflow: %s", tracking.tracking_uri())
 
 
 def _enqueued(text: str) -> dict:

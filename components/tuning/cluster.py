@@ -78,6 +78,8 @@ def tune_on_cluster(
         manifest = to_manifest(build_experiment(tune, target, recipe, space))
         outcome = run_experiment(manifest, api_client, timeout_seconds, poll_seconds)
         best = runs.finish_search(parent, _trials(recipe.experiment, outcome))
+        # Katib's choice, for the record: it may name a trial stopped early, which wrote no model
+        tracking.set_run_tags(parent, {"katib.optimal_trial": str(outcome.optimal_trial)})
         if outcome.optimal_trial != best.name:
             log.warning(
                 "Katib's optimal trial is %s; the best finished one %s",

@@ -77,7 +77,7 @@ def precompiled(compiled, monkeypatch):
     """The module's compiled spec in place of compiling again: these tests are about the
     API conversation (test_python_submit_converts_parameter_types compiles for real)."""
 
-    def copy_spec(output, target, sweep):
+    def copy_spec(output, target, sweep, tune):
         shutil.copyfile(compiled[0], output)
         return output
 

@@ -85,6 +85,7 @@ def test_the_best_trials_model_comes_back_and_mlflow_shows_the_search(search):
     parent = client.get_run(client.get_run(best).data.tags[tracking.PARENT_TAG])
     assert parent.info.status == "FINISHED" and parent.data.tags["tune.best_run_id"] == best
     assert parent.data.params["tune_trials"] == "3"
+    assert parent.data.tags["katib.optimal_trial"] == "tune-a-1"  # Katib's status, read
     for run in runs.values():  # per-epoch metrics, as the compare view plots them
         assert len(client.get_metric_history(run, "val_accuracy")) == 2
         assert (
