@@ -34,6 +34,7 @@ print(sorted(name for name in {heavy!r} if name in sys.modules))
         ("pipeline", ["--help"]),
         ("pipeline", ["run", "--help"]),
         ("pipeline", ["compile", "--help"]),
+        ("pipeline", ["tune", "--help"]),
     ],
 )
 def test_help_loads_neither_torch_nor_mlflow(module, argv):
