@@ -43,7 +43,7 @@ class TrainConfig:
         "predict (validation, test, the logged model) with the mean of each image's and its "
         "mirror image's class probabilities",
     )
-    amp: bool = setting(True, "bf16 autocast on CUDA")
+    amp: bool = setting(True, "bf16 autocast in training: on CUDA, and on CPUs with AMX")
     compile: bool = setting(
         False,
         "torch.compile the net: faster epochs after a minute or so of compiling",

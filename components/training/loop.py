@@ -161,7 +161,7 @@ def train_one_epoch(
             inputs = augment(pixels, noise, crop, cfg.min_crop_area)
         else:
             inputs = pixels.float()
-        with autocast(device, cfg.amp):
+        with autocast(device, cfg.amp, on_cpu=True):
             logits = learner.parallel(inputs)
             loss = F.cross_entropy(logits, labels, label_smoothing=cfg.label_smoothing)
         learner.optimizer.zero_grad(set_to_none=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from components.training import inference
 from components.training.inference import predict_logits
 from components.training.models import Classifier, build_model
 from tests.models import tiny_model, tiny_split
@@ -24,3 +25,18 @@ def test_the_layout_changes_speed_not_results():
     assert torch.allclose(
         predict_logits(model, data), predict_logits(contiguous.eval(), data), atol=1e-4
     )
+
+
+def test_training_runs_in_bf16_on_a_cpu_with_amx_and_scoring_stays_float32(monkeypatch):
+    cpu = torch.device("cpu")
+    monkeypatch.setattr(inference, "cpu_has_amx", lambda: True)
+    with inference.autocast(cpu, True, on_cpu=True):
+        assert torch.is_autocast_enabled("cpu")
+        assert torch.get_autocast_dtype("cpu") == torch.bfloat16
+    with inference.autocast(cpu, True):  # scoring: the same answer on any CPU
+        assert not torch.is_autocast_enabled("cpu")
+    with inference.autocast(cpu, False, on_cpu=True):  # --no-amp
+        assert not torch.is_autocast_enabled("cpu")
+    monkeypatch.setattr(inference, "cpu_has_amx", lambda: False)  # no native bf16: slower
+    with inference.autocast(cpu, True, on_cpu=True):
+        assert not torch.is_autocast_enabled("cpu")
