@@ -21,6 +21,7 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 from components.cluster import kube
+from components.cluster.object_names import is_dns_label
 from components.core import tracking
 from components.core.errors import printable
 from components.core.search_space import Dimension
@@ -156,9 +157,18 @@ def _outcome(name: str, status: dict) -> Outcome | None:
 
 
 def _trials(experiment: str, outcome: Outcome) -> list[runs.Trial]:
-    """Each ended trial and its MLflow run (the train step tagged it with the trial)."""
+    """Each ended trial and its MLflow run (the train step tagged it with the trial).
+
+    Raises:
+        RuntimeError: the API named a trial Katib could not have (not a DNS label): the
+            name becomes a path under the staged folder and an MLflow search.
+    """
     trials = []
     for name in (*outcome.succeeded, *outcome.stopped_early):
+        if not is_dns_label(name):
+            raise RuntimeError(
+                f"expected Katib's trial names as DNS labels, found {printable(repr(name))}"
+            )
         run_id = tracking.find_run_by_tags(experiment, {tracking.TRIAL_TAG: name})
         if run_id is None:
             log.warning("trial %s has no MLflow run (it ended before training started)", name)

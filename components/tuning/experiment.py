@@ -138,7 +138,9 @@ def to_manifest(experiment: katib.V1beta1Experiment) -> dict[str, Any]:
     return manifest
 
 
-def trial_arguments(target: ExperimentTarget, recipe: TrainConfig, space) -> list[str]:
+def trial_arguments(
+    target: ExperimentTarget, recipe: TrainConfig, space: tuple[Dimension, ...]
+) -> list[str]:
     """The train step's flags in a trial: the fixed recipe, then each searched value."""
     fixed = replace(
         recipe,
@@ -181,7 +183,7 @@ def _parameter(dimension: Dimension) -> katib.V1beta1ParameterSpec:
 
 
 def _trial_template(
-    target: ExperimentTarget, recipe: TrainConfig, space
+    target: ExperimentTarget, recipe: TrainConfig, space: tuple[Dimension, ...]
 ) -> katib.V1beta1TrialTemplate:
     parameters = [
         katib.V1beta1TrialParameterSpec(
@@ -206,7 +208,7 @@ def _trial_template(
     )
 
 
-def _job(target: ExperimentTarget, recipe: TrainConfig, space) -> k8s.V1Job:
+def _job(target: ExperimentTarget, recipe: TrainConfig, space: tuple[Dimension, ...]) -> k8s.V1Job:
     """One trial: the train step on one GPU node, placed as the pipeline's train task."""
     place = target.placement
     resources = {"cpu": place.cpu, "memory": place.memory, GPU: "1"}

@@ -126,3 +126,21 @@ def _children(client: MlflowClient, run_id: str) -> list[str]:
         [run.info.experiment_id], f"tags.`{tracking.PARENT_TAG}` = '{parent}'"
     )
     return [r.info.run_id for r in found]
+
+
+def test_a_trial_name_katib_could_not_have_is_refused_not_followed(search, tmp_path):
+    """An API that names a trial ``../..`` must not make the task copy from outside the
+    staged folder into the model, nor reach MLflow's search as text."""
+    play, target, recipe, shared = search
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "model.pt").write_bytes(b"not a model of this search")
+
+    def hostile(experiment: dict) -> dict:
+        return {"succeededTrialList": ["../../outside"], "earlyStoppedTrialList": []}
+
+    with FakeKatibApi(hostile) as api:
+        with pytest.raises(RuntimeError, match="expected Katib's trial names as DNS labels"):
+            search_with(api, target, recipe)
+    assert not Path(recipe.output, "model.pt").exists()
+    assert not (shared / "tune-a").exists()
