@@ -19,7 +19,8 @@ import yaml
 from components.cluster.placement import Placement
 from components.core import schema
 from components.core.presets import PRESETS
-from components.core.search_space import searched
+from components.core.schema import RECIPE
+from components.core.search_space import Dimension, searched
 from components.training.config import TrainConfig
 from components.tuning.config import TuneConfig
 from pipeline.arguments import parse_arguments, refuse_credentials
@@ -126,20 +127,27 @@ def _search_here(args, arguments: dict, tune: TuneConfig, recipe: TrainConfig, s
     from pipeline.tune_here import search_and_register
 
     name = f"tune-{time.strftime('%Y%m%d-%H%M%S')}"
-    first = tuple(_enqueued(text) for text in args.enqueue)
+    first = tuple(_enqueued(text, space) for text in args.enqueue)
     workdir = args.workdir.resolve() / name
     recipe = replace(recipe, output=str(workdir / "trials"))
     print(search_and_register(arguments, tune, recipe, space, workdir, name, first))
 
 
-def _enqueued(text: str) -> dict:
-    """``lr=0.004,batch_size=100`` as typed recipe values."""
+def _enqueued(text: str, space: tuple[Dimension, ...]) -> dict:
+    """``lr=0.004,batch_size=100`` as typed values of searched dimensions.
+
+    Raises:
+        SystemExit: a name that is not searched (fixed, or not a recipe field).
+    """
+    fields = {field.name: field for field in schema.fields_of(TrainConfig, RECIPE)}
+    searched_names = [dimension.name for dimension in space]
     values = {}
     for pair in text.split(","):
         name, _, value = pair.partition("=")
-        if name not in TrainConfig.__dataclass_fields__:
-            raise SystemExit(f"expected NAME=VALUE of recipe fields in --enqueue, found {pair!r}")
-        values[name] = schema.convert(
-            schema.field_type(TrainConfig, TrainConfig.__dataclass_fields__[name]), value, name
-        )
+        if name not in searched_names:
+            raise SystemExit(
+                f"expected NAME=VALUE of searched fields ({', '.join(searched_names)}) in "
+                f"--enqueue, found {pair!r}"
+            )
+        values[name] = schema.convert(schema.field_type(TrainConfig, fields[name]), value, name)
     return values

@@ -7,6 +7,7 @@ pipeline run's or a sweep's best child.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from components.core import schema, tracking
@@ -42,7 +43,7 @@ def search_and_register(
             input=str(raw), output=str(arrays), **schema.pick(PreprocessConfig, arguments)
         )
     )
-    recipe = TrainConfig(**{**vars(recipe), "data": str(arrays)})
+    recipe = replace(recipe, data=str(arrays))
     best, trials = local.search(tune, recipe, space, name, first)
     model_dir = Path(recipe.output) / best.name
     report = evaluate(

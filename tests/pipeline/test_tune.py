@@ -6,6 +6,7 @@ import sys
 import pytest
 import yaml
 
+from components.core.search_space import searched
 from components.tuning import webhook
 from pipeline.tune import _enqueued
 
@@ -43,6 +44,8 @@ def test_fewer_trials_than_the_default_parallelism_still_write_an_experiment(tmp
 
 
 def test_an_enqueued_trial_is_typed_and_checked():
-    assert _enqueued("lr=0.004,batch_size=100") == {"lr": 0.004, "batch_size": 100}
-    with pytest.raises(SystemExit, match="recipe fields in --enqueue"):
-        _enqueued("learning_rate=0.1")
+    space = searched({"weight_decay": 0.05})
+    assert _enqueued("lr=0.004,batch_size=100", space) == {"lr": 0.004, "batch_size": 100}
+    for pair in ("learning_rate=0.1", "weight_decay=0.1", "output=/tmp/x"):  # fixed or not one
+        with pytest.raises(SystemExit, match="searched fields"):
+            _enqueued(pair, space)
