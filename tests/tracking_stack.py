@@ -11,6 +11,8 @@ import pytest
 from tests.servers import S3_KEYS, MlflowServer, PostgresServer, SeaweedS3, deployment_flags
 
 BUCKET = "mlflow-artifacts"
+# what a step's pod does not hold: the server proxies artifacts into the bucket
+BUCKET_KEYS = (*S3_KEYS, "MLFLOW_S3_ENDPOINT_URL", "AWS_ENDPOINT_URL", "MLFLOW_RUN_ID")
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +50,17 @@ def running_server(s3, postgres, tmp_path_factory):
         yield running
 
 
+@pytest.fixture
+def tracking_server(running_server, tmp_path, monkeypatch):
+    """The server, with this process and the commands it starts pointed at it as a step
+    is (no bucket keys of their own), working in ``tmp_path``."""
+    for key in BUCKET_KEYS:
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", running_server.url)
+    monkeypatch.chdir(tmp_path)
+    return running_server
+
+
 def register_trained_model(tracking_url: str, arrays: Path, workdir: Path, name: str) -> str:
     """Train one batch on ``arrays`` through the server, as a step without bucket keys
     does, and register the model as ``name`` version 1 @candidate; the run's id."""
@@ -56,8 +69,8 @@ def register_trained_model(tracking_url: str, arrays: Path, workdir: Path, name:
     from components.training.config import TrainConfig
 
     with pytest.MonkeyPatch.context() as patch:
-        for key in (*S3_KEYS, "MLFLOW_S3_ENDPOINT_URL", "AWS_ENDPOINT_URL", "MLFLOW_RUN_ID"):
-            patch.delenv(key, raising=False)  # the steps hold no bucket keys: the proxy does
+        for key in BUCKET_KEYS:
+            patch.delenv(key, raising=False)
         patch.setenv("MLFLOW_TRACKING_URI", tracking_url)
         patch.chdir(workdir)
         result = session.train(

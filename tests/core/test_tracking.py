@@ -41,13 +41,9 @@ ARTIFACTS = REPO / "test-artifacts"
 
 
 @pytest.fixture
-def server(running_server, tmp_path, monkeypatch):
+def server(tracking_server):
     """The server, and this process pointed at it with no S3 keys of its own."""
-    for key in (*S3_KEYS, "MLFLOW_S3_ENDPOINT_URL", "AWS_ENDPOINT_URL", "MLFLOW_RUN_ID"):
-        monkeypatch.delenv(key, raising=False)
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", running_server.url)
-    monkeypatch.chdir(tmp_path)
-    return running_server
+    return tracking_server
 
 
 def bucket_keys(s3) -> list[str]:

@@ -203,3 +203,22 @@ def test_text_from_the_api_is_escaped_in_the_one_line(precompiled):
             pipeline_main(["submit", "--host", api.endpoint, "epochs=3"])
     message = str(stopped.value)
     assert "\n" not in message and "\x1b" not in message and "\\x1b[2J" in message
+
+
+def test_submit_tune_starts_the_search_pipeline_as_the_readme_types_it(monkeypatch, capsys):
+    """README: ``python -m pipeline submit --tune --host … --namespace team-a trials=16``."""
+    monkeypatch.setenv("KF_PIPELINES_TOKEN", "secret-token")
+    with FakeKfpApi(token="secret-token", namespaces={"team-a"}) as api:
+        pipeline_main(
+            ["submit", "--tune", "--host", api.endpoint, "--namespace", "team-a", "trials=16"]
+        )
+        (experiment,) = api.experiments.values()
+        (run,) = api.runs.values()
+        assert api.unknown == []
+    assert experiment["namespace"] == "team-a"
+    assert run["runtime_config"]["parameters"] == {"trials": 16}
+    spec = run["pipeline_spec"]["pipeline_spec"]
+    assert spec["pipelineInfo"]["name"] == "dogs-vs-cats-tune"
+    assert "exec-tune-op" in spec["deploymentSpec"]["executors"]
+    assert spec["root"]["inputDefinitions"]["parameters"]["trials"]["defaultValue"] == 12
+    assert "submitted run run-1" in capsys.readouterr().out

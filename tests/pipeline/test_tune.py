@@ -15,7 +15,24 @@ def _container(spec: dict) -> dict:
     return spec["trialTemplate"]["trialSpec"]["spec"]["template"]["spec"]["containers"][0]
 
 
-def test_tune_writes_the_experiment_a_user_applies(tmp_path):
+def test_the_readmes_tune_command_writes_an_experiment_katib_admits(tmp_path):
+    """README: ``python -m pipeline tune --output experiment.yaml --preset cpu --namespace
+    team-a --trials 16``, as typed, in a working directory of its own."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pipeline", "tune", "--output", "experiment.yaml", "--preset",
+         "cpu", "--namespace", "team-a", "--trials", "16"],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    written = yaml.safe_load((tmp_path / "experiment.yaml").read_text())
+    assert webhook.validate(written) == []
+    assert written["spec"]["maxTrialCount"] == 16 and written["metadata"]["namespace"] == "team-a"
+    args = _container(written["spec"])["args"]
+    assert "--epochs=17" in args and "--mirror-average" in args  # the cpu preset's recipe
+    assert "kubectl apply -f experiment.yaml" in done.stdout
+
+
+def test_a_searched_name_given_one_value_is_fixed_in_the_experiment(tmp_path):
     output = tmp_path / "experiment.yaml"
     done = subprocess.run(
         [sys.executable, "-m", "pipeline", "tune", "--output", str(output), "--preset", "tutorial",

@@ -8,25 +8,16 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from components.core import tracking
-from tests.servers import S3_KEYS
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
 
-@pytest.fixture
-def through_the_server(running_server, monkeypatch, tmp_path):
-    """The command logs to the server, as a step without bucket keys does."""
-    for key in (*S3_KEYS, "MLFLOW_S3_ENDPOINT_URL", "AWS_ENDPOINT_URL", "MLFLOW_RUN_ID"):
-        monkeypatch.delenv(key, raising=False)
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", running_server.url)
-    return MlflowClient(running_server.url)
-
-
 def test_tune_local_searches_the_sample_and_sends_the_best_to_the_gate(
-    through_the_server, sample_zip, tmp_path
+    tracking_server, sample_zip, tmp_path
 ):
-    """The README's command: download, preprocess, two trials, evaluate, the gate."""
-    client = through_the_server
+    """Through a team's tracking server (PostgreSQL, SeaweedFS): two short trials, then
+    evaluate and the gate, the best registered there."""
+    client = MlflowClient(tracking_server.url)
     done = subprocess.run(
         [sys.executable, "-m", "pipeline", "tune", "--local", "--source", str(sample_zip),
          "--trials", "2", "--workdir", str(tmp_path / "tune"), "--preset", "tutorial",
@@ -40,3 +31,34 @@ def test_tune_local_searches_the_sample_and_sends_the_best_to_the_gate(
     assert best.data.tags[tracking.TUNE_BEST_TAG] == "true"
     assert "test_accuracy" in best.data.metrics
     assert "compare-runs" in done.stdout
+
+
+def test_the_readmes_tune_local_command_records_the_search_in_the_default_store(
+    sample_zip, tmp_path, monkeypatch
+):
+    """README, as typed (the sample's path aside), with no tracking URI set: the store
+    every local command shares, ``runs/mlflow.db``."""
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "pipeline", "tune", "--local", "--source", str(sample_zip),
+         "--trials", "6", "--min-trials-required", "2", "--start-step", "3",
+         "--preset", "tutorial", "epochs=6", "min_accuracy=0.6"],
+        capture_output=True, text=True, timeout=600, env=os.environ, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    client = MlflowClient(f"sqlite:///{tmp_path / 'runs/mlflow.db'}")
+    (parent,) = client.search_runs(["1"], f"tags.`{tracking.TUNE_PARENT_TAG}` = 'true'")
+    children = client.search_runs(["1"], f"tags.`{tracking.PARENT_TAG}` = '{parent.info.run_id}'")
+    assert len(children) == 6
+    stopped = [c for c in children if c.data.tags.get(tracking.STOPPED_EARLY_TAG) == "true"]
+    assert all(c.info.status == "KILLED" for c in stopped)
+    assert parent.data.metrics["trials_stopped_early"] == len(stopped)
+    (best,) = [c for c in children if c.data.tags.get(tracking.TUNE_BEST_TAG) == "true"]
+    assert parent.data.tags["tune.best_run_id"] == best.info.run_id
+    assert f"search run:    {parent.info.run_id}" in done.stdout
+    if "registered dogs-vs-cats version 1" in done.stdout:  # the gate's own word decides
+        assert client.get_model_version_by_alias("dogs-vs-cats", "candidate").run_id == (
+            best.info.run_id
+        )
+    else:
+        assert "not registered" in done.stdout and not client.search_registered_models()

@@ -10,19 +10,8 @@ from components.preprocessing.config import PreprocessConfig
 from components.training.config import TrainConfig
 from components.tuning import local
 from components.tuning.config import TuneConfig
-from tests.servers import S3_KEYS
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
-
-
-@pytest.fixture
-def through_the_server(running_server, monkeypatch, tmp_path):
-    """This process and its children log to the server, as a step without bucket keys."""
-    for key in (*S3_KEYS, "MLFLOW_S3_ENDPOINT_URL", "AWS_ENDPOINT_URL", "MLFLOW_RUN_ID"):
-        monkeypatch.delenv(key, raising=False)
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", running_server.url)
-    monkeypatch.chdir(tmp_path)
-    return MlflowClient(running_server.url)
 
 
 @pytest.fixture(scope="module")
@@ -39,11 +28,11 @@ def wide_val_arrays(sample_images, tmp_path_factory):
 
 
 def test_a_hopeless_trial_is_stopped_early_and_the_search_is_recorded(
-    through_the_server, wide_val_arrays, tmp_path
+    tracking_server, wide_val_arrays, tmp_path
 ):
     """Two trials that learn, then one at a learning rate of 1e-6, which cannot: the median
     pruner stops it at epoch 4 of 5, the others' median being far above it."""
-    client = through_the_server
+    client = MlflowClient(tracking_server.url)
     space = (Dimension("lr", DOUBLE, 1e-6, 1e-2, log=True),)
     recipe = TrainConfig(data=str(wide_val_arrays), output=str(tmp_path / "trials"),
                          model="compact_cnn", epochs=5, schedule="onecycle")  # fmt: skip
