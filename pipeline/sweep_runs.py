@@ -48,17 +48,16 @@ def mark_best(parent_run_id: str, child_run_ids: list[str]) -> Best:
     """
     if not child_run_ids:
         raise ValueError("expected at least one child run, found none: the grid was empty")
-    val = {run: tracking.run_metrics(run)["val_accuracy"] for run in child_run_ids}
-    best = max(child_run_ids, key=lambda run: (val[run], run))  # ties: a stable choice
+    best, val_accuracy = tracking.best_run(child_run_ids, "val_accuracy")
     test_accuracy = tracking.run_metrics(best).get("test_accuracy", float("nan"))
     tracking.set_run_tags(best, {BEST_TAG: "true"})
     tracking.finish_run(
         parent_run_id,
-        metrics={"best_val_accuracy": val[best], "best_test_accuracy": test_accuracy},
+        metrics={"best_val_accuracy": val_accuracy, "best_test_accuracy": test_accuracy},
         tags={"sweep.best_run_id": best},
     )
     url = compare_url(
         ui_address(tracking.tracking_uri()), tracking.experiment_of(best), child_run_ids
     )
-    log.info("best of %d: %s (val_accuracy %.4f)", len(child_run_ids), best, val[best])
-    return Best(best, val[best], test_accuracy, url)
+    log.info("best of %d: %s (val_accuracy %.4f)", len(child_run_ids), best, val_accuracy)
+    return Best(best, val_accuracy, test_accuracy, url)

@@ -418,6 +418,14 @@ def run_metrics(run_id: str) -> dict[str, float]:
     return dict(MlflowClient(tracking_uri()).get_run(run_id).data.metrics)
 
 
+def best_run(run_ids: list[str], metric: str) -> tuple[str, float]:
+    """The run with the highest latest ``metric``, and that value; ties: the larger id,
+    a stable choice."""
+    scores = {run_id: run_metrics(run_id)[metric] for run_id in run_ids}
+    best = max(run_ids, key=lambda run_id: (scores[run_id], run_id))
+    return best, scores[best]
+
+
 def experiment_of(run_id: str) -> str:
     """The id of the run's experiment."""
     return MlflowClient(tracking_uri()).get_run(run_id).info.experiment_id

@@ -55,21 +55,19 @@ def finish_search(parent_run_id: str, trials: list[Trial]) -> Trial:
     finished = [trial for trial in trials if not trial.stopped_early]
     if not finished:
         raise ValueError(f"expected at least one finished trial, found {len(trials)} stopped")
-    scores = {trial.run_id: tracking.run_metrics(trial.run_id)[OBJECTIVE] for trial in finished}
-    best = max(finished, key=lambda trial: (scores[trial.run_id], trial.run_id))
+    best_id, score = tracking.best_run([trial.run_id for trial in finished], OBJECTIVE)
+    (best,) = [trial for trial in finished if trial.run_id == best_id]
     tracking.set_run_tags(best.run_id, {tracking.TUNE_BEST_TAG: "true"})
     tracking.finish_run(
         parent_run_id,
         metrics={
-            f"best_{OBJECTIVE}": scores[best.run_id],
+            f"best_{OBJECTIVE}": score,
             "trials_finished": len(finished),
             "trials_stopped_early": len(trials) - len(finished),
         },
         tags={"tune.best_run_id": best.run_id, "tune.best_trial": best.name},
     )
-    log.info(
-        "best of %d trials: %s (%s %.4f)", len(trials), best.name, OBJECTIVE, scores[best.run_id]
-    )
+    log.info("best of %d trials: %s (%s %.4f)", len(trials), best.name, OBJECTIVE, score)
     return best
 
 
