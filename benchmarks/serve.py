@@ -4,22 +4,27 @@ python -m benchmarks.serve --sample ../shared/data/petimages-sample.zip [--photo
 
 Serves the CPU preset's network (compact_cnn, RGB 50×50, mirror averaging; fixed random
 weights: speed does not depend on them) with ``python -m components.serve`` on 127.0.0.1
-and sends real JPEGs of the sample from client threads of this process: single photos
-at 1, 8 and 32 concurrent clients, then 32-photo requests. Prints photos per second,
-request latency p50/p99 and the server's resident memory idle and at its peak, then
-``components.predict`` on the same photos (a process of its own, start-up included, and
-its classifying alone, in this process).
+and sends real JPEGs of the sample as V1 requests from clients of this process (lean
+asyncio ones, ``benchmarks.load``, since they share the cores with the server): single
+photos at 1, 8 and 32 concurrent clients, then 32-photo requests. Each round prints
+photos per second, request latency p50/p99 and the CPU time a photo cost the server and
+the clients, then ``components.predict``'s classifying alone of the same photos (in this
+process, the server idle). Then the server's resident memory idle and at its peak,
+``components.predict`` as a process of its own (start-up included), and last each row's
+median over ``--rounds`` and its ratio to the median of predict's classifying alone.
 """
 
 from __future__ import annotations
 
 import argparse
 import base64
+import json
+import os
+import shlex
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
@@ -28,6 +33,7 @@ from pathlib import Path
 import requests
 import torch
 
+from benchmarks import load
 from benchmarks.common import REPO, machine, measure
 from components.data.images import decode_bytes
 from components.evaluation.predictions import predict_files
@@ -88,10 +94,10 @@ def rss_mb(pid: int, field: str = "VmRSS") -> float:
 
 
 class Server:
-    def __init__(self, model: Path, port: int, log: Path):
+    def __init__(self, model: Path, port: int, log: Path, flags: list[str]):
         command = [sys.executable, "-m", "components.serve", "--model", str(model)]
-        command += ["--host", "127.0.0.1", "--port", str(port)]  # the default limits
-        self.url = f"http://127.0.0.1:{port}"
+        command += ["--host", "127.0.0.1", "--port", str(port), *flags]
+        self.url, self.port = f"http://127.0.0.1:{port}", port
         self.process = subprocess.Popen(
             command, stdout=log.open("wb"), stderr=subprocess.STDOUT, cwd=REPO
         )
@@ -109,49 +115,61 @@ class Server:
         self.process.wait(timeout=30)
 
 
+def v1_body(photos: list[bytes]) -> bytes:
+    instances = [{"image": {"b64": base64.b64encode(photo).decode()}} for photo in photos]
+    return json.dumps({"instances": instances}).encode()
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU seconds of process ``pid``, all its threads."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def run_scenario(server: Server, photos: list[bytes], clients: int, per_request: int) -> dict:
-    bodies = [
-        {"instances": [{"image": {"b64": base64.b64encode(p).decode()}} for p in chunk]}
-        for chunk in (photos[i : i + per_request] for i in range(0, len(photos), per_request))
+    chunks = [photos[i : i + per_request] for i in range(0, len(photos), per_request)]
+    posts = [
+        load.post("127.0.0.1", server.port, PREDICT, v1_body(chunk), len(chunk)) for chunk in chunks
     ]
-    sessions = threading.local()
-    latencies: list[float] = []
-
-    opened: list[requests.Session] = []
-
-    def send(body: dict) -> None:
-        session = getattr(sessions, "s", None)
-        if session is None:
-            session = sessions.s = requests.Session()
-            opened.append(session)
-        started = time.perf_counter()
-        answer = session.post(server.url + PREDICT, json=body, timeout=120)
-        latencies.append(time.perf_counter() - started)
-        if answer.status_code != 200:
-            raise RuntimeError(answer.text)
-
-    with ThreadPoolExecutor(clients) as pool:  # one connection a client, kept alive
-        list(pool.map(send, bodies[:clients]))  # warm-up
-        latencies.clear()
-        peak = 0.0
-        started = time.perf_counter()
-        pending = [pool.submit(send, body) for body in bodies]
-        while not all(f.done() for f in pending):
+    load.send_all("127.0.0.1", server.port, posts[:clients], clients)  # warm-up
+    peak = 0.0
+    server_cpu, client_cpu = cpu_seconds(server.process.pid), cpu_seconds(os.getpid())
+    with ThreadPoolExecutor(1) as pool:
+        running = pool.submit(load.send_all, "127.0.0.1", server.port, posts, clients)
+        while not running.done():
             peak = max(peak, rss_mb(server.process.pid))
             time.sleep(0.05)
-        for future in pending:
-            future.result()
-    wall = time.perf_counter() - started
-    for session in opened:  # the server counts open connections against its limit
-        session.close()
-    ordered = sorted(latencies)
+        seen = running.result()
+    server_cpu = cpu_seconds(server.process.pid) - server_cpu
+    client_cpu = cpu_seconds(os.getpid()) - client_cpu
+    ordered = sorted(seen.latencies)
     return {
-        "photos_per_second": sum(len(b["instances"]) for b in bodies) / wall,
+        "photos_per_second": len(photos) / seen.wall_seconds,
         "p50_ms": 1000 * statistics.median(ordered),
         "p99_ms": 1000 * ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))],
-        "requests": len(bodies),
+        "requests": len(posts),
         "server_rss_peak_mb": peak,
+        "server_cpu_ms_a_photo": 1000 * server_cpu / len(photos),
+        "client_cpu_ms_a_photo": 1000 * client_cpu / len(photos),
     }
+
+
+def classify_alone(model: Path, files: list[Path]) -> tuple[float, float]:
+    """``components.predict``'s classifying in this process, warm: photos/s and CPU ms a photo."""
+    predict_files(str(model), files[:8])  # warm
+    started, cpu = time.perf_counter(), cpu_seconds(os.getpid())
+    predict_files(str(model), files)
+    seconds = time.perf_counter() - started
+    return len(files) / seconds, 1000 * (cpu_seconds(os.getpid()) - cpu) / len(files)
+
+
+def describe(name: str, row: dict) -> str:
+    return (
+        f"{name}: {row['photos_per_second']:.1f} photos/s, p50 {row['p50_ms']:.1f} ms, "
+        f"p99 {row['p99_ms']:.1f} ms, resident {row['server_rss_peak_mb']:.0f} MiB at most "
+        f"({row['requests']} requests); CPU a photo: server {row['server_cpu_ms_a_photo']:.2f} "
+        f"ms, clients {row['client_cpu_ms_a_photo']:.2f} ms"
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -159,10 +177,25 @@ def main(argv: list[str] | None = None) -> None:
     sample = REPO.parent / "shared/data/petimages-sample.zip"
     parser.add_argument("--sample", type=Path, default=sample)
     parser.add_argument("--photos", type=int, default=256)
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="rounds of every scenario and predict's classifying, one after the other; "
+        "ratios are of the medians",
+    )
     parser.add_argument("--port", type=int, default=18090)
+    parser.add_argument(
+        "--serve-flags",
+        default="",
+        help="flags for components.serve beyond the model and address (default: none, its "
+        'defaults), e.g. "--forward-passes 1"',
+    )
     args = parser.parse_args(argv)
     photos = sample_photos(args.sample, args.photos)
     print(f"model server benchmark on {machine()}: {len(photos)} photos of the sample")
+    served: dict[str, list[dict]] = {name: [] for name, _, _ in SCENARIOS}
+    alone: list[float] = []
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)
         model = cpu_preset_model(work / "model")
@@ -170,16 +203,20 @@ def main(argv: list[str] | None = None) -> None:
         for index, data in enumerate(photos):
             files.append(work / f"{index}.jpg")
             files[-1].write_bytes(data)
-        server = Server(model, args.port, work / "serve.log")
+        server = Server(model, args.port, work / "serve.log", shlex.split(args.serve_flags))
         try:
             idle = rss_mb(server.process.pid)
             print(f"server resident memory idle, model loaded: {idle:.0f} MiB")
-            for name, clients, per_request in SCENARIOS:
-                row = run_scenario(server, photos, clients, per_request)
+            for round_ in range(1, args.rounds + 1):
+                for name, clients, per_request in SCENARIOS:
+                    row = run_scenario(server, photos, clients, per_request)
+                    served[name].append(row)
+                    print(f"round {round_}, {describe(name, row)}")
+                rate, cpu = classify_alone(model, files)  # the server idle meanwhile
+                alone.append(rate)
                 print(
-                    f"{name}: {row['photos_per_second']:.1f} photos/s, p50 {row['p50_ms']:.1f} ms, "
-                    f"p99 {row['p99_ms']:.1f} ms, resident {row['server_rss_peak_mb']:.0f} MiB "
-                    f"at most ({row['requests']} requests)"
+                    f"round {round_}, components.predict's classifying alone: {rate:.1f} "
+                    f"photos/s (CPU a photo: {cpu:.2f} ms)"
                 )
             peak = rss_mb(server.process.pid, "VmHWM")
             print(f"server peak resident memory (VmHWM): {peak:.0f} MiB")
@@ -191,11 +228,12 @@ def main(argv: list[str] | None = None) -> None:
             f"components.predict, one process: {len(files) / whole.wall_seconds:.1f} photos/s "
             f"({whole.wall_seconds:.1f} s with start-up, peak {whole.peak_rss_mb:.0f} MiB)"
         )
-        predict_files(str(model), files[:8])  # warm
-        started = time.perf_counter()
-        predict_files(str(model), files)
-        alone = time.perf_counter() - started
-        print(f"components.predict's classifying alone: {len(files) / alone:.1f} photos/s")
+    baseline = statistics.median(alone)
+    print(f"median of {args.rounds} rounds; predict's classifying alone: {baseline:.1f} photos/s")
+    for name, rows in served.items():
+        rate = statistics.median(row["photos_per_second"] for row in rows)
+        p99 = statistics.median(row["p99_ms"] for row in rows)
+        print(f"{name}: {rate:.1f} photos/s, p99 {p99:.1f} ms, {rate / baseline:.2f}x predict's")
 
 
 if __name__ == "__main__":

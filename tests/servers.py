@@ -480,6 +480,11 @@ class ModelServerProcess:
                 return int(line.split()[1]) * 1024
         raise RuntimeError("no VmRSS")
 
+    def cpu_seconds(self) -> float:
+        """User and system CPU seconds the server process has used, all its threads."""
+        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def log_tail(self) -> str:
         return self.log_path.read_text(errors="replace")[-3000:]
 

@@ -1,9 +1,11 @@
-"""Concurrent requests' photos through the network together: one forward pass for many."""
+"""Concurrent requests' photos through the network together: one forward pass for many,
+and as many passes at once as the batcher has threads."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -12,14 +14,26 @@ class MicroBatcher:
     """Runs ``forward`` on the photos of requests that arrive within ``wait`` seconds of
     each other, up to ``max_batch`` photos, and hands each request back its own rows.
 
-    A request larger than ``max_batch`` runs alone. ``forward`` runs in a worker thread
-    (torch releases the GIL), so the event loop keeps reading requests meanwhile.
+    A request larger than ``max_batch`` runs alone. ``forward`` runs in worker threads,
+    up to ``passes`` batches at once (torch releases the GIL), so the event loop keeps
+    reading requests meanwhile; while every pass is busy, arriving requests wait together
+    and the next free thread takes them as one batch. ``setup`` runs once in each thread
+    before its first pass.
     """
 
-    def __init__(self, forward: Callable[[np.ndarray], np.ndarray], max_batch: int, wait: float):
-        self.forward, self.max_batch, self.wait = forward, max_batch, wait
+    def __init__(
+        self,
+        forward: Callable[[np.ndarray], np.ndarray],
+        max_batch: int,
+        wait: float,
+        passes: int = 1,
+        setup: Callable[[], None] | None = None,
+    ):
+        self.forward, self.max_batch, self.wait, self.passes = forward, max_batch, wait, passes
+        self.threads = ThreadPoolExecutor(passes, "forward", initializer=setup)
         self._queue: asyncio.Queue[tuple[np.ndarray, asyncio.Future]] | None = None
         self._worker: asyncio.Task | None = None
+        self._running: set[asyncio.Task] = set()
         self.batch_sizes: list[int] = []  # photos per forward pass, newest last (bounded)
 
     async def run(self, pixels: np.ndarray) -> np.ndarray:
@@ -33,13 +47,16 @@ class MicroBatcher:
 
     async def _serve_batches(self) -> None:
         assert self._queue is not None
+        free = asyncio.Semaphore(self.passes)
         carried: tuple[np.ndarray, asyncio.Future] | None = None
         while True:
-            batch = [carried or await self._queue.get()]
+            first = carried or await self._queue.get()
             carried = None
-            if self.wait:
-                await asyncio.sleep(self.wait)  # let concurrent requests join
-            size = len(batch[0][0])
+            await free.acquire()  # requests arriving meanwhile join this batch
+            batch = [first]
+            if self.wait and self._queue.empty():
+                await asyncio.sleep(self.wait)  # alone so far: let concurrent requests join
+            size = len(first[0])
             while size < self.max_batch and not self._queue.empty():
                 item = self._queue.get_nowait()
                 if size + len(item[0]) > self.max_batch:
@@ -47,7 +64,10 @@ class MicroBatcher:
                     break
                 batch.append(item)
                 size += len(item[0])
-            await self._run(batch)
+            task = asyncio.create_task(self._run(batch))
+            self._running.add(task)  # held until done: the loop keeps only weak references
+            task.add_done_callback(self._running.discard)
+            task.add_done_callback(lambda _: free.release())
 
     async def _run(self, batch: list[tuple[np.ndarray, asyncio.Future]]) -> None:
         pending = [(pixels, done) for pixels, done in batch if not done.cancelled()]
@@ -55,8 +75,9 @@ class MicroBatcher:
             return
         stacked = np.concatenate([pixels for pixels, _ in pending])
         self.batch_sizes = [*self.batch_sizes[-999:], len(stacked)]
+        loop = asyncio.get_running_loop()
         try:
-            rows = await asyncio.get_running_loop().run_in_executor(None, self.forward, stacked)
+            rows = await loop.run_in_executor(self.threads, self.forward, stacked)
         except Exception as err:  # noqa: BLE001 - every waiting request gets the error
             for _, done in pending:
                 if not done.done():

@@ -9,6 +9,7 @@ from components.core.schema import LOCAL, setting
 MODEL_NAME = "dogs-vs-cats"  # the name in KServe's routes: /v1/models/dogs-vs-cats:predict
 MOST_BODY_MB = 1024.0  # a request body past a GiB is no photo upload
 MOST_COUNT = 10_000  # photos a request, photos a batch, connections at once
+MOST_PASSES = 256  # forward passes at once: a thread each
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,13 @@ class ServeConfig:
     batch_wait_ms: float = setting(
         2.0, "how long a request waits for others to share its batch", role=LOCAL
     )
+    forward_passes: int = setting(
+        0,
+        "batches run through the network at once, the cores shared out among them; 0: one "
+        "a core the server may use, each pass on one core (on a small CPU, two one-core "
+        "passes at once outrun one pass on two cores)",
+        role=LOCAL,
+    )
 
     def __post_init__(self) -> None:
         if not 0 < self.port < 65536:
@@ -95,6 +103,11 @@ class ServeConfig:
             raise ValueError(
                 "expected --max-header-kb from 1 to 1024 and --max-headers from 1 to 1000, "
                 f"found {self.max_header_kb} and {self.max_headers}"
+            )
+        if not 0 <= self.forward_passes <= MOST_PASSES:
+            raise ValueError(
+                f"expected --forward-passes from 0 (one a core) to {MOST_PASSES}, found "
+                f"{self.forward_passes}"
             )
         if not 0 <= self.batch_wait_ms <= 1000:
             raise ValueError(f"expected --batch-wait-ms from 0 to 1000, found {self.batch_wait_ms}")

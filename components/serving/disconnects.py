@@ -10,7 +10,6 @@ requests); a decode already running finishes, and no other starts.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 
 from components.serving.limits import Message, Receive, Scope, Send
@@ -28,42 +27,42 @@ class StopWhenClientLeaves:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        body_in, answered = asyncio.Event(), asyncio.Event()
+        handling = asyncio.current_task()
+        assert handling is not None
+        answered, left = False, False
+        watching: asyncio.Task | None = None
+
+        async def watch() -> None:
+            """Cancel ``handling`` if the client leaves before its answer is sent. uvicorn
+            reports a disconnect also once the answer is complete: that one is not the
+            client leaving."""
+            nonlocal left
+            message = await receive()  # only the end can come now
+            if message["type"] == "http.disconnect" and not answered:
+                left = True
+                handling.cancel()
 
         async def reading() -> Message:
+            nonlocal watching
             message = await receive()
-            if message["type"] != "http.request" or not message.get("more_body"):
-                body_in.set()
+            body_in = message["type"] != "http.request" or not message.get("more_body")
+            if body_in and watching is None:
+                watching = asyncio.ensure_future(watch())
             return message
 
         async def answering(message: Message) -> None:
+            nonlocal answered
             await send(message)
             if message["type"] == "http.response.body" and not message.get("more_body"):
-                answered.set()
+                answered = True
 
-        handling = asyncio.ensure_future(self.app(scope, reading, answering))
-        watching = asyncio.ensure_future(self._watch(receive, body_in, answered, handling))
         try:
-            await handling
+            await self.app(scope, reading, answering)
         except asyncio.CancelledError:
-            if not watching.done() or not watching.result():
+            if not left:
                 raise  # cancelled from outside: the server is stopping
+            handling.uncancel()
             log.info("client gone: stopped %s %s", scope.get("method"), scope.get("path"))
         finally:
-            watching.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watching
-
-    @staticmethod
-    async def _watch(
-        receive: Receive, body_in: asyncio.Event, answered: asyncio.Event, handling: asyncio.Future
-    ) -> bool:
-        """Whether the client left before its answer was sent (then ``handling`` is
-        cancelled). uvicorn reports a disconnect also once the answer is complete: that
-        one is not the client leaving."""
-        await body_in.wait()
-        message = await receive()  # only the end can come now
-        if message["type"] == "http.disconnect" and not answered.is_set() and not handling.done():
-            handling.cancel()
-            return True
-        return False
+            if watching is not None:
+                watching.cancel()

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
 import numpy as np
 import torch
@@ -11,6 +14,7 @@ from kserve import Model
 from kserve.errors import InvalidInput
 from kserve.protocol.infer_type import InferRequest
 
+from components.core.cores import available_cores
 from components.core.names import CLASSES
 from components.data.images import decode_bytes, decode_pixels
 from components.evaluation.predictions import load_any
@@ -18,8 +22,11 @@ from components.serving import payloads
 from components.serving.batching import MicroBatcher
 from components.serving.config import MODEL_NAME, ServeConfig
 
-# photos decoded at once: each may hold up to MAX_PIXELS while it decodes
-DECODE_SLOTS = max(1, min(4, os.cpu_count() or 1))
+T = TypeVar("T")
+
+
+class ClientGone(Exception):
+    """A request's decoding stopped because its client left (no one reads the error)."""
 
 
 class DogsVsCats(Model):
@@ -31,7 +38,9 @@ class DogsVsCats(Model):
         self.net: torch.nn.Module | None = None
         self.channels = self.image_size = 0
         self.batcher: MicroBatcher | None = None
-        self._decoding: asyncio.Semaphore | None = None
+        # a request's photos are decoded by one thread, a thread a core: one client's
+        # large request holds one of them, and the decodes running at once stay few
+        self.decoding = ThreadPoolExecutor(available_cores(), "decode")
 
     def load(self) -> bool:
         """Load the model as ``components.predict`` does (no pickle); ready once loaded.
@@ -41,7 +50,16 @@ class DogsVsCats(Model):
         """
         self.net, self.channels, self.image_size = load_any(self.cfg.model)
         wait = self.cfg.batch_wait_ms / 1000
-        self.batcher = MicroBatcher(self._probabilities, self.cfg.max_batch, wait)
+        cores = available_cores()
+        passes = self.cfg.forward_passes or cores
+        threads = max(1, cores // passes)  # torch's threads for each pass
+        self.batcher = MicroBatcher(
+            self._probabilities,
+            self.cfg.max_batch,
+            wait,
+            passes,
+            setup=lambda: torch.set_num_threads(threads),
+        )
         self.ready = True
         return self.ready
 
@@ -55,8 +73,12 @@ class DogsVsCats(Model):
         v2 = isinstance(payload, InferRequest)
         limit = self.cfg.max_instances
         photos = payloads.v2_images(payload, limit) if v2 else payloads.v1_images(payload, limit)
-        await self._check_work(photos)
-        pixels = np.stack(await asyncio.gather(*(self._decode(p, i) for i, p in enumerate(photos))))
+        loop, gone = asyncio.get_running_loop(), threading.Event()
+        try:
+            pixels = await loop.run_in_executor(self.decoding, self._decode, photos, gone)
+        except asyncio.CancelledError:  # its client left: no other photo of it starts
+            gone.set()
+            raise
         assert self.batcher is not None
         rows = await self.batcher.run(pixels)
         classes = [CLASSES[int(row.argmax())] for row in rows]
@@ -65,12 +87,17 @@ class DogsVsCats(Model):
             return payloads.v2_answer(self.name, payload, classes, probabilities)
         return payloads.v1_answer(classes, probabilities)
 
-    async def _check_work(self, photos: list[bytes]) -> None:
-        """Refuse a request whose photos would take more decoding than one may, read from
-        their headers before any is decoded."""
-        loop = asyncio.get_running_loop()
-        total = await loop.run_in_executor(
-            None, _request_pixels, photos, self.image_size, self.channels
+    def _decode(self, photos: list[bytes], gone: threading.Event) -> np.ndarray:
+        """The photos of one request decoded, N×C×S×S, once their headers show that they
+        take no more decoding than one request may; none after ``gone`` is set.
+
+        Raises:
+            InvalidInput: (400) a photo that does not decode, or too much to decode.
+            ClientGone: ``gone`` was set before the last photo.
+        """
+        size, channels = self.image_size, self.channels
+        total = sum(
+            _read(decode_pixels, photo, index, size, channels) for index, photo in enumerate(photos)
         )
         most = self.cfg.max_request_megapixels * 1e6
         if total > most:
@@ -79,18 +106,12 @@ class DogsVsCats(Model):
                 f"{self.cfg.max_request_megapixels:g} million pixels together, found "
                 f"{total / 1e6:.0f} million: send fewer or smaller photos a request"
             )
-
-    async def _decode(self, photo: bytes, index: int) -> np.ndarray:
-        if self._decoding is None:
-            self._decoding = asyncio.Semaphore(DECODE_SLOTS)
-        async with self._decoding:
-            loop = asyncio.get_running_loop()
-            try:
-                return await loop.run_in_executor(
-                    None, decode_bytes, photo, self.image_size, self.channels
-                )
-            except ValueError as err:  # not an image, truncated, too many pixels
-                raise InvalidInput(f"instance {index}: {err}") from None
+        decoded = []
+        for index, photo in enumerate(photos):
+            if gone.is_set():
+                raise ClientGone
+            decoded.append(_read(decode_bytes, photo, index, size, channels))
+        return np.stack(decoded)
 
     def get_input_types(self) -> list[dict]:
         return [{"name": "image", "datatype": "BYTES", "shape": [-1]}]
@@ -102,16 +123,10 @@ class DogsVsCats(Model):
         ]
 
 
-def _request_pixels(photos: list[bytes], size: int, channels: int) -> int:
-    """The pixels all ``photos`` decode to, from their headers.
-
-    Raises:
-        InvalidInput: (400) a photo whose header does not read as one.
-    """
-    total = 0
-    for index, photo in enumerate(photos):
-        try:
-            total += decode_pixels(photo, size, channels)
-        except ValueError as err:
-            raise InvalidInput(f"instance {index}: {err}") from None
-    return total
+def _read(read: Callable[..., T], photo: bytes, index: int, *args: int) -> T:
+    """``read(photo, *args)``, its ``ValueError`` (not an image, truncated, too many
+    pixels) a 400 that names the photo."""
+    try:
+        return read(photo, *args)
+    except ValueError as err:
+        raise InvalidInput(f"instance {index}: {err}") from None

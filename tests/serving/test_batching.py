@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 
 import numpy as np
 
@@ -66,3 +68,50 @@ def test_a_failed_pass_fails_each_request_in_it_and_the_next_pass_runs():
     first, second = asyncio.run(scenario())
     assert [type(e) for e in first] == [RuntimeError, RuntimeError]
     assert second.shape == (2, 2)
+
+
+def test_passes_run_at_once_each_thread_set_up_first():
+    both_in = threading.Barrier(2, timeout=10)  # broken unless two passes run together
+    set_up: list[str] = []
+
+    def meeting(pixels):
+        both_in.wait()
+        return doubled(pixels, [])
+
+    batcher = MicroBatcher(
+        meeting,
+        max_batch=2,
+        wait=0,
+        passes=2,
+        setup=lambda: set_up.append(threading.current_thread().name),
+    )
+    rows = asyncio.run(answer(batcher, requests(2, 2)))
+    assert [len(r) for r in rows] == [2, 2]
+    assert len(set(set_up)) == 2  # once in each of the two threads
+
+
+def test_requests_that_find_others_waiting_go_at_once_without_the_wait():
+    calls: list[int] = []
+    started: list[float] = []
+    release = threading.Event()
+
+    def held(pixels):
+        started.append(time.monotonic())
+        if len(started) == 1:
+            release.wait(10)  # the first pass runs while three more requests queue
+        return doubled(pixels, calls)
+
+    batcher = MicroBatcher(held, max_batch=64, wait=2.0, passes=1)
+
+    async def scenario():
+        first = asyncio.ensure_future(batcher.run(requests(1)[0]))
+        while not started:
+            await asyncio.sleep(0.01)
+        queued = [asyncio.ensure_future(batcher.run(a)) for a in requests(1, 1, 1)]
+        await asyncio.sleep(0.1)
+        release.set()
+        await asyncio.gather(first, *queued)
+
+    asyncio.run(scenario())
+    assert calls == [1, 3]  # the first alone, after the wait; the queued three as one
+    assert started[1] - started[0] < 1.0  # no second 2 s wait: they were already waiting

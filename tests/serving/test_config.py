@@ -25,6 +25,8 @@ def test_defaults_listen_like_kserve_and_bound_a_request():
         ({"max_instances": 0}, "expected --max-instances, --max-batch and --max-connections"),
         ({"max_connections": 0}, "expected --max-instances, --max-batch and --max-connections"),
         ({"batch_wait_ms": -1}, "expected --batch-wait-ms from 0 to 1000"),
+        ({"forward_passes": -1}, r"expected --forward-passes from 0 \(one a core\) to 256"),
+        ({"forward_passes": 10**6}, "expected --forward-passes from 0"),
         ({"header_timeout_seconds": 0}, "expected --header-timeout-seconds, --body-timeout"),
         ({"idle_timeout_seconds": float("nan")}, "expected --header-timeout-seconds"),
         ({"max_header_kb": 0}, "expected --max-header-kb from 1 to 1024"),
