@@ -2,7 +2,7 @@
 
 python -m benchmarks.serve --sample ../shared/data/petimages-sample.zip [--photos 256]
 
-Serves the CPU preset's network (compact_cnn, RGB 50×50, mirror averaging; fixed random
+Serves compact_cnn at RGB 50×50 with mirror averaging (the cpu preset's net; fixed random
 weights: speed does not depend on them) with ``python -m components.serve`` on 127.0.0.1
 and sends real JPEGs of the sample as V1 requests from clients of this process (lean
 asyncio ones, ``benchmarks.load``, since they share the cores with the server): single

@@ -19,7 +19,7 @@ def test_preset_expands_into_parameters_that_pairs_override(built_pipeline):
     tutorial = parse_arguments(["min_accuracy=0.5"], built_pipeline, preset="tutorial")
     assert tutorial["model"] == "compact_cnn" and tutorial["min_accuracy"] == 0.5
     cpu = parse_arguments(["mirror_average=false"], built_pipeline, preset="cpu")
-    assert cpu["channels"] == 3 and cpu["epochs"] == 17 and cpu["min_accuracy"] == 0.9
+    assert cpu["image_size"] == 64 and cpu["epochs"] == 32 and cpu["min_accuracy"] == 0.93
     assert cpu["mirror_average"] is False  # a bool recipe setting, overridden by a pair
 
 
