@@ -43,7 +43,9 @@ class TrainConfig:
         "predict (validation, test, the logged model) with the mean of each image's and its "
         "mirror image's class probabilities",
     )
-    amp: bool = setting(True, "bf16 autocast in training: on CUDA, and on CPUs with AMX")
+    amp: bool = setting(
+        True, "bf16 autocast in training: on CUDA, and on CPUs with AMX or AVX512-BF16"
+    )
     compile: bool = setting(
         False,
         "torch.compile the net: faster epochs after a minute or so of compiling",

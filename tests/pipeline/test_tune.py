@@ -28,7 +28,7 @@ def test_the_readmes_tune_command_writes_an_experiment_katib_admits(tmp_path):
     assert webhook.validate(written) == []
     assert written["spec"]["maxTrialCount"] == 16 and written["metadata"]["namespace"] == "team-a"
     args = _container(written["spec"])["args"]
-    assert "--epochs=17" in args and "--mirror-average" in args  # the cpu preset's recipe
+    assert "--epochs=32" in args and "--mirror-average" in args  # the cpu preset's recipe
     assert "kubectl apply -f experiment.yaml" in done.stdout
 
 
@@ -45,7 +45,7 @@ def test_a_searched_name_given_one_value_is_fixed_in_the_experiment(tmp_path):
     assert written["spec"]["maxTrialCount"] == 6 and written["metadata"]["namespace"] == "team-a"
     assert "lr" not in [p["name"] for p in written["spec"]["parameters"]]
     args = _container(written["spec"])["args"]
-    assert "--lr=0.004" in args and "--epochs=10" in args  # fixed; the tutorial preset's epochs
+    assert "--lr=0.004" in args and "--epochs=14" in args  # fixed; the tutorial preset's epochs
     assert "kubectl apply -f" in done.stdout
 
 

@@ -27,9 +27,9 @@ def test_the_layout_changes_speed_not_results():
     )
 
 
-def test_training_runs_in_bf16_on_a_cpu_with_amx_and_scoring_stays_float32(monkeypatch):
+def test_training_runs_in_bf16_on_a_cpu_with_native_bf16_and_scoring_stays_float32(monkeypatch):
     cpu = torch.device("cpu")
-    monkeypatch.setattr(inference, "cpu_has_amx", lambda: True)
+    monkeypatch.setattr(inference, "cpu_has_native_bf16", lambda: True)
     with inference.autocast(cpu, True, on_cpu=True):
         assert torch.is_autocast_enabled("cpu")
         assert torch.get_autocast_dtype("cpu") == torch.bfloat16
@@ -37,6 +37,6 @@ def test_training_runs_in_bf16_on_a_cpu_with_amx_and_scoring_stays_float32(monke
         assert not torch.is_autocast_enabled("cpu")
     with inference.autocast(cpu, False, on_cpu=True):  # --no-amp
         assert not torch.is_autocast_enabled("cpu")
-    monkeypatch.setattr(inference, "cpu_has_amx", lambda: False)  # no native bf16: slower
+    monkeypatch.setattr(inference, "cpu_has_native_bf16", lambda: False)  # no native bf16: slower
     with inference.autocast(cpu, True, on_cpu=True):
         assert not torch.is_autocast_enabled("cpu")
