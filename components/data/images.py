@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import simplejpeg
 from PIL import Image, UnidentifiedImageError
 
 MODES = {1: "L", 3: "RGB"}
@@ -38,6 +39,7 @@ WIDE_MODES = {"I", "I;16", "I;16B", "I;16L", "I;16N", "F"}  # 16-bit, 32-bit int
 # memory one decode may take: a 48-megapixel RGB photo (Pillow keeps 4 bytes a pixel) fits;
 # a 7000×7000 16-bit PNG of 95 KB does not. All decodes at once share twice that.
 MAX_DECODED_BYTES = 256 * 1024**2
+_PILLOW_BOMB = 2 * Image.MAX_IMAGE_PIXELS  # where Pillow refuses to open an image
 MIB = 1024**2
 
 
@@ -76,14 +78,52 @@ def decode_bytes(data: bytes, size: int, channels: int) -> np.ndarray:
             the decoder's own error was, or one of more than ``MAX_PIXELS`` pixels
             (``TooManyPixels``, raised before decoding).
     """
-    with _opened(data, size, channels) as opened:
-        _check_pixels(*opened.size)
-        with DECODING.hold(_decoded_bytes(opened.mode, *opened.size)):
-            image = _to_8_bits(opened) if opened.mode in WIDE_MODES else opened
-            image = image.convert(MODES[channels])
-            image = image.resize((size, size), Image.Resampling.BILINEAR)
+    image = _decode_jpeg(data, size, channels)
+    if image is None:  # not a JPEG libjpeg-turbo takes as it is: Pillow decides
+        with _opened(data, size, channels) as opened:
+            _check_pixels(*opened.size)
+            with DECODING.hold(_decoded_bytes(opened.mode, *opened.size)):
+                image = _to_8_bits(opened) if opened.mode in WIDE_MODES else opened
+                image = image.convert(MODES[channels])
+    image = image.resize((size, size), Image.Resampling.BILINEAR)
     pixels = np.asarray(image, dtype=np.uint8)
     return pixels[None] if channels == 1 else pixels.transpose(2, 0, 1)
+
+
+def _decode_jpeg(data: bytes, size: int, channels: int) -> Image.Image | None:
+    """A YCbCr or grey JPEG decoded by libjpeg-turbo alone (simplejpeg, the GIL released),
+    at the scale Pillow's draft mode picks and to the same pixels, without Pillow's
+    parsing; None for anything else or anything it refuses (CMYK, a truncated file),
+    which Pillow then decodes or names.
+
+    Raises:
+        TooManyPixels: over the pixel or memory limits, from the header, before decoding.
+    """
+    if channels not in MODES:
+        return None  # Pillow's path says what it expected
+    try:
+        height, width, colorspace, _ = simplejpeg.decode_jpeg_header(data)
+    except Exception:  # noqa: BLE001 - not a JPEG it reads: Pillow's to name
+        return None
+    if colorspace not in ("YCbCr", "Gray") or not 0 < width * height <= _PILLOW_BOMB:
+        return None  # Pillow decodes other colour spaces, and refuses its bombs by name
+    scale = next((s for s in (8, 4, 2) if min(width // size, height // size) >= s), 1)  # draft's
+    reduced = (-(-width // scale), -(-height // scale))
+    _check_pixels(*reduced)
+    mode = MODES[channels]
+    with DECODING.hold(_decoded_bytes(mode, *reduced)):
+        try:
+            pixels = simplejpeg.decode_jpeg(
+                data,
+                "GRAY" if channels == 1 else "RGB",
+                min_width=reduced[0],
+                min_height=reduced[1],
+            )
+        except Exception:  # noqa: BLE001 - truncated, corrupt: Pillow's to name
+            return None
+    if pixels.shape[:2] != reduced[::-1]:
+        return None
+    return Image.fromarray(pixels[:, :, 0] if channels == 1 else pixels, mode)
 
 
 def decode_pixels(data: bytes, size: int, channels: int) -> int:

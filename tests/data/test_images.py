@@ -5,8 +5,10 @@ from __future__ import annotations
 import io
 import os
 import random
+import re
 import threading
 import time
+import zipfile
 
 import numpy as np
 import pytest
@@ -142,3 +144,55 @@ def test_the_pixels_a_decode_makes_are_read_from_the_header_a_jpeg_at_its_reduce
     assert images.decode_pixels(png_of_zeros(7000, 7000), 40, 1) == 49_000_000
     with pytest.raises(ValueError, match="not an image in a photo format"):
         images.decode_pixels(b"plain text", 40, 1)
+
+
+def pillow_decode(data: bytes, size: int, channels: int, monkeypatch) -> np.ndarray:
+    """What ``decode_bytes`` gives with Pillow alone deciding, its JPEG path off."""
+    with monkeypatch.context() as patch:
+        patch.setattr(images, "_decode_jpeg", lambda *args: None)
+        return images.decode_bytes(data, size, channels)
+
+
+@pytest.mark.parametrize("size, channels", [(50, 1), (64, 3), (128, 3)])
+def test_real_jpegs_are_decoded_by_libjpeg_turbo_to_the_pixels_pillow_makes(
+    sample_zip, size, channels, monkeypatch
+):
+    with zipfile.ZipFile(sample_zip) as archive:
+        names = [n for n in archive.namelist() if n.lower().endswith(".jpg")][::10]
+        photos = [archive.read(name) for name in names]
+    compared = 0
+    for photo in photos:
+        if images._decode_jpeg(photo, size, channels) is None:
+            continue  # broken, or not a JPEG inside: Pillow's to decide, below
+        expected = pillow_decode(photo, size, channels, monkeypatch)
+        assert np.array_equal(images.decode_bytes(photo, size, channels), expected)
+        compared += 1
+    assert compared >= 0.95 * len(photos)
+
+
+def test_what_libjpeg_turbo_leaves_is_decoded_or_named_by_pillow_as_before(monkeypatch):
+    cmyk = io.BytesIO()
+    Image.new("CMYK", (80, 60), (10, 200, 30, 0)).save(cmyk, "JPEG")
+    rgb = encoded((np.arange(80 * 60 * 3) % 251).astype(np.uint8).reshape(60, 80, 3), "JPEG")
+    for data in (cmyk.getvalue(), rgb[: len(rgb) // 2]):  # CMYK; a truncated file
+        assert images._decode_jpeg(data, 20, 3) is None
+    pixels = images.decode_bytes(cmyk.getvalue(), 20, 3)
+    assert np.array_equal(pixels, pillow_decode(cmyk.getvalue(), 20, 3, monkeypatch))
+    with pytest.raises(ValueError, match="truncated or corrupt image data"):
+        images.decode_bytes(rgb[: len(rgb) // 2], 20, 3)
+
+
+@pytest.mark.parametrize(
+    "side, size, reason",
+    [
+        (13_000, 8_000, "13000×13000 pixels, over the 50,000,000-pixel limit"),  # at full size
+        (20_000, 50, re.escape("Image size (400000000 pixels) exceeds limit")),  # Pillow's
+    ],
+)
+def test_a_jpeg_header_claiming_more_than_a_photo_is_refused_before_decoding(side, size, reason):
+    small = bytearray(encoded(np.zeros((16, 16), np.uint8), "JPEG"))
+    start = small.index(b"\xff\xc0") + 5  # the frame header: precision, then height, width
+    small[start : start + 4] = side.to_bytes(2, "big") * 2
+    with pytest.raises(images.TooManyPixels, match=reason):
+        images.decode_bytes(bytes(small), size, 1)
+    assert images.DECODING.used == 0

@@ -320,6 +320,31 @@ def test_more_workers_than_cores_start_no_more_processes_than_cores(tmp_path, mo
     assert started == [2]
 
 
+@pytest.mark.parametrize("threads, method", [(1, "fork"), (3, "forkserver")])
+def test_workers_fork_from_a_process_of_one_thread_else_from_a_forkserver(
+    tmp_path, monkeypatch, threads, method
+):
+    """fork copies other threads' held locks into the child: only a lone thread forks."""
+    root = make_kaggle_folder(tmp_path / "in")
+    methods = []
+    real_pool = building.ProcessPoolExecutor
+    monkeypatch.setattr(building.threading, "active_count", lambda: threads)
+    monkeypatch.setattr(
+        building,
+        "ProcessPoolExecutor",
+        lambda n, mp_context: (
+            methods.append(mp_context.get_start_method()) or real_pool(n, mp_context=mp_context)
+        ),
+    )
+    meta = build(root, tmp_path / "out", image_size=16, workers=2)
+    alone = build(root, tmp_path / "alone", image_size=16, workers=1)
+    assert methods == [method] and meta["kept"] == alone["kept"] == {"cat": 6, "dog": 6}
+    for split in SPLITS:
+        assert np.array_equal(
+            load_split(tmp_path / "out", split)[0], load_split(tmp_path / "alone", split)[0]
+        )
+
+
 def test_the_arrays_record_where_their_photos_came_from(sample_images, sample_arrays, tmp_path):
     download = json.loads((sample_images / "download.json").read_text())
     meta = json.loads((sample_arrays / "meta.json").read_text())
