@@ -39,7 +39,6 @@ WIDE_MODES = {"I", "I;16", "I;16B", "I;16L", "I;16N", "F"}  # 16-bit, 32-bit int
 # memory one decode may take: a 48-megapixel RGB photo (Pillow keeps 4 bytes a pixel) fits;
 # a 7000×7000 16-bit PNG of 95 KB does not. All decodes at once share twice that.
 MAX_DECODED_BYTES = 256 * 1024**2
-_PILLOW_BOMB = 2 * Image.MAX_IMAGE_PIXELS  # where Pillow refuses to open an image
 MIB = 1024**2
 
 
@@ -105,8 +104,13 @@ def _decode_jpeg(data: bytes, size: int, channels: int) -> Image.Image | None:
         height, width, colorspace, _ = simplejpeg.decode_jpeg_header(data)
     except Exception:  # noqa: BLE001 - not a JPEG it reads: Pillow's to name
         return None
-    if colorspace not in ("YCbCr", "Gray") or not 0 < width * height <= _PILLOW_BOMB:
-        return None  # Pillow decodes other colour spaces, and refuses its bombs by name
+    bomb = Image.MAX_IMAGE_PIXELS  # Pillow refuses to open twice as many, by name
+    if (
+        colorspace not in ("YCbCr", "Gray")
+        or not width * height
+        or (bomb and width * height > 2 * bomb)
+    ):
+        return None  # Pillow decodes other colour spaces, and refuses its bombs
     scale = next((s for s in (8, 4, 2) if min(width // size, height // size) >= s), 1)  # draft's
     reduced = (-(-width // scale), -(-height // scale))
     _check_pixels(*reduced)
