@@ -124,8 +124,10 @@ def test_a_model_that_does_not_load_fails_with_kserves_reason():
 def test_a_service_never_ready_times_out_naming_its_conditions():
     with FakeKServeApi(outcome=None) as api:
         with pytest.raises(TimeoutError) as late:
-            rollout.deploy(dataclasses.replace(CFG, timeout_seconds=0.3), client(api.url))
-    assert "was not serving within 0.3 s: Ready RevisionMissing: Configuration is waiting" in str(
+            # long enough for the read and the write on a loaded machine, so that the wait
+            # for the service is what runs out (0.3 s once ran out reading it)
+            rollout.deploy(dataclasses.replace(CFG, timeout_seconds=3), client(api.url))
+    assert "was not serving within 3 s: Ready RevisionMissing: Configuration is waiting" in str(
         late.value
     )
 
@@ -169,7 +171,7 @@ def test_a_refusal_is_one_line_naming_the_request_and_what_to_try(status, expect
         api.answer_all = status
         api.said = said.get(status, "etcdserver: request timed out")
         with pytest.raises(kube.ApiError, match=expected) as refused:
-            rollout.deploy(dataclasses.replace(CFG, timeout_seconds=0.5), client(api.url))
+            rollout.deploy(dataclasses.replace(CFG, timeout_seconds=2), client(api.url))
     assert "read InferenceService team-a/dogs-vs-cats" in str(refused.value)
 
 
