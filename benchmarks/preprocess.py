@@ -1,9 +1,10 @@
 """Preprocess: the project's parallel decoder against the tutorial's one-file-at-a-time cv2 loop.
 
 Both are timed as whole processes. The decode limit is what one core does with nothing
-but libjpeg-turbo's reduced-size decode (Pillow's draft mode, from memory, at the
-smallest scale that still covers the target size, the project's own choice): the
-project's images/s over ``workers`` times that limit says how much of the run is decoding.
+but libjpeg-turbo's reduced-size decode through Pillow's draft mode (from memory, at the
+smallest scale that still covers the target size, as the project decodes JPEGs, now
+through simplejpeg without Pillow's parsing): the project's images/s over ``workers``
+times that limit says how much of the run is decoding.
 
 python -m benchmarks.preprocess --images runs/bench/archive [--workers 1 2]
 """
