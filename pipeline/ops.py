@@ -122,6 +122,7 @@ def train_op(
     min_crop_area: float,
     label_smoothing: float,
     mirror_average: bool,
+    shift_average: bool,
     amp: bool,
     compile: bool,
     seed: int,
@@ -141,8 +142,8 @@ def train_op(
         kfp_run_id: this pipeline run, which the MLflow run is tagged with.
         pipeline_name: tagged on the MLflow run too.
         model, epochs, batch_size, lr, weight_decay, schedule, augment, min_crop_area,
-            label_smoothing, mirror_average, amp, compile, seed, experiment: the train
-            step's recipe and per-run fields (``TrainConfig`` says what each means).
+            label_smoothing, mirror_average, shift_average, amp, compile, seed, experiment:
+            the train step's recipe and per-run fields (``TrainConfig`` says what each means).
         combination: in a sweep, this child's recipe fields as a JSON object (from
             ``pipeline.sweep.grid``), over the ones above; the run is nested under the
             sweep's parent run of the same KFP run.
@@ -196,6 +197,7 @@ def trainjob_op(
     min_crop_area: float,
     label_smoothing: float,
     mirror_average: bool,
+    shift_average: bool,
     amp: bool,
     compile: bool,
     seed: int,
@@ -217,8 +219,8 @@ def trainjob_op(
         kfp_run_id: this pipeline run.
         pipeline_name: tagged on the MLflow run.
         model, epochs, batch_size, lr, weight_decay, schedule, augment, min_crop_area,
-            label_smoothing, mirror_average, amp, compile, seed, experiment: the train
-            step's recipe and per-run fields (``TrainConfig`` says what each means).
+            label_smoothing, mirror_average, shift_average, amp, compile, seed, experiment:
+            the train step's recipe and per-run fields (``TrainConfig`` says what each means).
 
     Returns:
         The MLflow run id.
@@ -272,6 +274,7 @@ def tune_op(
     min_crop_area: float,
     label_smoothing: float,
     mirror_average: bool,
+    shift_average: bool,
     amp: bool,
     compile: bool,
     seed: int,
@@ -296,8 +299,9 @@ def tune_op(
         kfp_run_id: this pipeline run; the Experiment is named after it.
         pipeline_name: tagged on the MLflow runs.
         model, epochs, batch_size, lr, weight_decay, schedule, augment, min_crop_area,
-            label_smoothing, mirror_average, amp, compile, seed, experiment: the recipe
-            searched around (``TrainConfig``); the searched fields take the trials' values.
+            label_smoothing, mirror_average, shift_average, amp, compile, seed, experiment:
+            the recipe searched around (``TrainConfig``); the searched fields take the
+            trials' values.
         algorithm, trials, parallel_trials, max_failed_trials, min_trials_required,
             start_step, search_seed: the search (``TuneConfig`` says what each means).
 

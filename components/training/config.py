@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from components.core.names import DEFAULT_EXPERIMENT
 from components.core.schema import LOCAL, PER_RUN, check_seed, setting
 
-MODEL_NAMES = ("tutorial_cnn", "compact_cnn", "bn_cnn", "resnet18")
+MODEL_NAMES = ("tutorial_cnn", "compact_cnn", "five_conv_cnn", "bn_cnn", "resnet18")
 S3_PREFIX = re.compile(r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?")  # a valid bucket name
 URI_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
 SCHEDULES = ("constant", "onecycle")
@@ -31,7 +31,7 @@ class TrainConfig:
     lr: float = setting(0.001, "peak learning rate")
     weight_decay: float = setting(0.0, "AdamW weight decay")
     schedule: str = setting("constant", "learning-rate schedule", choices=SCHEDULES)
-    augment: bool = setting(True, "random flips (and crops for compact_cnn, bn_cnn, resnet18)")
+    augment: bool = setting(True, "random flips (and crops for all nets but tutorial_cnn)")
     min_crop_area: float = setting(
         1.0,
         "below 1: random resized crops, each keeping this share of the image or more "
@@ -42,6 +42,11 @@ class TrainConfig:
         False,
         "predict (validation, test, the logged model) with the mean of each image's and its "
         "mirror image's class probabilities",
+    )
+    shift_average: bool = setting(
+        False,
+        "predict also with four copies of each image shifted 2 pixels diagonally, averaging "
+        "the class probabilities of all five (ten views with mirror_average)",
     )
     amp: bool = setting(
         True, "bf16 autocast in training: on CUDA, and on CPUs with AMX or AVX512-BF16"

@@ -69,7 +69,9 @@ def new_learner(
     # every batch has the same shape: let cuDNN time its convolution algorithms once
     torch.backends.cudnn.benchmark = device.type == "cuda"
     net = build_model(cfg.model, meta["channels"], meta["image_size"])
-    model = Classifier(net, meta["mean"], meta["std"], channels_last, cfg.mirror_average)
+    model = Classifier(
+        net, meta["mean"], meta["std"], channels_last, cfg.mirror_average, cfg.shift_average
+    )
     model = model.to(device)
     parallel = runtime.wrap(model, workers, device)
     compiled = cast(torch.nn.Module, torch.compile(parallel)) if cfg.compile else parallel

@@ -77,26 +77,39 @@ class BatchNormCNN(nn.Module):
 
 
 class CompactCNN(nn.Module):
-    """The tutorial's cost with batch norm: four 3×3 convs (32/64/128/256), three max-pools,
-    global average pooling and dropout; about 33M multiply-adds at 50×50 (the tutorial's
-    net: 26M)."""
+    """The tutorial's cost with batch norm: 3×3 convs (32/64/128/256 by default), a max-pool
+    after each of the first ``pools``, global average pooling and dropout; about 33M
+    multiply-adds at 50×50 (the tutorial's net: 26M)."""
 
-    def __init__(self, in_channels: int, image_size: int, dropout: float = 0.2):
+    def __init__(
+        self,
+        in_channels: int,
+        image_size: int,
+        widths: tuple[int, ...] = (32, 64, 128, 256),
+        pools: int = 3,
+        dropout: float = 0.2,
+    ):
         super().__init__()
         if image_size < 16:
             raise ValueError(f"compact_cnn needs images of at least 16 pixels, found {image_size}")
-        widths = (in_channels, 32, 64, 128, 256)
         layers: list[nn.Module] = []
-        for index, (a, b) in enumerate(itertools.pairwise(widths)):
+        for index, (a, b) in enumerate(itertools.pairwise((in_channels, *widths))):
             layers += [nn.Conv2d(a, b, 3, padding=1, bias=False), nn.BatchNorm2d(b)]
-            layers += ([nn.MaxPool2d(2)] if index < 3 else []) + [nn.ReLU(inplace=True)]
+            layers += ([nn.MaxPool2d(2)] if index < pools else []) + [nn.ReLU(inplace=True)]
         self.features = nn.Sequential(*layers)
         self.head = nn.Sequential(
-            nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Dropout(dropout), nn.Linear(256, 2)
+            nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Dropout(dropout), nn.Linear(widths[-1], 2)
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.features(x))
+
+
+def five_conv_cnn(in_channels: int, image_size: int) -> nn.Module:
+    """compact_cnn one layer deeper and narrower in the middle (32/64/96/192/256, four
+    max-pools): about 30M multiply-adds at 50×50, and better on validation at the
+    tutorial's budget (docs/BENCHMARKS.md)."""
+    return CompactCNN(in_channels, image_size, widths=(32, 64, 96, 192, 256), pools=4)
 
 
 def small_input_resnet18(in_channels: int, image_size: int) -> nn.Module:
@@ -115,12 +128,13 @@ def small_input_resnet18(in_channels: int, image_size: int) -> nn.Module:
 MODELS: dict[str, Callable[[int, int], nn.Module]] = {
     "tutorial_cnn": TutorialCNN,
     "compact_cnn": CompactCNN,
+    "five_conv_cnn": five_conv_cnn,
     "bn_cnn": BatchNormCNN,
     "resnet18": small_input_resnet18,
 }
 
 # models that learn better with random crops on top of flips
-WANTS_CROPS = {"compact_cnn", "bn_cnn", "resnet18"}
+WANTS_CROPS = {"compact_cnn", "five_conv_cnn", "bn_cnn", "resnet18"}
 
 
 def build_model(name: str, in_channels: int, image_size: int) -> nn.Module:
@@ -130,15 +144,21 @@ def build_model(name: str, in_channels: int, image_size: int) -> nn.Module:
     return MODELS[name](in_channels, image_size)
 
 
+# how far shift averaging moves each copy, up or down and left or right: a third of the
+# random crops' reach at 50×50 (shifts of 2 to 6 measured alike on validation)
+SHIFT_PIXELS = 2
+
+
 class Classifier(nn.Module):
     """A trained net plus its input normalisation: raw 0–255 pixels in, logits out.
 
     This is the form the model is saved, logged to MLflow and served in, so callers
     never need to know the training set's mean and std. Its convolutions run channels-last
     (NHWC), the layout oneDNN on CPUs and tensor cores on GPUs are fastest with, unless
-    ``channels_last`` is off (to measure what the layout buys). With ``mirror_average``, in
-    eval mode it returns the log of the mean of the image's and its mirror image's class
-    probabilities (a valid logit vector: its softmax is that mean).
+    ``channels_last`` is off (to measure what the layout buys). With ``mirror_average``
+    or ``shift_average``, in eval mode it returns the log of the mean class probabilities
+    over the views of the image (a valid logit vector: its softmax is that mean): the image
+    and its mirror image, the image and four copies shifted diagonally, or both (ten).
     """
 
     scale: torch.Tensor
@@ -151,25 +171,41 @@ class Classifier(nn.Module):
         std: list[float],
         channels_last: bool = True,
         mirror_average: bool = False,
+        shift_average: bool = False,
     ):
         super().__init__()
         self.layout = torch.channels_last if channels_last else torch.contiguous_format
         self.mirror_average = mirror_average
+        self.shift_average = shift_average
         self.net = net.to(memory_format=self.layout)
         self.register_buffer("scale", 1.0 / (255.0 * torch.tensor(std).view(1, -1, 1, 1)))
         self.register_buffer("shift", torch.tensor(mean).view(1, -1, 1, 1) * 255.0)
 
     def forward(self, pixels: torch.Tensor) -> torch.Tensor:
         inputs = ((pixels.float() - self.shift) * self.scale).contiguous(memory_format=self.layout)
-        if self.training or not self.mirror_average:
+        if self.training or not (self.mirror_average or self.shift_average):
             return self.net(inputs)
-        log_p, log_p_mirror = (self.net(x).log_softmax(1) for x in (inputs, inputs.flip(3)))
-        return torch.logaddexp(log_p, log_p_mirror) - math.log(2.0)
+        views = shifted_views(inputs) if self.shift_average else [inputs]
+        if self.mirror_average:
+            views += [view.flip(3) for view in views]
+        log_p = torch.stack([self.net(view).log_softmax(1) for view in views])
+        return torch.logsumexp(log_p, 0) - math.log(len(views))
+
+
+def shifted_views(images: torch.Tensor, step: int = SHIFT_PIXELS) -> list[torch.Tensor]:
+    """``images`` and four copies moved ``step`` pixels diagonally, edges reflected."""
+    height, width = images.shape[-2:]
+    padded = F.pad(images, (step,) * 4, mode="reflect")
+    return [images] + [
+        padded[..., step + dy : step + dy + height, step + dx : step + dx + width]
+        for dy in (-step, step)
+        for dx in (-step, step)
+    ]
 
 
 def save_classifier(path: Path, model: Classifier, spec: dict) -> None:
     """Save weights plus ``spec`` (model name, channels, image_size, mean, std, classes,
-    mirror_average)."""
+    mirror_average, shift_average)."""
     with atomic_file(path) as handle:
         torch.save({"state_dict": model.state_dict(), **spec}, handle)
 
@@ -200,15 +236,17 @@ def load_classifier(path: Path) -> tuple[Classifier, dict]:
         raise ValueError(f"expected weights and a spec in {path}, found {type(saved).__name__}")
     spec = {key: value for key, value in saved.items() if key != "state_dict"}
     check_image_spec(spec, path)
-    # models saved before mirror averaging existed have no such key
+    # models saved before mirror or shift averaging existed have no such key
     mirror_average = spec.setdefault("mirror_average", False)
-    if not isinstance(spec.get("model"), str) or not isinstance(mirror_average, bool):
+    shift_average = spec.setdefault("shift_average", False)
+    flags = (mirror_average, shift_average)
+    if not isinstance(spec.get("model"), str) or not all(isinstance(f, bool) for f in flags):
         raise ValueError(
-            f"expected a model name and a mirror_average flag in {path}, found "
-            f"{spec.get('model')!r:.100} and {mirror_average!r:.100}"
+            f"expected a model name and mirror_average and shift_average flags in {path}, "
+            f"found {spec.get('model')!r:.100}, {mirror_average!r:.100} and {shift_average!r:.100}"
         )
     net = build_model(spec["model"], spec["channels"], spec["image_size"])
-    model = Classifier(net, spec["mean"], spec["std"], mirror_average=mirror_average)
+    model = Classifier(net, spec["mean"], spec["std"], True, mirror_average, shift_average)
     try:
         model.load_state_dict(saved["state_dict"])
     except RuntimeError as err:

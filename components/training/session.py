@@ -216,6 +216,7 @@ def _write_outputs(
         "std": meta["std"],
         "classes": meta["classes"],
         "mirror_average": cfg.mirror_average,
+        "shift_average": cfg.shift_average,
     }
     save_classifier(output / "model.pt", model, spec)
     write_json(output / "history.json", history)

@@ -17,7 +17,7 @@ def test_preset_expands_into_parameters_that_pairs_override(built_pipeline):
     assert arguments["min_crop_area"] == 0.25 and arguments["label_smoothing"] == 0.1
     assert arguments["min_accuracy"] == 0.93  # each preset's own gate
     tutorial = parse_arguments(["min_accuracy=0.5"], built_pipeline, preset="tutorial")
-    assert tutorial["model"] == "compact_cnn" and tutorial["min_accuracy"] == 0.5
+    assert tutorial["model"] == "five_conv_cnn" and tutorial["min_accuracy"] == 0.5
     cpu = parse_arguments(["mirror_average=false"], built_pipeline, preset="cpu")
     assert cpu["image_size"] == 64 and cpu["epochs"] == 32 and cpu["min_accuracy"] == 0.93
     assert cpu["mirror_average"] is False  # a bool recipe setting, overridden by a pair

@@ -235,7 +235,7 @@ def test_every_parameter_is_described_for_the_kfp_ui_with_its_choices(compiled, 
     parameters = spec["root"]["inputDefinitions"]["parameters"]
     assert parameters and all(p.get("description") for p in parameters.values())
     assert parameters["model"]["description"].endswith(
-        "(one of: tutorial_cnn, compact_cnn, bn_cnn, resnet18)"
+        "(one of: tutorial_cnn, compact_cnn, five_conv_cnn, bn_cnn, resnet18)"
     )
     assert "(one of: constant, onecycle)" in parameters["schedule"]["description"]
     sweep_parameters = compiled_sweep[0]["root"]["inputDefinitions"]["parameters"]

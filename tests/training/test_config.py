@@ -13,7 +13,7 @@ from pipeline.target import PipelineOnly
 @pytest.mark.parametrize(
     "overrides, message",
     [
-        ({"model": "vgg"}, "expected one of: tutorial_cnn, compact_cnn, bn_cnn, resnet18"),
+        ({"model": "vgg"}, "expected one of: tutorial_cnn, compact_cnn, five_conv_cnn, bn_cnn, "),
         ({"schedule": "cosine"}, "expected one of: constant, onecycle"),
         ({"epochs": 0}, "expected epochs >= 1"),
         ({"lr": float("inf")}, "a finite lr > 0"),

@@ -16,6 +16,7 @@ from components.training.models import (
     build_model,
     load_classifier,
     save_classifier,
+    shifted_views,
 )
 
 
@@ -56,10 +57,19 @@ def multiply_adds(net: torch.nn.Module, channels: int, size: int) -> int:
     return total
 
 
-def test_compact_cnn_costs_about_what_the_tutorial_net_does():
+@pytest.mark.parametrize("name", ["compact_cnn", "five_conv_cnn"])
+def test_the_tutorial_budgets_nets_cost_about_what_the_tutorial_net_does(name):
     tutorial = multiply_adds(build_model("tutorial_cnn", 1, 50), 1, 50)
-    compact = multiply_adds(build_model("compact_cnn", 1, 50), 1, 50)
-    assert 25e6 < tutorial < 27e6 and compact < 1.35 * tutorial  # the tutorial budget's net
+    compact = multiply_adds(build_model(name, 1, 50), 1, 50)
+    assert 25e6 < tutorial < 27e6 and compact < 1.35 * tutorial
+
+
+def test_five_conv_cnn_has_five_convs_and_pools_after_four():
+    net = build_model("five_conv_cnn", 1, 50)
+    convs = [m.out_channels for m in net.modules() if isinstance(m, torch.nn.Conv2d)]
+    pools = [m for m in net.modules() if isinstance(m, torch.nn.MaxPool2d)]
+    assert convs == [32, 64, 96, 192, 256] and len(pools) == 4
+    assert net.features(torch.zeros(1, 1, 50, 50)).shape == (1, 256, 3, 3)
 
 
 def relu_then_pool(net: torch.nn.Module) -> torch.nn.Module:
@@ -81,7 +91,7 @@ def tutorial_forward(net, x: torch.Tensor) -> torch.Tensor:
     return net.fc2(F.relu(net.fc1(torch.flatten(x, 1))))
 
 
-@pytest.mark.parametrize("name", ["tutorial_cnn", "compact_cnn", "bn_cnn"])
+@pytest.mark.parametrize("name", ["tutorial_cnn", "compact_cnn", "five_conv_cnn", "bn_cnn"])
 def test_pooling_before_the_relu_computes_the_textbook_function(name):
     torch.manual_seed(0)
     net = build_model(name, 3, 50).train()
@@ -104,9 +114,8 @@ def test_pooling_before_the_relu_computes_the_textbook_function(name):
 
 
 def test_unknown_model_lists_the_valid_names():
-    with pytest.raises(
-        ValueError, match="expected one of: tutorial_cnn, compact_cnn, bn_cnn, resnet18"
-    ):
+    names = "tutorial_cnn, compact_cnn, five_conv_cnn, bn_cnn, resnet18"
+    with pytest.raises(ValueError, match=f"expected one of: {names}$"):
         build_model("vgg", 1, 50)
 
 
@@ -146,6 +155,36 @@ def test_mirror_averaging_stays_finite_when_the_net_is_certain():
     assert torch.allclose(out, torch.tensor([[0.0, 2550.0, 0.0]]).log_softmax(1))
 
 
+def test_shifted_views_are_the_image_and_four_diagonal_moves_with_edges_reflected():
+    images = torch.arange(2 * 10 * 12, dtype=torch.float32).view(2, 1, 10, 12)
+    views = shifted_views(images, step=2)
+    assert len(views) == 5 and torch.equal(views[0], images)
+    for view, (dy, dx) in zip(views[1:], [(-2, -2), (-2, 2), (2, -2), (2, 2)], strict=True):
+        assert view.shape == images.shape
+        # inside the edges, a view is the image moved by (dy, dx)
+        assert torch.equal(view[..., 2:-2, 2:-2], images[..., 2 + dy : 8 + dy, 2 + dx : 10 + dx])
+    assert torch.equal(views[1][..., 0, 2:], images[..., 2, :-2])  # row -2 reflects row 2
+
+
+@pytest.mark.parametrize("mirror", [False, True])
+def test_shift_averaging_predicts_the_mean_over_its_views_in_eval_mode(mirror):
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Dropout(), torch.nn.Linear(2500, 2))
+    plain = Classifier(net, [0.5], [0.25]).eval()
+    averaged = Classifier(net, [0.5], [0.25], mirror_average=mirror, shift_average=True).eval()
+    pixels = torch.randint(0, 256, (4, 1, 50, 50)).float()
+    views = shifted_views(pixels)
+    views += [view.flip(3) for view in views] if mirror else []
+    with torch.no_grad():
+        expected = torch.stack([plain(view).softmax(1) for view in views]).mean(0)
+        assert torch.allclose(averaged(pixels).softmax(1), expected, atol=1e-6)
+        assert not torch.allclose(plain(pixels).softmax(1), expected, atol=1e-2)
+    torch.manual_seed(1)
+    trained = averaged.train()(pixels)
+    torch.manual_seed(1)
+    assert torch.equal(trained, plain.train()(pixels))  # training sees one view
+
+
 SPEC = {
     "model": "tutorial_cnn",
     "channels": 1,
@@ -154,6 +193,7 @@ SPEC = {
     "std": [0.25],
     "classes": ["cat", "dog"],
     "mirror_average": False,
+    "shift_average": False,
 }
 
 
@@ -197,8 +237,9 @@ def test_an_unreadable_model_file_is_a_clear_error_naming_it(tmp_path, cut):
         ({"image_size": 10**9}, "image_size from 8 to 512, found 1000000000"),
         ({"std": [0.0]}, r"std: one number in \(0, 1\] per channel"),
         ({"classes": ["dog", "cat"]}, r"classes \['cat', 'dog'\]"),
-        ({"model": ["tutorial_cnn"]}, "expected a model name and a mirror_average flag"),
-        ({"mirror_average": "yes"}, "expected a model name and a mirror_average flag"),
+        ({"model": ["tutorial_cnn"]}, "expected a model name and mirror_average and shift"),
+        ({"mirror_average": "yes"}, "expected a model name and mirror_average and shift"),
+        ({"shift_average": 1}, "expected a model name and mirror_average and shift"),
         ({"image_size": 64}, "expected weights of tutorial_cnn for 1×64×64 images in"),
         ({"model": "resnet18"}, "expected weights of resnet18 for 1×40×40 images in"),
     ],
@@ -210,9 +251,16 @@ def test_a_model_file_outside_the_contract_is_refused_naming_what_is_wrong(
         load_classifier(saved_model(tmp_path, **changes))
 
 
-def test_a_model_saved_before_mirror_averaging_loads_without_it(tmp_path):
-    spec = {key: value for key, value in SPEC.items() if key != "mirror_average"}
+def test_a_model_saved_before_mirror_and_shift_averaging_loads_without_them(tmp_path):
+    averages = ("mirror_average", "shift_average")
+    spec = {key: value for key, value in SPEC.items() if key not in averages}
     net = build_model("tutorial_cnn", 1, 40)
     save_classifier(tmp_path / "model.pt", Classifier(net, [0.45], [0.25]), spec)
     model, loaded = load_classifier(tmp_path)
     assert model.mirror_average is False and loaded["mirror_average"] is False
+    assert model.shift_average is False and loaded["shift_average"] is False
+
+
+def test_a_shift_averaging_model_loads_with_it(tmp_path):
+    model, loaded = load_classifier(saved_model(tmp_path, shift_average=True))
+    assert model.shift_average is True and loaded["shift_average"] is True

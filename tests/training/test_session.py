@@ -21,7 +21,7 @@ from components import train
 from components.core import tracking
 from components.training import session
 from components.training.loop import NonFiniteLossError
-from components.training.models import load_classifier
+from components.training.models import load_classifier, shifted_views
 from tests.conftest import REPO
 from tests.helpers import train_config as config
 from tests.local_http import LocalHTTPServer
@@ -109,6 +109,23 @@ def test_a_mirror_averaging_model_keeps_it_when_saved_and_logged(
     for model in (saved, tracking.load_model(result.model_uri)):
         out, mirrored = model(pixels.float()), model(pixels.flip(3).float())
         assert torch.allclose(out, mirrored, atol=1e-6) and not torch.allclose(out[0], out[1])
+
+
+def test_a_shift_averaging_model_keeps_it_when_saved_and_logged(
+    sample_arrays, tmp_path, mlflow_store
+):
+    result = session.train(
+        config(sample_arrays, tmp_path / "out", epochs=1, dry_run=True, shift_average=True)
+    )
+    saved, spec = load_classifier(tmp_path / "out")
+    assert spec["shift_average"] is True and spec["mirror_average"] is False
+    pixels = torch.randint(0, 256, (3, 1, 40, 40), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        views = shifted_views((pixels.float() - saved.shift) * saved.scale)
+        expected = torch.stack([saved.net(view).softmax(1) for view in views]).mean(0)
+        assert not torch.allclose(saved.net(views[0]).softmax(1), expected, atol=1e-4)
+        for model in (saved, tracking.load_model(result.model_uri)):
+            assert torch.allclose(model(pixels.float()).softmax(1), expected, atol=1e-5)
 
 
 def test_a_non_finite_loss_stops_training_and_keeps_the_last_good_outputs(
