@@ -1,9 +1,11 @@
 """The model server's speed and memory, with components.predict on the same photos beside it.
 
 python -m benchmarks.serve --sample ../shared/data/petimages-sample.zip [--photos 256]
+    [--preset tutorial]
 
-Serves compact_cnn at RGB 50×50 with mirror averaging (the cpu preset's net; fixed random
-weights: speed does not depend on them) with ``python -m components.serve`` on 127.0.0.1
+Serves a preset's net at 50×50 (by default the cpu preset's: compact_cnn, RGB, mirror
+averaging; the tutorial preset's: five_conv_cnn, grey, ten views; fixed random weights:
+speed does not depend on them) with ``python -m components.serve`` on 127.0.0.1
 and sends real JPEGs of the sample as V1 requests from clients of this process (lean
 asyncio ones, ``benchmarks.load``, since they share the cores with the server): single
 photos at 1, 8 and 32 concurrent clients, then 32-photo requests. Each round prints
@@ -35,6 +37,7 @@ import torch
 
 from benchmarks import load
 from benchmarks.common import REPO, machine, measure
+from components.core.presets import preset_values
 from components.data.images import decode_bytes
 from components.evaluation.predictions import predict_files
 from components.training.models import Classifier, build_model, save_classifier
@@ -68,19 +71,24 @@ def sample_photos(sample: Path, count: int) -> list[bytes]:
     return photos
 
 
-def cpu_preset_model(directory: Path) -> Path:
+def preset_model(directory: Path, preset: str) -> Path:
+    """A model.pt of ``preset``'s net and prediction views at 50×50, random weights."""
+    values = preset_values(preset)
+    channels = int(values["channels"])
     torch.manual_seed(0)
-    net = build_model("compact_cnn", 3, 50)
+    net = build_model(str(values["model"]), channels, 50)
     spec = {
-        "model": "compact_cnn",
-        "channels": 3,
+        "model": values["model"],
+        "channels": channels,
         "image_size": 50,
-        "mean": [0.48, 0.45, 0.41],
-        "std": [0.26, 0.25, 0.25],
+        "mean": [0.48, 0.45, 0.41][:channels],
+        "std": [0.26, 0.25, 0.25][:channels],
         "classes": ["cat", "dog"],
-        "mirror_average": True,
+        "mirror_average": bool(values.get("mirror_average", False)),
+        "shift_average": bool(values.get("shift_average", False)),
     }
-    model = Classifier(net, spec["mean"], spec["std"], mirror_average=True)
+    views = spec["mirror_average"], spec["shift_average"]
+    model = Classifier(net, spec["mean"], spec["std"], True, *views)
     directory.mkdir(parents=True, exist_ok=True)
     save_classifier(directory / "model.pt", model, spec)
     return directory
@@ -186,6 +194,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--port", type=int, default=18090)
     parser.add_argument(
+        "--preset", choices=["cpu", "tutorial"], default="cpu", help="whose net to serve"
+    )
+    parser.add_argument(
         "--serve-flags",
         default="",
         help="flags for components.serve beyond the model and address (default: none, its "
@@ -193,12 +204,15 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     photos = sample_photos(args.sample, args.photos)
-    print(f"model server benchmark on {machine()}: {len(photos)} photos of the sample")
+    print(
+        f"model server benchmark on {machine()}: {len(photos)} photos of the sample, "
+        f"the {args.preset} preset's net"
+    )
     served: dict[str, list[dict]] = {name: [] for name, _, _ in SCENARIOS}
     alone: list[float] = []
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)
-        model = cpu_preset_model(work / "model")
+        model = preset_model(work / "model", args.preset)
         files = []
         for index, data in enumerate(photos):
             files.append(work / f"{index}.jpg")

@@ -29,7 +29,7 @@ PRESETS: dict[str, dict[str, object]] = {
         "min_accuracy": 0.88,
     },
     # at most 15 minutes of training on 2 CPU cores with native bf16 (11 with AMX, 14 with
-    # AVX512-BF16): RGB 64×64, the tutorial preset's net for 32 epochs with stronger weight
+    # AVX512-BF16): RGB 64×64, compact_cnn for 32 epochs with stronger weight
     # decay, label smoothing and mirror averaging; the recipe searched on a GPU at 50×50,
     # then scaled to the CPU's time (docs/BENCHMARKS.md)
     "cpu": {
