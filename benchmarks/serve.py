@@ -87,8 +87,13 @@ def preset_model(directory: Path, preset: str) -> Path:
         "mirror_average": bool(values.get("mirror_average", False)),
         "shift_average": bool(values.get("shift_average", False)),
     }
-    views = spec["mirror_average"], spec["shift_average"]
-    model = Classifier(net, spec["mean"], spec["std"], True, *views)
+    model = Classifier(
+        net,
+        spec["mean"],
+        spec["std"],
+        mirror_average=spec["mirror_average"],
+        shift_average=spec["shift_average"],
+    )
     directory.mkdir(parents=True, exist_ok=True)
     save_classifier(directory / "model.pt", model, spec)
     return directory

@@ -91,7 +91,10 @@ class CompactCNN(nn.Module):
     ):
         super().__init__()
         if image_size < 16:
-            raise ValueError(f"compact_cnn needs images of at least 16 pixels, found {image_size}")
+            raise ValueError(
+                f"compact_cnn and five_conv_cnn need images of at least 16 pixels, found "
+                f"{image_size}"
+            )
         layers: list[nn.Module] = []
         for index, (a, b) in enumerate(itertools.pairwise((in_channels, *widths))):
             layers += [nn.Conv2d(a, b, 3, padding=1, bias=False), nn.BatchNorm2d(b)]
@@ -145,7 +148,7 @@ def build_model(name: str, in_channels: int, image_size: int) -> nn.Module:
 
 
 # how far shift averaging moves each copy, up or down and left or right: a third of the
-# random crops' reach at 50×50 (shifts of 2 to 6 measured alike on validation)
+# random crops' 6-pixel reach at 50×50 (the only step measured, docs/BENCHMARKS.md)
 SHIFT_PIXELS = 2
 
 

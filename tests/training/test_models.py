@@ -122,6 +122,8 @@ def test_unknown_model_lists_the_valid_names():
 def test_too_small_images_are_a_clear_error():
     with pytest.raises(ValueError, match="at least 36 pixels"):
         build_model("tutorial_cnn", 1, 32)
+    with pytest.raises(ValueError, match="five_conv_cnn need images of at least 16 pixels"):
+        build_model("five_conv_cnn", 1, 12)
 
 
 def test_classifier_normalises_raw_pixels():
