@@ -131,7 +131,8 @@ def train_op(
 ) -> str:
     """Train on this node (torchrun, one process per GPU, when gpus > 1).
 
-    A retried task resumes from this KFP run's last checkpoint.
+    A retried task resumes from this KFP run's last checkpoint. Where KFP tracks the
+    pipeline run in MLflow (KFP >= 2.17), the task's run that KFP made is the training's.
 
     Args:
         arrays: the preprocess step's output.
@@ -152,13 +153,14 @@ def train_op(
         The MLflow run id.
     """
     recipe = dict(locals())
-    from components.core.tracking import use_tracking_uri
+    from components.core.tracking import kfp_task, use_tracking_uri
     from components.training.session import train_processes
     from pipeline.live import announce_combination
     from pipeline.steps import pipeline_train_config
 
     announce_combination(combination)
     use_tracking_uri(tracking_uri)
+    task = kfp_task()  # KFP's own run for this task, where KFP tracks runs in MLflow
     cfg = pipeline_train_config(
         arrays=arrays.path,
         output=trained_model.path,
@@ -167,6 +169,7 @@ def train_op(
         kfp_run_id=kfp_run_id,
         pipeline_name=pipeline_name,
         combination=combination,
+        mlflow_run_id=task.run_id if task else None,
     )
     run_id = train_processes(cfg, gpus)
     trained_model.metadata["mlflow_run_id"] = run_id
@@ -228,8 +231,11 @@ def trainjob_op(
     recipe = dict(locals())
     from components.cluster import kube, trainjob
     from components.cluster.placement import Placement
+    from components.core.tracking import kfp_task, use_tracking_uri
     from pipeline.steps import pipeline_train_config
 
+    use_tracking_uri(tracking_uri)
+    task = kfp_task()  # KFP's own run for this task: the nodes' rank 0 trains in it
     cfg = pipeline_train_config(
         arrays=arrays.path,
         output=trained_model.path,
@@ -237,6 +243,7 @@ def trainjob_op(
         checkpoint_root=checkpoint_root,
         kfp_run_id=kfp_run_id,
         pipeline_name=pipeline_name,
+        mlflow_run_id=task.run_id if task else None,
     )
     job = trainjob.ClusterJob(
         name=trainjob.trainjob_name(kfp_run_id),

@@ -2,6 +2,7 @@
 
 from typing import Any
 
+from components.core import tracking
 from components.core.schema import decode, pick
 from components.training.config import TrainConfig
 from pipeline.sweep import SWEEPABLE, combination_key
@@ -16,6 +17,7 @@ def pipeline_train_config(
     kfp_run_id: str,
     pipeline_name: str,
     combination: str = "",
+    mlflow_run_id: str | None = None,
 ) -> TrainConfig:
     """Training as the pipeline runs it: always ready to resume this KFP run's checkpoint.
 
@@ -29,10 +31,13 @@ def pipeline_train_config(
         pipeline_name: the pipeline's name.
         combination: in a sweep, this child's recipe fields as a JSON object, over
             ``recipe``.
+        mlflow_run_id: the run to train in: KFP's run for the task, where KFP's MLflow
+            integration made one; else the training makes its own.
     """
     key = f"{kfp_run_id}/{combination_key(combination)}" if combination else kfp_run_id
     checkpoint_uri = f"{checkpoint_root.rstrip('/')}/{key}" if checkpoint_root else None
     swept = decode(TrainConfig, combination, SWEEPABLE) if combination else {}
+    experiment = tracking.pipeline_experiment(recipe["experiment"])  # KFP's, where it tracks
     return TrainConfig(
         data=arrays,
         output=output,
@@ -41,5 +46,6 @@ def pipeline_train_config(
         kfp_run_id=kfp_run_id,
         pipeline_name=pipeline_name,
         combination=combination or None,
-        **{**pick(TrainConfig, recipe), **swept},
+        mlflow_run_id=mlflow_run_id,
+        **{**pick(TrainConfig, recipe), **swept, "experiment": experiment},
     )

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +18,7 @@ import requests
 from components.cluster.object_names import is_dns_label, is_dns_subdomain
 from components.core.errors import printable
 from components.core.uris import is_http_url, redact, split_credentials
+from components.training.config import TrainConfig
 from pipeline.arguments import parse_arguments, refuse_credentials, sweep_arguments
 from pipeline.pipeline import build_pipeline
 from pipeline.spec import compile_pipeline
@@ -117,13 +120,13 @@ def submit(
                 namespace=destination.namespace or "kubeflow",
                 existing_token=token,
             )
-            return client.create_run_from_pipeline_package(
-                str(package),
-                arguments=arguments,
-                run_name=destination.run_name,
-                experiment_id=experiment_id(client, destination),
-                namespace=destination.namespace,
-                service_account=destination.service_account or None,
+            return create_run(
+                client,
+                package,
+                arguments,
+                destination,
+                experiment_id(client, destination),
+                plugins_input(health, arguments),
             )
 
         with api_errors(destination):
@@ -157,6 +160,58 @@ def within(seconds: float, host: str, work: Callable[[], Any]) -> Any:
     if "error" in outcome:
         raise outcome["error"]
     return outcome["value"]
+
+
+def plugins_input(health: dict, arguments: dict) -> dict:
+    """What the run asks of the API's plugins: on KFP >= 2.17, the MLflow experiment its
+    MLflow integration (where the cluster turned it on) tracks the run in, the pipeline's
+    own ``experiment``, so that KFP's runs and the steps' are one experiment. Older APIs
+    know no such field."""
+    if api_version(health) < (2, 17):
+        return {}
+    experiment = arguments.get("experiment", TrainConfig.experiment)
+    return {"mlflow": {"experiment_name": experiment}}
+
+
+def api_version(health: dict) -> tuple[int, ...]:
+    """The API's release from its health answer's ``tag_name`` (``2.17.0``); (0,) when
+    it names none."""
+    found = re.match(r"v?(\d+)\.(\d+)", str(health.get("tag_name") or ""))
+    return tuple(int(part) for part in found.groups()) if found else (0,)
+
+
+def create_run(
+    client: Any,
+    package: Path,
+    arguments: dict,
+    destination: Destination,
+    experiment: str,
+    plugins: dict,
+) -> Any:
+    """Start the run as ``kfp.Client.run_pipeline`` does, ``plugins_input`` added (kfp's
+    client has no argument for it)."""
+    import kfp_server_api
+
+    job = client._create_job_config(
+        params=arguments,
+        pipeline_package_path=str(package),
+        pipeline_id=None,
+        version_id=None,
+        enable_caching=None,
+        cache_key=None,
+        pipeline_root=None,
+    )
+    spec = job.pipeline_spec  # the spec alone, or with the Kubernetes platform's beside it
+    name = spec.get("pipeline_spec", spec)["pipelineInfo"]["name"]  # as kfp names a run
+    body = kfp_server_api.V2beta1Run(
+        experiment_id=experiment,
+        display_name=destination.run_name or f"{name} {time.strftime('%Y-%m-%d %H-%M-%S')}",
+        pipeline_spec=job.pipeline_spec,
+        runtime_config=job.runtime_config,
+        service_account=destination.service_account or None,
+        plugins_input=plugins or None,
+    )
+    return client._run_api.run_service_create_run(run=body)
 
 
 def experiment_id(client, destination: Destination) -> str:

@@ -20,6 +20,7 @@ import numpy as np
 from PIL import Image
 
 from tests.local_http import LocalHTTPServer
+from tests.processes import HANG_SECONDS
 
 
 def write_jpeg(path: Path, seed: int, size=(64, 48), mode="RGB") -> Path:
@@ -202,7 +203,7 @@ def run_to_end(args: list[str], env: dict, cwd: Path) -> None:
     ``cwd`` is the test's own directory: MLflow puts a SQLite store's artifacts there.
     """
     done = subprocess.run(
-        train_cli(args), cwd=cwd, env=env, capture_output=True, text=True, timeout=600
+        train_cli(args), cwd=cwd, env=env, capture_output=True, text=True, timeout=HANG_SECONDS
     )
     assert done.returncode == 0, done.stderr[-4000:]
 

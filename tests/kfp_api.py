@@ -19,8 +19,15 @@ CREATED = "2026-11-22T00:00:00Z"
 
 
 class FakeKfpApi(LocalHTTPServer):
-    def __init__(self, *, token: str | None = None, namespaces: set[str] | None = None):
+    def __init__(
+        self,
+        *,
+        token: str | None = None,
+        namespaces: set[str] | None = None,
+        version: str = "2.17.0",
+    ):
         self.token = token
+        self.version = version  # the release the health check names (its tag_name)
         self.namespaces = namespaces  # a multi-user install's profiles; None: single-user
         self.experiments: dict[str, dict] = {}
         self.runs: dict[str, dict] = {}
@@ -52,7 +59,7 @@ class FakeKfpApi(LocalHTTPServer):
 
     def get(self, path: str, query: dict) -> tuple[int, dict]:
         if path == "/healthz":
-            return 200, {"multi_user": self.namespaces is not None}
+            return 200, {"multi_user": self.namespaces is not None, "tag_name": self.version}
         if path == "/experiments":
             wanted = json.dumps(query.get("filter", [""])[0])
             namespace = query.get("namespace", [None])[0]

@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 
 PR_SET_CHILD_SUBREAPER = 36
+# the limit on a test's subprocess: reached only by a hang, never by a slow or busy machine
+HANG_SECONDS = 3600
 # helpers of this very process that exit with it (their pipe to it closes)
 OWN_HELPERS = ("multiprocessing.forkserver", "multiprocessing.resource_tracker")
 

@@ -26,6 +26,7 @@ import requests
 import yaml
 
 from tests.conftest import REPO
+from tests.processes import HANG_SECONDS
 
 S3_KEYS = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -372,7 +373,7 @@ class PostgresServer:
             ),
             check=True,
             capture_output=True,
-            timeout=120,
+            timeout=HANG_SECONDS,
         )
         with open(self.root / "postgres.log", "ab") as log:
             self.process = subprocess.Popen(

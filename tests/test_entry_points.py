@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from tests.conftest import REPO
+from tests.processes import HANG_SECONDS
 
 STEPS = sorted(p.stem for p in (REPO / "components").glob("*.py") if p.stem != "__init__")
 
@@ -40,7 +41,11 @@ print(sorted(name for name in {heavy!r} if name in sys.modules))
 def test_help_loads_neither_torch_nor_mlflow(module, argv):
     code = PROBE.format(module=module, argv=argv, heavy=HEAVY)
     done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=HANG_SECONDS,
+        check=True,
     )
     assert "usage: python -m" in done.stdout
     assert done.stdout.splitlines()[-1] == "[]"
@@ -84,7 +89,7 @@ def deploy_cli(tmp_path, kubeconfig: str, *flags: str) -> subprocess.CompletedPr
         text=True,
         env=env,
         cwd=REPO,
-        timeout=120,
+        timeout=HANG_SECONDS,
     )
 
 

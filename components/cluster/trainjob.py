@@ -26,6 +26,7 @@ from urllib3.exceptions import HTTPError
 from components.cluster import kube
 from components.cluster.placement import GPU, Placement
 from components.core import schema
+from components.core.workspace import workspace_env
 from components.training.config import TrainConfig
 
 log = logging.getLogger(__name__)
@@ -122,7 +123,8 @@ def _quantity(value: str) -> models.IoK8sApimachineryPkgApiResourceQuantity:
 
 
 def _env(job: ClusterJob) -> list[models.IoK8sApiCoreV1EnvVar]:
-    """MLflow's address, and each secret key as an optional variable (as on one node)."""
+    """MLflow's address (and workspace), and each secret key as an optional variable (as on
+    one node)."""
     from_secrets = [
         models.IoK8sApiCoreV1EnvVar(
             name=key,
@@ -136,7 +138,11 @@ def _env(job: ClusterJob) -> list[models.IoK8sApiCoreV1EnvVar]:
         for key in keys
     ]
     tracking = models.IoK8sApiCoreV1EnvVar(name="MLFLOW_TRACKING_URI", value=job.tracking_uri)
-    return [tracking, *from_secrets]
+    workspace = [
+        models.IoK8sApiCoreV1EnvVar(name=name, value=value)
+        for name, value in workspace_env().items()
+    ]
+    return [tracking, *workspace, *from_secrets]
 
 
 def _pod_patch(job: ClusterJob) -> models.TrainerV1alpha1RuntimePatch:

@@ -13,6 +13,7 @@ import logging
 import os
 import warnings
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -52,6 +53,7 @@ STORE_TAG = "training.checkpoint_uri"  # its durable checkpoint store, where it 
 # a resumed run trained to more epochs than its `epochs` param (params cannot change)
 EPOCHS_TAG = "training.epochs"
 CHECKPOINT_ARTIFACT = "checkpoints"
+KFP_PIPELINE_RUN_TAG = "kfp.pipeline_run_id"  # KFP's own tag on its parent run
 MODEL_NAME = "model"
 
 
@@ -115,6 +117,54 @@ def logs_system_metrics() -> bool:
     return importlib.util.find_spec("psutil") is not None
 
 
+@dataclass(frozen=True)
+class KfpTask:
+    """What KFP's own MLflow tracking (KFP >= 2.17) sets on a task's container: the task's
+    nested run, made by KFP's driver under the pipeline run's parent run, and its
+    experiment and workspace."""
+
+    run_id: str
+    experiment_id: str
+    workspace: str | None
+
+
+def kfp_task() -> KfpTask | None:
+    """KFP's run for this task, where KFP's MLflow integration made one; else None.
+
+    KFP's driver sets ``MLFLOW_RUN_ID`` with ``MLFLOW_EXPERIMENT_ID``; MLflow itself sets
+    only the experiment (``mlflow.set_experiment`` exports it to child processes), so the
+    pair tells KFP's run from a process's own choice of experiment.
+    """
+    run_id, experiment_id = os.environ.get("MLFLOW_RUN_ID"), os.environ.get("MLFLOW_EXPERIMENT_ID")
+    if not (run_id and experiment_id):
+        return None
+    return KfpTask(run_id, experiment_id, os.environ.get("MLFLOW_WORKSPACE") or None)
+
+
+def pipeline_experiment(name: str) -> str:
+    """The experiment's name a pipeline step uses: KFP's, where KFP's MLflow integration
+    made this task's run (KFP puts a pipeline run's runs in the experiment named at run
+    creation, else ``Default``), else ``name``."""
+    task = kfp_task()
+    if task is None:
+        return name
+    found = MlflowClient(tracking_uri()).get_experiment(task.experiment_id).name
+    if found != name:
+        log.info("KFP tracks this run in MLflow experiment %r; logging there, not %r", found, name)
+    return found
+
+
+def experiment_id(name: str) -> str:
+    """The id of the experiment a step logs into, made active: KFP's, where KFP's MLflow
+    integration made this task's run (``MLFLOW_EXPERIMENT_ID``), else ``name``'s (created
+    where missing); the two never disagree."""
+    task = kfp_task()
+    if task is None:
+        return use_experiment(name)
+    mlflow.set_tracking_uri(tracking_uri())
+    return mlflow.set_experiment(experiment_id=task.experiment_id).experiment_id
+
+
 @contextlib.contextmanager
 def start_run(
     experiment: str,
@@ -126,28 +176,33 @@ def start_run(
     """Create or re-attach to a run; yield its id. ``$MLFLOW_RUN_ID`` is honoured.
 
     A run re-attached by ``run_id`` takes ``run_name``: resumed to more epochs, its name
-    says so. A run injected through ``$MLFLOW_RUN_ID`` keeps the name its creator gave it.
+    says so. A run injected through ``$MLFLOW_RUN_ID`` (KFP's task run) keeps the name
+    its creator gave it: KFP finds a retried task's run by it.
 
     On an exception the run ends FAILED, so a resumed attempt can pick it up again.
     """
     uri = tracking_uri()
     mlflow.set_tracking_uri(uri)
-    experiment_id: str | None = use_experiment(experiment)
-    attaching = bool(run_id or os.environ.get("MLFLOW_RUN_ID"))
-    if attaching:
-        experiment_id = None  # the run has its experiment
+    injected = os.environ.get("MLFLOW_RUN_ID") or None
+    run_id = run_id or injected  # given here, MLflow leaves the variable for the children
+    if run_id:  # an existing run: its own experiment is the active one
+        experiment_id_ = MlflowClient(uri).get_run(run_id).info.experiment_id
+        mlflow.set_experiment(experiment_id=experiment_id_)
+    else:
+        experiment_id_ = experiment_id(experiment)
+    renamed = run_id is not None and run_id != injected and run_name is not None
     with mlflow.start_run(
         run_id=run_id,
-        experiment_id=experiment_id,
-        run_name=None if attaching else run_name,
+        experiment_id=experiment_id_,
+        run_name=None if run_id else run_name,
         log_system_metrics=logs_system_metrics(),
     ) as run:
-        if run_id and run_name and run.info.run_name != run_name:
+        if renamed and run.info.run_name != run_name:
             # resumed to a longer recipe: the runs table shows what the run now trains
             mlflow.set_tag("mlflow.runName", run_name)
         if tags:
             mlflow.set_tags(tags)
-        log.info("MLflow run %s in experiment %r at %s", run.info.run_id, experiment, uri)
+        log.info("MLflow run %s in experiment %s at %s", run.info.run_id, experiment_id_, uri)
         yield run.info.run_id
 
 
@@ -224,10 +279,13 @@ def log_model(model: torch.nn.Module, example: np.ndarray, weights_sha256: str) 
 
 
 def find_run_by_tags(experiment: str, tags: dict[str, str]) -> str | None:
-    """The newest run of ``experiment`` carrying every one of ``tags``, or None."""
+    """The newest run of ``experiment`` (KFP's, under its MLflow tracking) carrying every
+    one of ``tags``, or None."""
     mlflow.set_tracking_uri(tracking_uri())
+    task = kfp_task()
     found = mlflow.search_runs(
-        experiment_names=[experiment],
+        experiment_ids=[task.experiment_id] if task else None,
+        experiment_names=None if task else [experiment],
         filter_string=" AND ".join(f"tags.`{key}` = '{value}'" for key, value in tags.items()),
         order_by=["start_time DESC"],
         max_results=1,
@@ -396,21 +454,22 @@ def input_digests(run_id: str) -> dict[str, str]:
 def create_run(experiment: str, run_name: str, tags: dict[str, str]) -> str:
     """A new run, left open for others to fill and end (a sweep's parent); its id."""
     mlflow.set_tracking_uri(tracking_uri())
-    experiment_id = use_experiment(experiment)
     client = MlflowClient(tracking_uri())
-    return client.create_run(experiment_id, run_name=run_name, tags=tags).info.run_id
+    return client.create_run(experiment_id(experiment), run_name=run_name, tags=tags).info.run_id
 
 
 def finish_run(
-    run_id: str, metrics: dict[str, float], tags: dict[str, str], status: str = "FINISHED"
+    run_id: str, metrics: dict[str, float], tags: dict[str, str], status: str | None = "FINISHED"
 ) -> None:
-    """Log ``metrics`` and ``tags`` into a run and end it with ``status`` (or KILLED, FAILED)."""
+    """Log ``metrics`` and ``tags`` into a run and end it with ``status`` (or KILLED,
+    FAILED); ``None`` leaves it to its owner (KFP ends the runs it made)."""
     client = MlflowClient(tracking_uri())
     for key, value in metrics.items():
         client.log_metric(run_id, key, value)
     for key, text in tags.items():
         client.set_tag(run_id, key, text)
-    client.set_terminated(run_id, status)
+    if status:
+        client.set_terminated(run_id, status)
 
 
 def run_metrics(run_id: str) -> dict[str, float]:

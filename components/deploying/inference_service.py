@@ -17,6 +17,7 @@ from kserve import (
 )
 from kubernetes import client as k8s
 
+from components.core.workspace import workspace_env
 from components.deploying.config import DeployConfig
 from components.serving.config import MODEL_NAME
 
@@ -77,6 +78,7 @@ def _container(cfg: DeployConfig) -> k8s.V1Container:
         args=[f"--model={cfg.model_uri}", f"--port={PORT}"],
         env=[
             k8s.V1EnvVar(name="MLFLOW_TRACKING_URI", value=cfg.served_tracking_uri),
+            *(k8s.V1EnvVar(name=name, value=value) for name, value in workspace_env().items()),
             *_secret_env(cfg.mlflow_secret, MLFLOW_KEYS),
             *_secret_env(cfg.s3_secret, S3_KEYS),
         ],

@@ -141,7 +141,9 @@ def _refuse_a_retry_that_diverged(cfg: TrainConfig) -> None:
     Raises:
         NonFiniteLossError: the KFP run's MLflow run records a divergence.
     """
-    run_id = tracking.find_run_by_tags(cfg.experiment, checkpoints.identity_tags(cfg))
+    run_id = cfg.mlflow_run_id or tracking.find_run_by_tags(
+        cfg.experiment, checkpoints.identity_tags(cfg)
+    )
     reason = run_id and tracking.run_tag(run_id, tracking.DIVERGED_TAG)
     if reason:
         raise NonFiniteLossError(
@@ -190,11 +192,12 @@ def _tags(cfg: TrainConfig) -> dict[str, str]:
 
 def _parent_run(cfg: TrainConfig) -> str | None:
     """The run to nest under: ``parent_run_id``, else for a sweep's child its sweep's parent.
+    A run given by ``mlflow_run_id`` stays where its maker nested it (KFP's task run).
 
     Raises:
         LookupError: a sweep's child whose KFP run has no parent run.
     """
-    if cfg.parent_run_id or not (cfg.combination and cfg.kfp_run_id):
+    if cfg.parent_run_id or cfg.mlflow_run_id or not (cfg.combination and cfg.kfp_run_id):
         return cfg.parent_run_id
     parent_tags = {tracking.KFP_RUN_ID_TAG: cfg.kfp_run_id, tracking.SWEEP_PARENT_TAG: "true"}
     parent = tracking.find_run_by_tags(cfg.experiment, parent_tags)

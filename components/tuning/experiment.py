@@ -24,6 +24,7 @@ from components.cluster.object_names import is_dns_label
 from components.cluster.placement import GPU, Placement
 from components.core import schema
 from components.core.search_space import CATEGORICAL, Dimension
+from components.core.workspace import workspace_env
 from components.training.config import TrainConfig
 from components.tuning import webhook
 from components.tuning.config import TuneConfig
@@ -276,7 +277,8 @@ def _job(target: ExperimentTarget, recipe: TrainConfig, space: tuple[Dimension, 
 
 
 def _env(target: ExperimentTarget) -> list[k8s.V1EnvVar]:
-    """MLflow's address, and each secret key as an optional variable (as in the pipeline)."""
+    """MLflow's address (and workspace), and each secret key as an optional variable (as in
+    the pipeline)."""
     from_secrets = [
         k8s.V1EnvVar(
             name=key,
@@ -287,4 +289,6 @@ def _env(target: ExperimentTarget) -> list[k8s.V1EnvVar]:
         for secret, keys in target.placement.secret_keys.items()
         for key in keys
     ]
-    return [k8s.V1EnvVar(name="MLFLOW_TRACKING_URI", value=target.tracking_uri), *from_secrets]
+    workspace = [k8s.V1EnvVar(name=name, value=value) for name, value in workspace_env().items()]
+    tracking = k8s.V1EnvVar(name="MLFLOW_TRACKING_URI", value=target.tracking_uri)
+    return [tracking, *workspace, *from_secrets]

@@ -31,17 +31,25 @@ class Trial(NamedTuple):
 
 
 def start_parent(experiment: str, name: str, tune: TuneConfig, space, tags: dict) -> str:
-    """The search's parent run, holding its settings and search space; its id."""
-    run_id = tracking.create_run(
-        experiment, run_name=f"search {name}", tags={**tags, tracking.TUNE_PARENT_TAG: "true"}
-    )
+    """The search's parent run, holding its settings and search space; its id.
+
+    Where KFP tracks the pipeline run in MLflow, the search task's own run is the parent.
+    """
+    tags = {**tags, tracking.TUNE_PARENT_TAG: "true"}
+    task = tracking.kfp_task()
+    if task:
+        run_id = task.run_id
+        tracking.set_run_tags(run_id, tags)
+    else:
+        run_id = tracking.create_run(experiment, run_name=f"search {name}", tags=tags)
     tracking.log_params_into(run_id, {f"tune_{key}": value for key, value in asdict(tune).items()})
     tracking.log_json_into(run_id, {"dimensions": [_described(d) for d in space]}, SPACE_FILE)
     return run_id
 
 
 def finish_search(parent_run_id: str, trials: list[Trial]) -> Trial:
-    """Mark each trial stopped early, and the best finished one; end the parent. The best.
+    """Mark each trial stopped early, and the best finished one; end the parent (unless KFP
+    made it). The best.
 
     The best is the finished trial with the highest last-epoch validation accuracy (the
     model it wrote is that epoch's); a trial stopped early wrote none.
@@ -66,6 +74,7 @@ def finish_search(parent_run_id: str, trials: list[Trial]) -> Trial:
             "trials_stopped_early": len(trials) - len(finished),
         },
         tags={"tune.best_run_id": best.run_id, "tune.best_trial": best.name},
+        status=None if tracking.kfp_task() else "FINISHED",
     )
     log.info("best of %d trials: %s (%s %.4f)", len(trials), best.name, OBJECTIVE, score)
     return best

@@ -28,6 +28,7 @@ from components.training import session
 from components.training.config import TrainConfig
 from tests.conftest import REPO
 from tests.helpers import train_cli
+from tests.processes import HANG_SECONDS
 from tests.servers import (
     S3_KEYS,
     PostgresServer,
@@ -157,13 +158,13 @@ def test_a_brief_outage_during_training_is_survived(small_arrays, tmp_path, serv
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.monotonic() + 300
+    deadline = time.monotonic() + HANG_SECONDS
     while not (output / "checkpoint.pt").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     server.stop()  # the tracking server goes away mid-training ...
     time.sleep(4)
     server.start()  # ... and comes back on the same port
-    _, stderr = trainer.communicate(timeout=600)
+    _, stderr = trainer.communicate(timeout=HANG_SECONDS)
     assert trainer.returncode == 0, stderr[-4000:]
     run_id = (output / "mlflow_run_id").read_text()
     history = MlflowClient(server.url).get_metric_history(run_id, "val_accuracy")
@@ -196,7 +197,7 @@ def test_a_sweep_of_two_lands_under_one_parent_and_compares_side_by_side(
         env={**os.environ, **PLANTED_ENV, **NO_SYSTEM_METRICS, "MLFLOW_TRACKING_URI": uri},
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=HANG_SECONDS,
     )
     assert done.returncode == 0, done.stderr[-5000:]
     assert leaked(done.stdout + done.stderr) == []
@@ -289,7 +290,7 @@ def browse(chromium: str, tmp_path, *args: str) -> str:
         ],
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=HANG_SECONDS,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout
@@ -340,7 +341,7 @@ def test_a_password_in_the_tracking_uri_is_used_and_never_shown(
             env=env,
             capture_output=True,
             text=True,
-            timeout=600,
+            timeout=HANG_SECONDS,
         )
         assert done.returncode == 0, done.stderr[-3000:]
         shown += [done.stdout, done.stderr]
@@ -352,7 +353,7 @@ def test_a_password_in_the_tracking_uri_is_used_and_never_shown(
         env={**env, "MLFLOW_TRACKING_URI": f"http://u:{SECRET}@127.0.0.1:9"},
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=HANG_SECONDS,
     )
     assert unreachable.returncode == 1 and "is unreachable" in unreachable.stderr
     shown += [unreachable.stdout, unreachable.stderr]
@@ -368,7 +369,7 @@ def test_a_run_on_a_cluster_refuses_a_tracking_uri_holding_a_password():
         ],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=HANG_SECONDS,
     )
     assert refused.returncode == 1 and "holds a user and password" in refused.stderr
     assert leaked(refused.stderr) == []

@@ -106,7 +106,7 @@ def test_a_server_that_never_answers_costs_the_stall_timeout_per_attempt(tmp_pat
     with ScriptedServer(PAYLOAD, script=["hang", "hang"]) as server:
         with pytest.raises(sources.DownloadError, match="timed out"):
             fetching.fetch(server.url(), tmp_path / "out", cache_dir=tmp_path, retry=policy)
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < 30  # two stalls of 1 s; without them, a hang
 
 
 def test_the_deadline_ends_a_slow_download_and_its_retries(tmp_path):
@@ -120,7 +120,7 @@ def test_the_deadline_ends_a_slow_download_and_its_retries(tmp_path):
         with pytest.raises(sources.DownloadError, match="deadline of 2s"):
             fetching.fetch(server.url(), tmp_path / "b", cache_dir=tmp_path, retry=backoff)
     # urllib3's back-off: the first retry at once, the next after 5 × 2 s, past the deadline
-    assert time.monotonic() - started < 4 and len(server.requests) == 2
+    assert time.monotonic() - started < 9 and len(server.requests) == 2
 
 
 def test_a_servers_retry_after_is_waited_for(tmp_path):

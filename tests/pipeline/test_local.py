@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
+from tests.processes import HANG_SECONDS
+
 # quotes, a backslash before a letter JSON would read as a TAB, a newline, non-ASCII: a
 # value that a settings string built by concatenation broke or turned into another setting
 EXPERIMENT = 'team\\test "quoted", \n"alias": "champion" ü'
@@ -35,7 +37,7 @@ def test_whole_pipeline_runs_locally_registers_and_serves_as_the_readme_says(
         env=env,
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=HANG_SECONDS,
     )
     assert done.returncode == 0, done.stderr[-5000:]
     store = f"sqlite:///{tmp_path / 'runs/mlflow.db'}"  # the default store, as printed
@@ -140,7 +142,7 @@ def test_a_failed_local_run_ends_in_one_line_naming_the_task_and_its_error(tmp_p
         env={**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'team.db'}"},
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=HANG_SECONDS,
     )
     assert done.returncode == 1
     assert re.search(r"^  download-op +failure in [\d.]+ s$", done.stdout, re.MULTILINE)
@@ -171,7 +173,7 @@ def test_a_step_and_a_local_run_share_one_history_without_mlflow_tracking_uri(
         env=env,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=HANG_SECONDS,
     )
     assert done.returncode == 1 and "download-op" in done.stderr
     store = f"sqlite:///{tmp_path / 'runs/mlflow.db'}"

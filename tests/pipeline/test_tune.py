@@ -9,6 +9,7 @@ import yaml
 from components.core.search_space import searched
 from components.tuning import webhook
 from pipeline.tune import _enqueued
+from tests.processes import HANG_SECONDS
 
 
 def _container(spec: dict) -> dict:
@@ -21,7 +22,7 @@ def test_the_readmes_tune_command_writes_an_experiment_katib_admits(tmp_path):
     done = subprocess.run(
         [sys.executable, "-m", "pipeline", "tune", "--output", "experiment.yaml", "--preset",
          "cpu", "--namespace", "team-a", "--trials", "16"],
-        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+        capture_output=True, text=True, timeout=HANG_SECONDS, cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     written = yaml.safe_load((tmp_path / "experiment.yaml").read_text())
@@ -37,7 +38,7 @@ def test_a_searched_name_given_one_value_is_fixed_in_the_experiment(tmp_path):
     done = subprocess.run(
         [sys.executable, "-m", "pipeline", "tune", "--output", str(output), "--preset", "tutorial",
          "--trials", "6", "--namespace", "team-a", "lr=0.004"],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True, text=True, timeout=HANG_SECONDS,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     written = yaml.safe_load(output.read_text())
@@ -53,7 +54,7 @@ def test_fewer_trials_than_the_default_parallelism_still_write_an_experiment(tmp
     output = tmp_path / "experiment.yaml"
     done = subprocess.run(
         [sys.executable, "-m", "pipeline", "tune", "-o", str(output), "--trials", "2"],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True, text=True, timeout=HANG_SECONDS,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     spec = yaml.safe_load(output.read_text())["spec"]

@@ -8,6 +8,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from components.core import tracking
+from tests.processes import HANG_SECONDS
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
@@ -22,7 +23,7 @@ def test_tune_local_searches_the_sample_and_sends_the_best_to_the_gate(
         [sys.executable, "-m", "pipeline", "tune", "--local", "--source", str(sample_zip),
          "--trials", "2", "--workdir", str(tmp_path / "tune"), "--preset", "tutorial",
          "epochs=1", "image_size=32", "min_accuracy=0", "registered_model_name=tuned"],
-        capture_output=True, text=True, timeout=600, env=os.environ, cwd=tmp_path,
+        capture_output=True, text=True, timeout=HANG_SECONDS, env=os.environ, cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     assert "registered tuned version 1 as @candidate" in done.stdout
@@ -43,7 +44,7 @@ def test_the_readmes_tune_local_command_records_the_search_in_the_default_store(
         [sys.executable, "-m", "pipeline", "tune", "--local", "--source", str(sample_zip),
          "--trials", "4", "--min-trials-required", "2", "--start-step", "3",
          "--preset", "tutorial", "epochs=4", "min_accuracy=0.6"],
-        capture_output=True, text=True, timeout=600, env=os.environ, cwd=tmp_path,
+        capture_output=True, text=True, timeout=HANG_SECONDS, env=os.environ, cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     client = MlflowClient(f"sqlite:///{tmp_path / 'runs/mlflow.db'}")

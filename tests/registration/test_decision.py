@@ -179,4 +179,4 @@ def test_a_tracking_server_that_does_not_answer_is_one_line_at_once(monkeypatch)
     started = time.monotonic()
     with pytest.raises(TrackingUnavailableError, match="unreachable"):
         register_if_accurate(RegisterConfig(mlflow_run_id="abc", min_accuracy=0.5))
-    assert time.monotonic() - started < 10  # MLflow's own retries would take a minute
+    assert time.monotonic() - started < 45  # MLflow's own retries would take minutes

@@ -18,6 +18,7 @@ import requests
 from components.evaluation.predictions import predict_files
 from tests.helpers import png_of_zeros
 from tests.models import seeded_model
+from tests.processes import HANG_SECONDS
 from tests.servers import ModelServerProcess, process_group_members
 
 pytestmark = pytest.mark.integration
@@ -300,7 +301,7 @@ def test_a_model_that_is_not_there_is_one_line(tmp_path):
         [sys.executable, "-m", "components.serve", "--model", str(tmp_path / "none")],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=HANG_SECONDS,
     )
     assert done.returncode == 1
     assert done.stderr.strip().splitlines()[-1].startswith("error: expected a train output folder")

@@ -23,6 +23,7 @@ from components.training.checkpoints import load_checkpoint
 from components.training.config import TrainConfig
 from tests.helpers import run_to_end, train_cli
 from tests.helpers import train_config as config
+from tests.processes import HANG_SECONDS
 
 
 def test_resume_from_a_durable_store_after_losing_the_pod(sample_arrays, tmp_path, mlflow_store):
@@ -124,7 +125,7 @@ def test_killed_and_resumed_run_ends_with_the_same_weights(small_arrays, tmp_pat
         stderr=subprocess.DEVNULL,
     )
     checkpoint = tmp_path / "killed/checkpoint.pt"
-    deadline = time.monotonic() + 300
+    deadline = time.monotonic() + HANG_SECONDS
     while not checkpoint.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     victim.send_signal(signal.SIGKILL)

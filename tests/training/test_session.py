@@ -25,6 +25,7 @@ from components.training.models import load_classifier, shifted_views
 from tests.conftest import REPO
 from tests.helpers import train_config as config
 from tests.local_http import LocalHTTPServer
+from tests.processes import HANG_SECONDS
 
 METRICS = {
     "train_loss",
@@ -278,7 +279,7 @@ def test_mlflow_http_calls_are_bounded_unless_the_user_says_otherwise():
             capture_output=True,
             text=True,
             check=True,
-            timeout=120,
+            timeout=HANG_SECONDS,
         )
         return done.stdout.split()
 
@@ -308,3 +309,28 @@ def test_a_killed_runs_temporary_files_do_not_block_the_next_run(
     (out / "stray.txt").write_text("not the step's")
     with pytest.raises(FileExistsError, match="stray.txt"):
         session.train(config(small_arrays, out, epochs=1, dry_run=True))
+
+
+def test_the_train_command_trains_in_the_run_kfps_driver_made(
+    small_arrays, tmp_path, mlflow_store, monkeypatch
+):
+    """KFP >= 2.17's MLflow integration, as its driver leaves a task: a nested run under
+    the pipeline run's parent, in KFP's experiment, named in ``MLFLOW_RUN_ID`` and
+    ``MLFLOW_EXPERIMENT_ID``. The step's own ``--experiment`` names another."""
+    client = MlflowClient(mlflow_store)
+    experiment = client.create_experiment("Default-kfp")
+    parent = client.create_run(experiment, run_name="pipeline run").info.run_id
+    nested = client.create_run(
+        experiment, run_name="train-op", tags={tracking.PARENT_TAG: parent}
+    ).info.run_id
+    monkeypatch.setenv("MLFLOW_RUN_ID", nested)
+    monkeypatch.setenv("MLFLOW_EXPERIMENT_ID", experiment)
+    output = tmp_path / "out"
+    train.main(["--data", str(small_arrays), "--output", str(output), "--epochs", "1"])
+    assert (output / "mlflow_run_id").read_text() == nested
+    run = client.get_run(nested)
+    assert run.data.params["epochs"] == "1" and "val_accuracy" in run.data.metrics
+    assert run.data.tags[tracking.PARENT_TAG] == parent  # where KFP nested it
+    assert run.data.tags["mlflow.runName"] == "train-op"  # KFP's name: it finds a retry by it
+    assert [r.info.run_id for r in client.search_runs([experiment])] == [nested, parent]
+    assert client.get_experiment_by_name("dogs-vs-cats") is None  # no tree of its own

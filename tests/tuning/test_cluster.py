@@ -23,6 +23,7 @@ from components.tuning.cluster import tune_on_cluster
 from components.tuning.config import TuneConfig
 from components.tuning.experiment import ExperimentTarget
 from tests.katib_api import FakeKatibApi
+from tests.processes import HANG_SECONDS
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 SPACE = searched({"label_smoothing": 0, "min_crop_area": 1, "weight_decay": 0})  # lr, batch
@@ -39,7 +40,7 @@ def run_trial(experiment: dict, name: str, values: dict, cwd: Path) -> None:
     container = json.loads(text)["spec"]["template"]["spec"]["containers"][0]
     command = [sys.executable, *container["command"][1:], *container["args"], "--device=cpu"]
     done = subprocess.run(
-        command, capture_output=True, text=True, timeout=300, env=os.environ, cwd=cwd
+        command, capture_output=True, text=True, timeout=HANG_SECONDS, env=os.environ, cwd=cwd
     )
     assert done.returncode == 0, done.stderr[-3000:]
 

@@ -11,6 +11,7 @@ import pytest
 
 from components.tuning.report import ADDITIONAL, OBJECTIVE, metrics_line
 from tests.katib_collector import UNAVAILABLE, parse
+from tests.processes import HANG_SECONDS
 
 METRICS = [OBJECTIVE, *ADDITIONAL]
 
@@ -43,7 +44,7 @@ def test_the_train_steps_whole_output_gives_each_epochs_metrics_once(
     command = [sys.executable, "-m", "components.train", f"--data={small_arrays}",
                f"--output={output}", "--epochs=3", "--metrics-stdout", "--trial=t-1"]  # fmt: skip
     done = subprocess.run(
-        command, capture_output=True, text=True, timeout=300, env=os.environ, cwd=tmp_path
+        command, capture_output=True, text=True, timeout=HANG_SECONDS, env=os.environ, cwd=tmp_path
     )
     assert done.returncode == 0, done.stderr[-3000:]
     observations = parse(done.stdout + done.stderr, METRICS)
