@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import signal
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ from tests import processes
 pytest_plugins = ("tests.tracking_stack",)  # the real tracking server, for any module
 
 REPO = Path(__file__).resolve().parents[1]
+SMALL_SAMPLE_PER_CLASS = 200  # photos of each class in ``small_sample_zip``
 SAMPLE_ZIP = Path(
     os.environ.get("PETIMAGES_SAMPLE", REPO.parent / "shared/data/petimages-sample.zip")
 )
@@ -31,6 +33,20 @@ def sample_zip() -> Path:
     if not SAMPLE_ZIP.is_file():
         pytest.skip(f"the PetImages sample is not at {SAMPLE_ZIP} (set PETIMAGES_SAMPLE)")
     return SAMPLE_ZIP
+
+
+@pytest.fixture(scope="session")
+def small_sample_zip(sample_zip, tmp_path_factory) -> Path:
+    """A fifth of the sample, in its layout, with every one of its broken files and
+    non-images: for tests that run whole pipelines or searches and judge no accuracy."""
+    target = tmp_path_factory.mktemp("sample") / "petimages-small.zip"
+    with zipfile.ZipFile(sample_zip) as whole, zipfile.ZipFile(target, "w") as small:
+        for entry in whole.infolist():
+            stem = Path(entry.filename).stem
+            photo = stem.isdigit() and int(stem) < 1000 and stem != "666"  # the rest: quirks
+            if not photo or int(stem) < SMALL_SAMPLE_PER_CLASS:
+                small.writestr(entry, whole.read(entry))
+    return target
 
 
 @pytest.fixture(scope="session")

@@ -20,6 +20,7 @@ from tests.conftest import REPO
 CRDS = REPO / "tests/fixtures/crds"
 INFERENCE_SERVICE = CRDS / "serving.kserve.io_inferenceservices.yaml"
 TRAIN_JOB = CRDS / "trainer.kubeflow.org_trainjobs.yaml"
+CLUSTER_STORAGE_CONTAINER = CRDS / "serving.kserve.io_clusterstoragecontainers.yaml"
 
 
 def _strict(schema: dict) -> dict:

@@ -182,7 +182,7 @@ class FakeKubeApi(LocalHTTPServer):
 ISVCS = re.compile(
     r"^/apis/serving\.kserve\.io/v1beta1/namespaces/([^/]+)/inferenceservices(?:/([^/]+))?$"
 )
-DEPLOYMENTS = re.compile(r"^/apis/apps/v1/namespaces/([^/]+)/deployments/([^/]+)-predictor$")
+DEPLOYMENTS = re.compile(r"^/apis/apps/v1/namespaces/([^/]+)/deployments/([^/]+)$")
 MODE = "serving.kserve.io/deploymentMode"
 
 
@@ -199,23 +199,98 @@ def merge_patch(target: dict, patch: dict) -> dict:
     return merged
 
 
+def predictors(service: dict) -> list[dict]:
+    """The service's predictor and its canaries' predictors."""
+    spec = service.get("spec", {})
+    return [spec.get("predictor", {}), *(c["predictor"] for c in spec.get("canary", []))]
+
+
+def deployment_name(service: str, predictor: str | None) -> str:
+    """KServe's ``constants.PredictorServiceName``."""
+    return f"{service}-{predictor}-predictor" if predictor else f"{service}-predictor"
+
+
+def mode_of(service: dict) -> str | None:
+    return service["metadata"].get("annotations", {}).get(MODE)
+
+
+def ready_conditions(service: dict) -> list[str]:
+    canary = ["CanaryPredictorReady"] if service["spec"].get("canary") else []
+    return ["PredictorReady", *canary, "Ready"]
+
+
+def canary_refusal(service: dict) -> str | None:
+    """KServe 0.20's ``validateCanarySpecs``, the rules a canary of this project can meet."""
+    canaries = service.get("spec", {}).get("canary") or []
+    if not canaries:
+        return None
+    if mode_of(service) != "Standard":
+        return "canary is only supported in Standard deployment mode"
+    stable = service["spec"]["predictor"]
+    storage = [
+        env
+        for container in stable.get("containers", [])
+        if container.get("name") == "kserve-container"
+        for env in container.get("env", [])
+        if env.get("name") == "STORAGE_URI"
+    ]
+    if not storage and "model" not in stable:
+        return (
+            "canary requires a stable predictor with a model "
+            "(multi-model serving is not supported with canary)"
+        )
+    names, total = set(), 0
+    for i, canary in enumerate(canaries):
+        name = canary["predictor"].get("name", "")
+        if not name:
+            return f"canary[{i}] predictor.name is required"
+        if name in names:
+            return f'canary predictor.name "{name}" is duplicated'
+        if name == stable.get("name"):
+            return f'canary predictor.name "{name}" conflicts with stable predictor name'
+        names.add(name)
+        total += canary["trafficPercent"]
+        if canary["predictor"].get("maxReplicas"):
+            return f'canary "{name}" must not set maxReplicas (canary uses fixed replicas)'
+        if canary["predictor"].get("minReplicas", 0) > stable.get("minReplicas", 1):
+            return f'canary "{name}" minReplicas must not exceed stable predictor minReplicas'
+    if total > 100:
+        return f"sum of canary trafficPercent values ({total}) must be <= 100"
+    return None
+
+
 class FakeKServeApi(LocalHTTPServer):
     """InferenceServices as KServe's controller reports them, on 127.0.0.1.
 
     Each write bumps the generation; the controller's answer for it comes after
     ``polls_to_settle`` reads: ``"Ready"`` (with a URL), ``"FailedToLoad"`` (KServe's
     modelStatus for a model that does not load) or None (never Ready: its revision waits).
-    A service in the Standard mode has a Deployment ``NAME-predictor`` whose rollout
-    completes ``rollout_polls`` reads after the service is Ready; in the Knative mode its
-    status names the predictor's latest created and ready revisions.
+    A service in the Standard mode has a Deployment ``NAME-predictor`` (a named predictor:
+    ``NAME-PREDICTOR-predictor``) whose rollout completes ``rollout_polls`` reads after the
+    service is Ready; in the Knative mode its status names the predictor's latest created
+    and ready revisions.
+
+    KServe 0.20's Standard-mode canaries (``kserve_version`` (0, 20), the default): each
+    ``spec.canary`` entry gets a Deployment of its predictor's name and a ready canary
+    status, and ``CanaryPredictorReady`` once settled; writes pass the admission rules of
+    KServe's ``validateCanarySpecs`` (pkg/apis/serving/v1beta1/inference_service_validation.go
+    at v0.20.0), each refusal KServe's own message. An older KServe's CRD has no
+    ``spec.canary``: with ``fieldValidation=Strict`` the API server refuses the field, as
+    it refuses any a structural schema does not declare.
 
     Faults on cue: ``answer_all`` (every request answered with that status and a Status
     body whose message is ``said``), ``hang`` (every request accepted and never answered),
     ``malformed_status`` (the status KServe would never write), ``unavailable_reads``.
     """
 
-    def __init__(self, outcome: str | None = "Ready", polls_to_settle: int = 2):
+    def __init__(
+        self,
+        outcome: str | None = "Ready",
+        polls_to_settle: int = 2,
+        kserve_version: tuple[int, int] = (0, 20),
+    ):
         self.outcome, self.polls_to_settle = outcome, polls_to_settle
+        self.kserve_version = kserve_version
         self.rollout_polls = 1
         self.services: dict[tuple[str, str], dict] = {}
         self.writes: list[tuple[str, dict]] = []  # ("create" or "patch", body as sent)
@@ -252,7 +327,15 @@ class FakeKServeApi(LocalHTTPServer):
             status = {
                 "observedGeneration": generation,
                 "url": f"http://{meta['name']}.{meta['namespace']}.example.com",
-                "conditions": [{"type": t, "status": "True"} for t in ("PredictorReady", "Ready")],
+                "conditions": [{"type": t, "status": "True"} for t in ready_conditions(service)],
+                "canaryStatuses": [
+                    {
+                        "name": c["predictor"]["name"],
+                        "ready": True,
+                        "trafficPercent": c["trafficPercent"],
+                    }
+                    for c in service["spec"].get("canary", [])
+                ],
                 "modelStatus": {"transitionStatus": "UpToDate"},
                 "components": {
                     "predictor": {
@@ -299,19 +382,26 @@ class FakeKServeApi(LocalHTTPServer):
         self.services[key] = self._settled(service, self.outcome)
         return self.services[key]
 
-    def deployment(self, key: tuple[str, str]) -> dict | None:
-        """The Standard mode's Deployment: rolling out, then rolled out."""
-        service = self.services.get(key)
-        if service is None or service["metadata"].get("annotations", {}).get(MODE) != "Standard":
+    def deployment(self, namespace: str, name: str) -> dict | None:
+        """A Standard-mode predictor's (or canary's) Deployment: rolling out, then rolled out."""
+        found = [
+            (service, predictor)
+            for (ns, _), service in self.services.items()
+            if ns == namespace and mode_of(service) == "Standard"
+            for predictor in predictors(service)
+            if deployment_name(service["metadata"]["name"], predictor.get("name")) == name
+        ]
+        if not found:
             return None
+        ((service, predictor),) = found
         self.deployment_reads += 1
         self._rollout_reads += 1
         done = self._rollout_reads > self.rollout_polls
-        replicas = service["spec"]["predictor"].get("minReplicas", 1)
+        replicas = predictor.get("minReplicas", 1)
         return {
             "apiVersion": "apps/v1",
             "kind": "Deployment",
-            "metadata": {"name": f"{key[1]}-predictor", "namespace": key[0], "generation": 1},
+            "metadata": {"name": name, "namespace": namespace, "generation": 1},
             "spec": {"replicas": replicas, "selector": {}, "template": {}},
             "status": {
                 "observedGeneration": 1,
@@ -322,7 +412,28 @@ class FakeKServeApi(LocalHTTPServer):
             },
         }
 
-    def write(self, kind: str, key: tuple[str, str], body: dict) -> tuple[int, dict]:
+    def refusal(self, service: dict, strict: bool) -> tuple[int, dict] | None:
+        """What the API server (an older KServe's CRD under strict field validation) or
+        KServe's admission webhook says to a write, or None when both take it."""
+        spec = service.get("spec", {})
+        if "canary" in spec and self.kserve_version < (0, 20):
+            if not strict:
+                return None  # the API server would prune the field and say nothing
+            message = (
+                'InferenceService in version "v1beta1" cannot be handled as a InferenceService: '
+                'strict decoding error: unknown field "spec.canary"'
+            )
+            return 400, {"kind": "Status", "code": 400, "reason": "BadRequest", "message": message}
+        said = canary_refusal(service)
+        if said is None:
+            return None
+        webhook = "inferenceservice.kserve-webhook-server.validator"
+        message = f'admission webhook "{webhook}" denied the request: {said}'
+        return 422, {"kind": "Status", "code": 422, "reason": "Invalid", "message": message}
+
+    def write(
+        self, kind: str, key: tuple[str, str], body: dict, strict: bool = False
+    ) -> tuple[int, dict]:
         if self.refuse_writes:
             message = "admission webhook denied the request: spec.predictor: invalid"
             return 422, {"kind": "Status", "code": 422, "message": message}
@@ -335,6 +446,10 @@ class FakeKServeApi(LocalHTTPServer):
             old = {k: v for k, v in self.services[key].items() if k != "status"}
             updated = merge_patch(old, body)
             updated["metadata"]["generation"] = old["metadata"]["generation"] + 1
+        if refused := self.refusal(updated, strict):
+            return refused
+        if "canary" in updated.get("spec", {}) and self.kserve_version < (0, 20):
+            updated["spec"].pop("canary")  # pruned: the schema has no such field
         self.services[key] = updated
         self._reads_since_write = self._rollout_reads = 0
         return (201 if kind == "create" else 200), updated
@@ -368,7 +483,7 @@ class FakeKServeApi(LocalHTTPServer):
                 if self._fault():
                     return
                 if match := DEPLOYMENTS.match(urlsplit(self.path).path):
-                    found = api.deployment((match.group(1), match.group(2)))
+                    found = api.deployment(match.group(1), match.group(2))
                     if found is None:
                         return self._reply(404, {"kind": "Status", "reason": "NotFound"})
                     return self._reply(200, found)
@@ -387,7 +502,8 @@ class FakeKServeApi(LocalHTTPServer):
                 if self._fault() or (route := self._route()) is None:
                     return
                 body = self._body()
-                self._reply(*api.write("create", (route[0], body["metadata"]["name"]), body))
+                key = (route[0], body["metadata"]["name"])
+                self._reply(*api.write("create", key, body, self._strict()))
 
             def do_PATCH(self) -> None:
                 if self._fault() or (key := self._route()) is None:
@@ -395,6 +511,10 @@ class FakeKServeApi(LocalHTTPServer):
                 if key not in api.services:
                     return self._reply(404, {"kind": "Status", "code": 404, "reason": "NotFound"})
                 assert self.headers["Content-Type"] == "application/merge-patch+json"
-                self._reply(*api.write("patch", key, self._body()))
+                self._reply(*api.write("patch", key, self._body(), self._strict()))
+
+            def _strict(self) -> bool:
+                query = parse_qs(urlsplit(self.path).query)
+                return query.get("fieldValidation") == ["Strict"]
 
         return Handler

@@ -21,6 +21,7 @@ KUSTOMIZATIONS = [
     "overlays/multi-node",
     "overlays/profile-multi-node",
     "serving",
+    "serving-storage",
     "overlays/serving",
     "overlays/serving-profile",
 ]
@@ -28,6 +29,7 @@ K8S_VERSION = "1.30.0"
 POD_OWNERS = {"Deployment", "StatefulSet", "DaemonSet", "Job"}
 # RBAC, volumes and namespaces: no pod to check
 PODLESS = {"pipeline", "overlays/profile", "overlays/multi-node", "overlays/profile-multi-node"}
+PODLESS |= {"serving-storage"}  # an init container KServe adds to the model server's pods
 
 
 def render(directory: str) -> list[dict]:
@@ -48,7 +50,9 @@ def plain_manifests() -> list[tuple[str, dict]]:
     """Every resource file as written, kustomization files aside."""
     found = []
     for path in sorted(MANIFESTS.rglob("*.yaml")):
-        if path.name == "kustomization.yaml" or path.name.endswith("-patch.yaml"):
+        if path.name in ("kustomization.yaml", "kustomizeconfig.yaml") or path.name.endswith(
+            "-patch.yaml"
+        ):
             continue
         found += [
             (str(path.relative_to(REPO)), doc)
@@ -98,6 +102,8 @@ def validate(doc: dict) -> None:
     """Strictly, against Kubernetes' schemas or, for a custom resource, its CRD's."""
     if doc["kind"] == "InferenceService":
         assert crds.errors(doc) == []
+    elif doc["kind"] == "ClusterStorageContainer":
+        assert crds.errors(doc, crds.CLUSTER_STORAGE_CONTAINER) == []
     elif doc["kind"] == "AuthorizationPolicy":
         assert authorization_policy_errors(doc) == []
     else:
@@ -292,10 +298,10 @@ def test_the_served_manifest_is_the_deploy_steps_inference_service_for_the_candi
     # the step names the version it registered; the manifest, whatever holds @candidate
     candidate = "models:/dogs-vs-cats@candidate"
     built["metadata"]["annotations"]["dogs-vs-cats/model-uri"] = candidate
-    built["spec"]["predictor"]["containers"][0]["args"][0] = f"--model={candidate}"
+    built["spec"]["predictor"]["containers"][0]["env"][0]["value"] = candidate
     assert rendered == built
     assert container["image"] == "ghcr.io/dogs-vs-cats/dogs-vs-cats:0.1.0"
-    assert container["env"][0]["value"] == "http://mlflow.mlflow.svc.cluster.local:5000"
+    assert container["env"][1]["value"] == "http://mlflow.mlflow.svc.cluster.local:5000"
 
 
 @pytest.mark.parametrize(
@@ -317,3 +323,27 @@ def test_a_field_istio_does_not_know_is_caught():
     ]
     policy["spec"]["rules"][0]["from"][0]["source"]["namespace"] = ["team-a"]  # not namespaces
     assert authorization_policy_errors(policy) == ["rules[0].from.namespace"]
+
+
+def test_the_storage_initializer_fetches_what_the_served_manifest_names_as_the_step_would():
+    """KServe runs the ClusterStorageContainer whose prefix the predictor's STORAGE_URI
+    has: the project's image, fetching through the tracking server the manifest names,
+    with the model server's credentials, locked down as every container here."""
+    (initializer,) = render("serving-storage")
+    (service,) = [d for d in render("overlays/serving") if d["kind"] == "InferenceService"]
+    served = service["spec"]["predictor"]["containers"][0]
+    env = {e["name"]: e for e in served["env"]}
+    (prefix,) = [f["prefix"] for f in initializer["spec"]["supportedUriFormats"]]
+    assert env["STORAGE_URI"]["value"].startswith(prefix)
+    container = initializer["spec"]["container"]
+    assert container["image"] == served["image"]
+    assert container["command"] == ["python", "-m", "components.fetch_model"]
+    fetching = {e["name"]: e for e in container["env"]}
+    assert fetching["MLFLOW_TRACKING_URI"] == env["MLFLOW_TRACKING_URI"]
+    assert fetching["MLFLOW_TRACKING_PASSWORD"] == env["MLFLOW_TRACKING_PASSWORD"]
+    context = container["securityContext"]
+    assert context["runAsNonRoot"] and context["allowPrivilegeEscalation"] is False
+    assert context["capabilities"]["drop"] == ["ALL"] and set(container["resources"]) == {
+        "requests",
+        "limits",
+    }

@@ -101,8 +101,9 @@ class Deadline:
     def sleep(self, seconds: float) -> None:
         time.sleep(max(0.0, min(seconds, self.left())))
 
-    def call(self, what: str, request: Callable[..., Any], *args: Any) -> Any:
-        """``request(*args)`` with a timeout inside the deadline; its failure one line.
+    def call(self, what: str, request: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``request(*args, **kwargs)`` with a timeout inside the deadline; its failure one
+        line.
 
         Raises:
             TimeoutError: the deadline passed before or during the request.
@@ -113,7 +114,7 @@ class Deadline:
             raise TimeoutError(f"no time left within {self.seconds:g} s to {what}")
         timeout = (min(CONNECT_SECONDS, left), min(REQUEST_SECONDS, left))
         try:
-            return request(*args, _request_timeout=timeout)
+            return request(*args, **kwargs, _request_timeout=timeout)
         except ApiException as err:
             said = _status_of(err)
             reason = str(said.get("reason", ""))

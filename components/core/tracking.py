@@ -25,9 +25,11 @@ from matplotlib.figure import Figure
 from mlflow.data.dataset_source_registry import resolve_dataset_source
 from mlflow.data.meta_dataset import MetaDataset
 from mlflow.data.numpy_dataset import from_numpy
+from mlflow.entities import LoggedModelOutput, LoggedModelStatus
 from mlflow.environment_variables import MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING
 from mlflow.exceptions import MlflowException
 from mlflow.models import ModelSignature, infer_signature
+from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
 from mlflow.tracking import MlflowClient
 from mlflow.types import ColSpec, Schema
 
@@ -52,7 +54,10 @@ OUTPUT_TAG = "training.output"  # the folder a run's training writes; resume che
 STORE_TAG = "training.checkpoint_uri"  # its durable checkpoint store, where it has one
 # a resumed run trained to more epochs than its `epochs` param (params cannot change)
 EPOCHS_TAG = "training.epochs"
-CHECKPOINT_ARTIFACT = "checkpoints"
+CHECKPOINT_MODEL = "checkpoint"  # the logged model each epoch's checkpoint is
+CHECKPOINT_FILE = "checkpoint.pt"
+EPOCH_TAG = "epoch"  # on a checkpoint model: the epoch it ends
+KEPT_CHECKPOINTS = 2  # the newest checkpoints a run keeps, and the best besides
 KFP_PIPELINE_RUN_TAG = "kfp.pipeline_run_id"  # KFP's own tag on its parent run
 MODEL_NAME = "model"
 
@@ -222,10 +227,6 @@ def log_params(params: dict[str, object]) -> None:
     mlflow.log_params({key: str(value) for key, value in params.items()})
 
 
-def log_metrics(metrics: dict[str, float], step: int | None = None) -> None:
-    mlflow.log_metrics(metrics, step=step)
-
-
 def log_artifact(path: Path, artifact_path: str | None = None) -> None:
     mlflow.log_artifact(str(path), artifact_path)
 
@@ -234,8 +235,57 @@ def log_figure(figure: Figure, artifact_file: str) -> None:
     mlflow.log_figure(figure, artifact_file)
 
 
-def log_checkpoint(path: Path) -> None:
-    mlflow.log_artifact(str(path), CHECKPOINT_ARTIFACT)
+def log_epoch(metrics: dict[str, float], epoch: int, checkpoint: Path) -> str:
+    """The epoch's metrics and its checkpoint into the active run, the MLflow 3 way: the
+    checkpoint is a logged model (``checkpoint``, the file its artifact) at ``step=epoch``
+    with the metrics linked to it, so the Models tab and ``search_logged_models`` rank
+    checkpoints by them. Only the newest checkpoints and the best are kept
+    (``KEPT_CHECKPOINTS``). The checkpoint model's id."""
+    run = mlflow.active_run()
+    if run is None:
+        raise RuntimeError("expected an active MLflow run to log the epoch into, found none")
+    run_id = run.info.run_id
+    model = mlflow.initialize_logged_model(
+        name=CHECKPOINT_MODEL,
+        source_run_id=run_id,
+        tags={EPOCH_TAG: str(epoch)},
+        model_type="checkpoint",
+    )
+    mlflow.log_metrics(metrics, step=epoch, model_id=model.model_id)
+    client = MlflowClient(tracking_uri())
+    client.log_model_artifact(model.model_id, str(checkpoint))
+    client.finalize_logged_model(model.model_id, LoggedModelStatus.READY)
+    client.log_outputs(run_id, [LoggedModelOutput(model.model_id, step=epoch)])
+    _prune_checkpoints(client, run_id, run.info.experiment_id)
+    return model.model_id
+
+
+def _checkpoint_models(client: MlflowClient, run_id: str, experiment_id: str) -> list:
+    """The run's checkpoint models, newest epoch first."""
+    found = client.search_logged_models(
+        experiment_ids=[experiment_id],
+        filter_string=f"source_run_id = '{run_id}' AND name = '{CHECKPOINT_MODEL}'",
+    )
+    ready = [m for m in found if m.status == LoggedModelStatus.READY and EPOCH_TAG in m.tags]
+    return sorted(ready, key=lambda m: int(m.tags[EPOCH_TAG]), reverse=True)
+
+
+def _prune_checkpoints(client: MlflowClient, run_id: str, experiment_id: str) -> None:
+    """Delete the run's checkpoints but the newest ``KEPT_CHECKPOINTS`` and the best by
+    validation accuracy (of equals, the newest), their files with them: the store holds
+    at most three a run."""
+    models = _checkpoint_models(client, run_id, experiment_id)
+    scores = {m.model_id: _metric(m, "val_accuracy") for m in models}
+    best = max(models, key=lambda m: scores[m.model_id], default=None)
+    for model in models[KEPT_CHECKPOINTS:]:
+        if model is not best:
+            get_artifact_repository(model.artifact_location).delete_artifacts()
+            client.delete_logged_model(model.model_id)
+
+
+def _metric(model, key: str) -> float:
+    values = [m.value for m in model.metrics or [] if m.key == key]
+    return values[-1] if values else float("-inf")
 
 
 def signature(example: np.ndarray, output: np.ndarray) -> ModelSignature:
@@ -295,12 +345,15 @@ def find_run_by_tags(experiment: str, tags: dict[str, str]) -> str | None:
 
 
 def download_checkpoint(run_id: str, destination: Path) -> Path | None:
-    """Fetch the run's newest checkpoint artifact into ``destination``; None if it has none."""
+    """Fetch the run's newest checkpoint (its checkpoint model's file) into
+    ``destination``; None if it has none."""
     client = MlflowClient(tracking_uri())
-    names = [a.path for a in client.list_artifacts(run_id, CHECKPOINT_ARTIFACT)]
-    if not names:
+    models = _checkpoint_models(client, run_id, client.get_run(run_id).info.experiment_id)
+    if not models:
         return None
-    return Path(client.download_artifacts(run_id, names[0], str(destination)))
+    destination.mkdir(parents=True, exist_ok=True)
+    uri = f"{models[0].artifact_location.rstrip('/')}/{CHECKPOINT_FILE}"
+    return Path(mlflow.artifacts.download_artifacts(artifact_uri=uri, dst_path=str(destination)))
 
 
 def load_model(uri: str) -> torch.nn.Module:
@@ -328,6 +381,18 @@ def _pickle_refused() -> Iterator[None]:
             os.environ.pop(key, None)
         else:
             os.environ[key] = before
+
+
+def download_model(uri: str, folder: Path) -> None:
+    """A logged or registered model's files into ``folder``, as MLflow resolves ``uri``.
+
+    Raises:
+        ValueError: what arrived is not an MLflow model (no MLmodel file).
+    """
+    mlflow.set_tracking_uri(tracking_uri())
+    mlflow.artifacts.download_artifacts(artifact_uri=uri, dst_path=str(folder))
+    if not (folder / "MLmodel").is_file():
+        raise ValueError(f"expected an MLflow model at {uri}, found no MLmodel file in it")
 
 
 def model_input_shape(uri: str) -> tuple[int, ...]:

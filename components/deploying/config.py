@@ -65,7 +65,8 @@ class DeployConfig:
     canary_percent: int = setting(
         100,
         "share of traffic a new version gets while another serves: 100 rolls it out "
-        "whole; below 100 is a canary, which only the Knative mode can split",
+        "whole; below 100 it is a canary (0: deployed, no traffic) until `python -m "
+        "components.rollout promote` or `rollback` (Standard mode: KServe 0.20 or later)",
         role=PER_RUN,
     )
     min_replicas: int = setting(
@@ -146,14 +147,8 @@ class DeployConfig:
         return bare
 
     def _check_rollout(self) -> None:
-        if not 1 <= self.canary_percent <= 100:
-            raise ValueError(f"expected canary_percent from 1 to 100, found {self.canary_percent}")
-        if self.deployment_mode == STANDARD and self.canary_percent < 100:
-            raise ValueError(
-                f"canary_percent {self.canary_percent} needs deployment_mode {KNATIVE}: the "
-                f"{STANDARD} mode serves one Deployment, with no revisions to split traffic "
-                "between (leave canary_percent at 100 for a rolling update)"
-            )
+        if not 0 <= self.canary_percent <= 100:
+            raise ValueError(f"expected canary_percent from 0 to 100, found {self.canary_percent}")
         if not 0 <= self.min_replicas <= self.max_replicas or self.max_replicas < 1:
             raise ValueError(
                 "expected 0 <= min_replicas <= max_replicas and max_replicas >= 1, found "
@@ -173,3 +168,31 @@ class DeployConfig:
     @property
     def canary(self) -> bool:
         return self.canary_percent < 100
+
+
+PROMOTE, ROLLBACK = "promote", "rollback"
+
+
+@dataclass(frozen=True)
+class RolloutConfig:
+    """Where the canary to promote or roll back runs, and how long the step may wait."""
+
+    namespace: str = setting("kubeflow", "namespace of the InferenceService", role=LOCAL)
+    name: str = setting(MODEL_NAME, "the InferenceService's name", role=LOCAL)
+    timeout_seconds: float = setting(
+        600.0, "how long the whole step may take, every request included", role=LOCAL
+    )
+    poll_seconds: float = setting(5.0, "how often its status is read", role=LOCAL)
+
+    def __post_init__(self) -> None:
+        if not is_service_name(self.name, LONGEST_NAME) or not is_dns_label(self.namespace):
+            raise ValueError(
+                f"expected the name and namespace as DNS labels, found {self.name!r} and "
+                f"{self.namespace!r}"
+            )
+        for name in ("timeout_seconds", "poll_seconds"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and 0 < value <= LONGEST_WAIT):
+                raise ValueError(
+                    f"expected {name} above 0 and at most {LONGEST_WAIT:g}, found {value!r}"
+                )

@@ -10,6 +10,7 @@ credential stands in the resource: the model server reads them from secrets by r
 from __future__ import annotations
 
 from kserve import (
+    V1beta1CanarySpec,
     V1beta1InferenceService,
     V1beta1InferenceServiceSpec,
     V1beta1PredictorSpec,
@@ -26,7 +27,9 @@ USER = 10001  # the images' user
 # measured: 676 MiB resident idle, 1,073 MiB at peak under load (docs/BENCHMARKS.md)
 RESOURCES = {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "2Gi"}}
 MODE_ANNOTATION = "serving.kserve.io/deploymentMode"
-MODEL_URI_ANNOTATION = "dogs-vs-cats/model-uri"
+MODEL_URI_ANNOTATION = "dogs-vs-cats/model-uri"  # the version with the traffic
+CANARY_URI_ANNOTATION = "dogs-vs-cats/canary-model-uri"  # a canary's, while one runs
+STORAGE_URI = "STORAGE_URI"  # KServe's variable for a custom container's model
 # what the deploy step created, and so may update; anything else under the name it refuses
 MANAGED_BY = ("app.kubernetes.io/managed-by", "dogs-vs-cats-deploy")
 # Istio's sidecar (a profile namespace injects one) up before the model is fetched through it
@@ -35,9 +38,10 @@ MLFLOW_KEYS = ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD")
 S3_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL")
 
 
-def build(cfg: DeployConfig, canary: bool = False) -> V1beta1InferenceService:
-    """The InferenceService for ``cfg``; ``canary`` (Knative mode only): the new version
-    takes ``cfg.canary_percent`` of the traffic while the serving revision keeps the rest."""
+def build(cfg: DeployConfig, knative_canary: bool = False) -> V1beta1InferenceService:
+    """The InferenceService serving ``cfg``'s version with all the traffic; with
+    ``knative_canary`` (Knative mode), the new revision takes ``cfg.canary_percent`` while
+    the serving one keeps the rest (``canary`` builds the Standard mode's)."""
     return V1beta1InferenceService(
         api_version=constants.KSERVE_V1BETA1,
         kind=constants.KSERVE_KIND_INFERENCESERVICE,
@@ -51,22 +55,45 @@ def build(cfg: DeployConfig, canary: bool = False) -> V1beta1InferenceService:
                 HOLD_UNTIL_PROXY[0]: HOLD_UNTIL_PROXY[1],
             },
         ),
-        spec=V1beta1InferenceServiceSpec(predictor=_predictor(cfg, canary)),
+        spec=V1beta1InferenceServiceSpec(predictor=_predictor(cfg, knative_canary)),
     )
 
 
-def _predictor(cfg: DeployConfig, canary: bool) -> V1beta1PredictorSpec:
+def canary(cfg: DeployConfig) -> V1beta1CanarySpec:
+    """KServe's Standard-mode canary (0.20+) for ``cfg``'s version beside the serving
+    predictor: its own Deployment ``NAME-vVERSION-predictor`` at a fixed replica (KServe
+    refuses autoscaling on a canary), taking ``cfg.canary_percent`` of the traffic (0: a
+    dark launch, deployed and not routed to)."""
+    predictor = V1beta1PredictorSpec(
+        name=canary_name(cfg.model_version),
+        min_replicas=1,  # at most the serving predictor's, as KServe requires
+        automount_service_account_token=False,
+        containers=[_container(cfg)],
+        volumes=_volumes(),
+    )
+    return V1beta1CanarySpec(predictor=predictor, traffic_percent=cfg.canary_percent)
+
+
+def canary_name(version: str) -> str:
+    """A canary predictor's name, which names its Deployment: one per version."""
+    return f"v{version}"
+
+
+def _predictor(cfg: DeployConfig, knative_canary: bool) -> V1beta1PredictorSpec:
     return V1beta1PredictorSpec(
         min_replicas=cfg.min_replicas,
         max_replicas=cfg.max_replicas,
-        canary_traffic_percent=cfg.canary_percent if canary else None,
+        canary_traffic_percent=cfg.canary_percent if knative_canary else None,
         automount_service_account_token=False,  # the model server calls no Kubernetes API
         containers=[_container(cfg)],
-        volumes=[
-            k8s.V1Volume(name=name, empty_dir=k8s.V1EmptyDirVolumeSource())
-            for name in ("tmp", "home")
-        ],
+        volumes=_volumes(),
     )
+
+
+def _volumes() -> list[k8s.V1Volume]:
+    return [
+        k8s.V1Volume(name=name, empty_dir=k8s.V1EmptyDirVolumeSource()) for name in ("tmp", "home")
+    ]
 
 
 def _container(cfg: DeployConfig) -> k8s.V1Container:
@@ -75,8 +102,11 @@ def _container(cfg: DeployConfig) -> k8s.V1Container:
         name="kserve-container",  # the name KServe gives a predictor's container
         image=cfg.image,
         command=["python", "-m", "components.serve"],
-        args=[f"--model={cfg.model_uri}", f"--port={PORT}"],
+        # KServe's storage initializer (the ClusterStorageContainer for models:/ URIs in
+        # manifests/serving) fetches STORAGE_URI's model and points the variable at it
+        args=[f"--model=$({STORAGE_URI})", f"--port={PORT}"],
         env=[
+            k8s.V1EnvVar(name=STORAGE_URI, value=cfg.model_uri),
             k8s.V1EnvVar(name="MLFLOW_TRACKING_URI", value=cfg.served_tracking_uri),
             *(k8s.V1EnvVar(name=name, value=value) for name, value in workspace_env().items()),
             *_secret_env(cfg.mlflow_secret, MLFLOW_KEYS),

@@ -1,13 +1,16 @@
 """Create or update the InferenceService, then wait until KServe says it serves the version.
 
-What "serves" means depends on KServe's deployment mode:
+A new version over a serving one comes in whole, or as a canary (``canary_percent`` of the
+traffic, 0 a dark launch) until ``promote`` gives it all the traffic or ``rollback``
+removes it. What "serves" means depends on KServe's deployment mode:
 
-- Standard: KServe's ``Ready`` for the new generation, and its Deployment
-  ``NAME-predictor`` rolled out (every replica updated and available, none of the old
-  left), as ``kubectl rollout status`` reads it. A new version replaces the old one.
+- Standard: KServe's ``Ready`` for the new generation, and the predictor's Deployment
+  rolled out (every replica updated and available, none of the old left), as ``kubectl
+  rollout status`` reads it. A canary (KServe 0.20+) is ``spec.canary``, a predictor of
+  its own with its own Deployment, ready when KServe's ``CanaryPredictorReady`` and its
+  canary status say so and its Deployment has rolled out.
 - Knative: ``Ready`` for the new generation, and the predictor's latest created revision
-  is its latest ready one. A new version over a serving one may come in as a canary
-  (``canary_percent`` of the traffic) until someone promotes it.
+  is its latest ready one; a canary is that revision at ``canaryTrafficPercent``.
 
 The step only updates a service that it created (its ``managed-by`` label); a load that
 fails, a spec the controller refuses, or no answer within the deadline fails the step in
@@ -17,18 +20,47 @@ one line with KServe's own reason.
 from __future__ import annotations
 
 import logging
+from typing import NamedTuple
 
 from kserve import constants
 from kubernetes import client as k8s
 
 from components.cluster.kube import ApiError, Deadline
 from components.deploying import status
-from components.deploying.config import KNATIVE, DeployConfig
-from components.deploying.inference_service import MANAGED_BY, MODE_ANNOTATION, build, manifest
+from components.deploying.config import (
+    KNATIVE,
+    PROMOTE,
+    ROLLBACK,
+    STANDARD,
+    DeployConfig,
+    RolloutConfig,
+)
+from components.deploying.inference_service import (
+    CANARY_URI_ANNOTATION,
+    MANAGED_BY,
+    MODE_ANNOTATION,
+    MODEL_URI_ANNOTATION,
+    STORAGE_URI,
+    build,
+    canary,
+    canary_name,
+    manifest,
+)
 
 log = logging.getLogger(__name__)
 GROUP, VERSION = constants.KSERVE_GROUP, constants.KSERVE_V1BETA1_VERSION
 PLURAL = constants.KSERVE_PLURAL_INFERENCESERVICE
+
+
+class Service(NamedTuple):
+    """Which InferenceService, in which of KServe's modes."""
+
+    namespace: str
+    name: str
+    mode: str
+
+    def __str__(self) -> str:
+        return f"InferenceService {self.namespace}/{self.name}"
 
 
 def deploy(cfg: DeployConfig, api_client: k8s.ApiClient) -> str:
@@ -49,34 +81,154 @@ def deploy(cfg: DeployConfig, api_client: k8s.ApiClient) -> str:
         )
     deadline = Deadline(cfg.timeout_seconds)
     objects = k8s.CustomObjectsApi(api_client)
-    current = _read(objects, cfg, deadline, patient=False)
+    service = Service(cfg.namespace, cfg.name, cfg.deployment_mode)
+    current = _read(objects, service, deadline, cfg.poll_seconds, patient=False)
     if current is not None:
         _refuse_foreign(current, cfg)
     # a version already serving keeps most traffic while the new one proves itself
-    canary = (
+    as_canary = (
         cfg.canary
         and current is not None
         and status.is_ready(current)
         and status.model_uri(current) != cfg.model_uri
     )
-    body = manifest(build(cfg, canary=canary))
-    where = f"InferenceService {cfg.namespace}/{cfg.name}"
-    args: tuple
     if current is None:
-        log.info("creating %s for %s (%s mode)", where, cfg.model_uri, cfg.deployment_mode)
-        request, args = objects.create_namespaced_custom_object, (body,)
+        log.info("creating %s for %s (%s mode)", service, cfg.model_uri, cfg.deployment_mode)
+        body = manifest(build(cfg))
+    elif as_canary:
+        log.info("adding %s to %s as a canary at %d%%", cfg.model_uri, service, cfg.canary_percent)
+        body = _canary_patch(cfg, current)
     else:
-        how = f"as a canary at {cfg.canary_percent}%" if canary else "with all the traffic"
-        log.info("updating %s to %s %s", where, cfg.model_uri, how)
-        if cfg.deployment_mode == KNATIVE and not canary:
+        log.info("updating %s to %s with all the traffic", service, cfg.model_uri)
+        body = manifest(build(cfg))
+        body["metadata"]["annotations"][CANARY_URI_ANNOTATION] = None  # one that ran is gone
+        if cfg.deployment_mode == KNATIVE:
             body["spec"]["predictor"]["canaryTrafficPercent"] = 100  # no revision to keep
-        request, args = objects.patch_namespaced_custom_object, (cfg.name, body)
-    verb = "create" if current is None else "update"
-    written = deadline.call(
-        f"{verb} {where}", request, GROUP, VERSION, cfg.namespace, PLURAL, *args
+        else:
+            body["spec"]["canary"] = None
+    generation = _write(objects, service, body, deadline, create=current is None)
+    standard = as_canary and service.mode == STANDARD
+    standard_canary = canary_name(cfg.model_version) if standard else None
+    return _wait_until_serving(
+        api_client, objects, (service, cfg.model_uri), generation, deadline, cfg.poll_seconds,
+        standard_canary,
+    )  # fmt: skip
+
+
+def _canary_patch(cfg: DeployConfig, current: dict) -> dict:
+    """What turns the serving service into one with ``cfg``'s version as its canary: in the
+    Standard mode a ``spec.canary`` beside the predictor, in Knative a new revision at
+    ``canaryTrafficPercent``. The serving version stays the one annotated as serving."""
+    annotations = {CANARY_URI_ANNOTATION: cfg.model_uri}
+    if cfg.deployment_mode == KNATIVE:
+        body = manifest(build(cfg, knative_canary=True))
+        body["metadata"]["annotations"].update(
+            {**annotations, MODEL_URI_ANNOTATION: status.model_uri(current)}
+        )
+        return body
+    if not status.names_its_model(current):
+        raise RuntimeError(
+            f"InferenceService {cfg.namespace}/{cfg.name} serves a predictor that does not "
+            f"name its model in {STORAGE_URI}, which KServe's Standard-mode canary requires: "
+            "deploy its version once more with canary_percent 100, then the canary"
+        )
+    return {
+        "metadata": {"annotations": annotations},
+        "spec": {"canary": [manifest(canary(cfg))]},
+    }
+
+
+def promote(cfg: RolloutConfig, api_client: k8s.ApiClient) -> str:
+    """The running canary's version takes all the traffic; the URL once it does.
+
+    Raises:
+        RuntimeError: no canary runs, or KServe reports a failure.
+        ApiError, TimeoutError: as ``deploy``.
+    """
+    return _end_canary(cfg, api_client, PROMOTE)
+
+
+def rollback(cfg: RolloutConfig, api_client: k8s.ApiClient) -> str:
+    """The running canary goes; the serving version keeps all the traffic. The URL."""
+    return _end_canary(cfg, api_client, ROLLBACK)
+
+
+def _end_canary(cfg: RolloutConfig, api_client: k8s.ApiClient, action: str) -> str:
+    deadline = Deadline(cfg.timeout_seconds)
+    objects = k8s.CustomObjectsApi(api_client)
+    found = _read(objects, Service(cfg.namespace, cfg.name, ""), deadline, cfg.poll_seconds)
+    where = f"InferenceService {cfg.namespace}/{cfg.name}"
+    if found is None:
+        raise RuntimeError(f"{where} does not exist: there is no canary to {action}")
+    key, value = MANAGED_BY
+    if status.labels_of(found).get(key) != value:
+        raise RuntimeError(f"{where} was not created by the deploy step; it is left as it is")
+    candidate = status.annotations_of(found).get(CANARY_URI_ANNOTATION)
+    if not candidate:
+        raise RuntimeError(
+            f"{where} runs no canary to {action}: it serves {status.model_uri(found)}"
+        )
+    service = Service(
+        cfg.namespace, cfg.name, status.annotations_of(found).get(MODE_ANNOTATION) or STANDARD
     )
-    generation = status.generation(written)
-    return _wait_until_serving(api_client, objects, cfg, generation, deadline)
+    serving = candidate if action == PROMOTE else status.model_uri(found) or "its version"
+    log.info("%s: %s %s; %s takes all the traffic", service, action, candidate, serving)
+    body = {
+        "metadata": {"annotations": {MODEL_URI_ANNOTATION: serving, CANARY_URI_ANNOTATION: None}},
+        "spec": _ended(found, service.mode, action),
+    }
+    generation = _write(objects, service, body, deadline, create=False)
+    return _wait_until_serving(
+        api_client, objects, (service, serving), generation, deadline, cfg.poll_seconds
+    )
+
+
+def _ended(found: dict, mode: str, action: str) -> dict:
+    """The spec patch that ends a canary as KServe documents it: in Knative, the latest
+    revision takes all the traffic (no ``canaryTrafficPercent``) or none (0, back to the
+    last one rolled out); in Standard, the canary's predictor becomes the predictor (its
+    name too, so its Deployment is kept, not restarted) or goes."""
+    if mode == KNATIVE:
+        return {"predictor": {"canaryTrafficPercent": None if action == PROMOTE else 0}}
+    if action == ROLLBACK:
+        return {"canary": None}
+    (canary_spec,) = status.canaries(found)  # the deploy step runs one at a time
+    predictor = {**status.predictor(found)}
+    for field in ("name", "containers", "volumes"):
+        predictor[field] = canary_spec["predictor"].get(field)
+    return {"predictor": predictor, "canary": None}
+
+
+def _write(
+    objects: k8s.CustomObjectsApi, service: Service, body: dict, deadline: Deadline, create: bool
+) -> int:
+    """Create or merge-patch the service with the API's strict field validation, so that a
+    KServe older than a field refuses it instead of dropping it; its new generation."""
+    verb = "create" if create else "update"
+    try:
+        if create:
+            written = deadline.call(
+                f"{verb} {service}",
+                objects.create_namespaced_custom_object,
+                GROUP, VERSION, service.namespace, PLURAL, body,
+                field_validation="Strict",
+            )  # fmt: skip
+        else:
+            written = deadline.call(
+                f"{verb} {service}",
+                objects.patch_namespaced_custom_object,
+                GROUP, VERSION, service.namespace, PLURAL, service.name, body,
+                field_validation="Strict",
+            )  # fmt: skip
+    except ApiError as err:
+        if 'unknown field "spec.canary"' in str(err):
+            raise RuntimeError(
+                f"this cluster's KServe does not know spec.canary, the Standard mode's "
+                f"canary (KServe 0.20 and later): upgrade KServe, or deploy with "
+                f"canary_percent 100 (a rolling update) or in the Knative mode ({err})"
+            ) from None
+        raise
+    return status.generation(written)
 
 
 def _refuse_foreign(current: dict, cfg: DeployConfig) -> None:
@@ -99,7 +251,11 @@ def _refuse_foreign(current: dict, cfg: DeployConfig) -> None:
 
 
 def _read(
-    objects: k8s.CustomObjectsApi, cfg: DeployConfig, deadline: Deadline, patient: bool = True
+    objects: k8s.CustomObjectsApi,
+    service: Service,
+    deadline: Deadline,
+    poll_seconds: float,
+    patient: bool = True,
 ) -> dict | None:
     """The service, or None. ``patient``: an API server that answers 5xx or not at all is
     waited out within the deadline, which then ends in the last refusal seen; else (the
@@ -108,13 +264,13 @@ def _read(
     while True:
         try:
             return deadline.call(
-                f"read InferenceService {cfg.namespace}/{cfg.name}",
+                f"read InferenceService {service.namespace}/{service.name}",
                 objects.get_namespaced_custom_object,
                 GROUP,
                 VERSION,
-                cfg.namespace,
+                service.namespace,
                 PLURAL,
-                cfg.name,
+                service.name,
             )
         except TimeoutError:
             if refused is not None:
@@ -127,46 +283,62 @@ def _read(
                 raise
             refused = err
             log.warning("%s; trying again", err)
-            deadline.sleep(cfg.poll_seconds)
+            deadline.sleep(poll_seconds)
 
 
 def _wait_until_serving(
     api_client: k8s.ApiClient,
     objects: k8s.CustomObjectsApi,
-    cfg: DeployConfig,
+    serving: tuple[Service, str],
     generation: int,
     deadline: Deadline,
+    poll_seconds: float,
+    canary: str | None = None,
 ) -> str:
-    where = f"InferenceService {cfg.namespace}/{cfg.name}"
+    """Wait for KServe's word that the service serves its new generation with the model
+    (and, with ``canary``, that the Standard-mode canary of that name is ready); its URL."""
+    service, model_uri = serving
     pending = "no status reported yet"
     while deadline.left() > 0:
-        service = _read(objects, cfg, deadline) or {}
-        if status.observed(service) >= generation:
-            if reason := status.failure(service):
-                raise RuntimeError(f"KServe could not serve {cfg.model_uri} as {where}: {reason}")
-            pending = status.not_serving(service, cfg.deployment_mode)
-            if not pending and cfg.deployment_mode != KNATIVE:
-                pending = _rollout_pending(api_client, cfg, deadline)
+        found = _read(objects, service, deadline, poll_seconds) or {}
+        if status.observed(found) >= generation:
+            if reason := status.failure(found):
+                raise RuntimeError(f"KServe could not serve {model_uri} as {service}: {reason}")
+            pending = status.not_serving(found, service.mode)
+            if not pending and canary:
+                pending = status.canary_pending(found, canary)
+            if not pending and service.mode != KNATIVE:
+                names = [status.predictor(found).get("name")] + ([canary] if canary else [])
+                for name in names:
+                    pending = pending or _rollout_pending(api_client, service, name, deadline)
             if not pending:
-                url = status.url(service)
-                log.info("%s serves %s at %s", where, cfg.model_uri, url)
+                url = status.url(found)
+                log.info("%s serves %s at %s", service, model_uri, url)
                 return url
-        deadline.sleep(cfg.poll_seconds)
-    raise TimeoutError(f"{where} was not serving within {cfg.timeout_seconds:g} s: {pending}")
+        deadline.sleep(poll_seconds)
+    raise TimeoutError(f"{service} was not serving within {deadline.seconds:g} s: {pending}")
 
 
-def _rollout_pending(api_client: k8s.ApiClient, cfg: DeployConfig, deadline: Deadline) -> str:
-    """What the Standard mode's Deployment still waits for, or "" once rolled out."""
-    name = f"{cfg.name}-predictor"  # KServe's name for the predictor's Deployment
+def _rollout_pending(
+    api_client: k8s.ApiClient, service: Service, predictor: str | None, deadline: Deadline
+) -> str:
+    """What a predictor's Deployment still waits for, or "" once rolled out."""
+    name = deployment_name(service.name, predictor)
     try:
         found = deadline.call(
-            f"read Deployment {cfg.namespace}/{name}",
+            f"read Deployment {service.namespace}/{name}",
             k8s.AppsV1Api(api_client).read_namespaced_deployment,
             name,
-            cfg.namespace,
+            service.namespace,
         )
     except ApiError as err:
         if err.status == 404 and err.reason == "NotFound":
             return f"Deployment {name} not created yet"
         raise
     return status.rollout_pending(api_client.sanitize_for_serialization(found))
+
+
+def deployment_name(service: str, predictor: str | None) -> str:
+    """KServe's name for a predictor's Deployment: ``NAME-predictor``, or for a named
+    predictor (a canary, or one promoted from it) ``NAME-PREDICTOR-predictor``."""
+    return f"{service}-{predictor}-predictor" if predictor else f"{service}-predictor"

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from components.core.errors import printable
-from components.deploying.inference_service import MODEL_URI_ANNOTATION
+from components.deploying.inference_service import MODEL_URI_ANNOTATION, STORAGE_URI
 
 # KServe's modelStatus.transitionStatus values that no amount of waiting changes
 STUCK = {"BlockedByFailedLoad", "InvalidSpec"}
@@ -127,4 +127,41 @@ def rollout_pending(deployment: dict) -> str:
         return (
             f"{counts['availableReplicas']} of {counts['updatedReplicas']} updated pods available"
         )
+    return ""
+
+
+def predictor(service: dict) -> dict:
+    return _field(service, "spec", "predictor")
+
+
+def canaries(service: dict) -> list[dict]:
+    found = _field(service, "spec", "canary", kind=list)
+    if not all(isinstance(c, dict) and isinstance(c.get("predictor"), dict) for c in found):
+        raise RuntimeError(
+            f"expected spec.canary as KServe writes it, found {printable(repr(found))[:100]}"
+        )
+    return found
+
+
+def names_its_model(service: dict) -> bool:
+    """Whether the predictor names its model as KServe's Standard-mode canary requires of
+    a custom container: a ``STORAGE_URI`` on its ``kserve-container``."""
+    containers = _field(service, "spec", "predictor", "containers", kind=list)
+    return any(
+        isinstance(c, dict)
+        and c.get("name") == "kserve-container"
+        and any(isinstance(e, dict) and e.get("name") == STORAGE_URI for e in c.get("env") or [])
+        for c in containers
+    )
+
+
+def canary_pending(service: dict, name: str) -> str:
+    """What the Standard-mode canary ``name`` still waits for, as KServe reports it in its
+    ``canaryStatuses``; "" once it is ready."""
+    statuses = _field(service, "status", "canaryStatuses", kind=list)
+    mine = [s for s in statuses if isinstance(s, dict) and s.get("name") == name]
+    if not mine:
+        return f"canary {printable(name)} not reported yet"
+    if mine[0].get("ready") is not True:
+        return f"canary {printable(name)} not ready yet"
     return ""

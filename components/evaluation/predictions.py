@@ -23,7 +23,8 @@ URI_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+:")  # runs:, models:, s3:, fil
 
 
 def load_any(model: str) -> tuple[torch.nn.Module, int, int]:
-    """A model from a train output directory, or an MLflow URI (runs:/…, models:/…, s3://…).
+    """A model from a train output folder, an MLflow model's folder (what
+    ``components.fetch_model`` writes), or an MLflow URI (runs:/…, models:/…, s3://…).
 
     Returns it with the channels and image size it takes.
 
@@ -38,11 +39,14 @@ def load_any(model: str) -> tuple[torch.nn.Module, int, int]:
         if not folder.is_dir():
             found = "a file" if folder.exists() else "nothing there"
             raise FileNotFoundError(
-                f"expected a train output folder or an MLflow model URI (runs:/RUN/model, "
-                f"models:/NAME@ALIAS) as --model, found {found}: {model}"
+                f"expected a train output folder, an MLflow model's folder or an MLflow "
+                f"model URI (runs:/RUN/model, models:/NAME@ALIAS) as --model, found {found}: "
+                f"{model}"
             )
-        classifier, spec = load_classifier(folder)
-        return classifier, spec["channels"], spec["image_size"]
+        if not (folder / "MLmodel").is_file():
+            classifier, spec = load_classifier(folder)
+            return classifier, spec["channels"], spec["image_size"]
+        model = folder.resolve().as_uri()  # fetched by components.fetch_model, say
     from components.core import tracking
 
     if model.startswith(("runs:/", "models:/")):

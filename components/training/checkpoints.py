@@ -113,8 +113,9 @@ def newest(candidates: list[dict]) -> dict | None:
 
 def save_everywhere(
     cfg: TrainConfig, meta: dict, learner: Learner, history: list[dict], run_id: str | None
-) -> None:
-    """The rolling checkpoint in the output, then in the store and the MLflow run."""
+) -> Path:
+    """The rolling checkpoint in the output, then in the store; its path (the MLflow run
+    gets it with the epoch's metrics, ``tracking.log_epoch``)."""
     path = Path(cfg.output) / CHECKPOINT
     state = {
         "data_shape": _data_shape(meta),
@@ -130,7 +131,7 @@ def save_everywhere(
     save_checkpoint(state, path)
     if cfg.checkpoint_uri:
         CheckpointStore(cfg.checkpoint_uri).put(path)
-    tracking.log_checkpoint(path)
+    return path
 
 
 def find_checkpoint(cfg: TrainConfig, meta: dict) -> dict | None:

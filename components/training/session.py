@@ -118,8 +118,8 @@ def _train(
                 raise
             history.append({"epoch": epoch, **metrics})
             if workers.is_main:
-                tracking.log_metrics(metrics, step=epoch)
-                checkpoints.save_everywhere(cfg, meta, learner, history, run_id)
+                saved = checkpoints.save_everywhere(cfg, meta, learner, history, run_id)
+                tracking.log_epoch(metrics, epoch, saved)
                 if cfg.metrics_stdout:
                     print(metrics_line(epoch, metrics), flush=True)
                 if on_epoch:

@@ -67,7 +67,10 @@ def test_train_and_evaluate_over_http_with_artifacts_in_s3(small_arrays, tmp_pat
     assert "test_accuracy" in run.data.metrics
     keys = bucket_keys(s3)  # this run's artifacts, and its logged model's
     model_id = result.model_uri.removeprefix("models:/")
-    assert any(result.run_id in k and k.endswith("checkpoints/checkpoint.pt") for k in keys)
+    (checkpoint,) = client.search_logged_models(
+        [run.info.experiment_id], filter_string="name = 'checkpoint' AND tags.epoch = '2'"
+    )
+    assert any(checkpoint.model_id in k and k.endswith("/checkpoint.pt") for k in keys)
     assert any(model_id in k and k.endswith("MLmodel") for k in keys)
     assert any(
         result.run_id in k and k.endswith("evaluation/test/confusion_matrix.png") for k in keys
@@ -185,12 +188,12 @@ def leaked(text: str) -> list[str]:
 @pytest.mark.slow
 @pytest.mark.integration
 def test_a_sweep_of_two_lands_under_one_parent_and_compares_side_by_side(
-    sample_zip, tmp_path, server
+    small_sample_zip, tmp_path, server
 ):
     # the team's server behind a user and password, given in the URI: used, never shown
     uri = server.url.replace("http://", f"http://team-user:{SECRET}@")
     done = subprocess.run(
-        [sys.executable, "-m", "pipeline", "sweep", "--local", "--source", str(sample_zip)]
+        [sys.executable, "-m", "pipeline", "sweep", "--local", "--source", str(small_sample_zip)]
         + ["--workdir", str(tmp_path / "w"), "epochs=1", "image_size=40", "min_accuracy=0"]
         + ["lr=0.001,0.003"],
         cwd=tmp_path,

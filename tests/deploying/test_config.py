@@ -29,7 +29,8 @@ def test_the_model_is_named_by_its_version_not_an_alias():
         ({"image": ""}, "expected an image reference"),
         ({"tracking_uri": "http://mlflow:5000\nX-Forged: 1"}, "expected the tracking URI"),
         ({"tracking_uri": "http://mlflow :5000"}, "expected the tracking URI"),
-        ({"canary_percent": 0}, "expected canary_percent from 1 to 100"),
+        ({"canary_percent": -1}, "expected canary_percent from 0 to 100"),
+        ({"canary_percent": 101}, "expected canary_percent from 0 to 100"),
         ({"min_replicas": 4}, "expected 0 <= min_replicas <= max_replicas"),
         ({"deployment_mode": "Serverless"}, "expected deployment_mode Standard or Knative"),
         ({"mlflow_secret": "Team Secret"}, "expected the mlflow_secret as a Kubernetes name"),
@@ -56,18 +57,17 @@ def test_a_tracking_uri_no_pod_could_reach_is_refused_when_served(uri):
         _ = cfg.served_tracking_uri
 
 
-@pytest.mark.parametrize(
-    ("changes", "message"),
-    [
-        ({"canary_percent": 10}, "canary_percent 10 needs deployment_mode Knative"),
-        ({"min_replicas": 0}, "min_replicas 0 .* needs deployment_mode Knative"),
-    ],
-)
-def test_what_only_knative_can_do_is_refused_in_the_standard_mode(changes, message):
-    with pytest.raises(ValueError, match=message):
-        DeployConfig(**{**BASE, **changes})
-    knative = DeployConfig(**{**BASE, **changes, "deployment_mode": "Knative"})
-    assert knative.canary == (knative.canary_percent < 100)
+def test_scale_to_zero_is_refused_in_the_standard_mode():
+    with pytest.raises(ValueError, match="min_replicas 0 .* needs deployment_mode Knative"):
+        DeployConfig(**{**BASE, "min_replicas": 0})
+    assert DeployConfig(**{**BASE, "min_replicas": 0, "deployment_mode": "Knative"})
+
+
+@pytest.mark.parametrize("mode", ["Standard", "Knative"])
+@pytest.mark.parametrize("percent", [0, 10, 99])
+def test_a_canary_and_a_dark_launch_are_taken_in_either_mode(mode, percent):
+    cfg = DeployConfig(**{**BASE, "canary_percent": percent, "deployment_mode": mode})
+    assert cfg.canary
 
 
 def test_a_digest_pinned_image_and_a_registry_with_a_port_are_references():

@@ -13,7 +13,7 @@ from kubernetes import client as k8s
 
 from components.cluster import kube
 from components.deploying import inference_service, rollout
-from components.deploying.config import DeployConfig
+from components.deploying.config import DeployConfig, RolloutConfig
 from tests import crds
 from tests.kube_api import FakeKServeApi
 
@@ -26,6 +26,7 @@ CFG = DeployConfig(
     timeout_seconds=5,
 )
 KNATIVE = dataclasses.replace(CFG, deployment_mode="Knative", canary_percent=10)
+ROLLOUT = RolloutConfig(namespace="team-a", poll_seconds=0.01, timeout_seconds=5)
 KEY = ("team-a", "dogs-vs-cats")
 
 
@@ -36,8 +37,11 @@ def client(url: str) -> k8s.ApiClient:
     return k8s.ApiClient(configuration)
 
 
-def served_version(service: dict) -> str:
-    return service["spec"]["predictor"]["containers"][0]["args"][0]
+def served_version(service: dict, predictor: dict | None = None) -> str:
+    """The model the (given) predictor's container names, as its args would read."""
+    (container,) = (predictor or service["spec"]["predictor"])["containers"]
+    (uri,) = [e["value"] for e in container["env"] if e["name"] == "STORAGE_URI"]
+    return container["args"][0].replace("$(STORAGE_URI)", uri)
 
 
 def earlier(cfg: DeployConfig) -> dict:
@@ -78,6 +82,101 @@ def test_knative_mode_brings_a_new_version_in_as_a_canary():
     assert body["spec"]["predictor"]["canaryTrafficPercent"] == 10
     assert api.deployment_reads == 0  # Knative's readiness is its revisions'
     assert stored["metadata"]["generation"] == 2 and crds.errors(stored) == []
+
+
+def test_standard_mode_canary_is_created_made_ready_promoted_and_rolled_back():
+    """KServe 0.20's Standard-mode canary, walked through on the stand-in for its API
+    (its admission rules and status as KServe's code has them): version 1 serves; 2
+    comes in as a canary at 10%, ready by ``CanaryPredictorReady`` and its own Deployment;
+    it is promoted (its predictor, name and all, becomes the service's); 3 comes in dark
+    (0%) and is rolled back, 2 serving throughout."""
+    standard = dataclasses.replace(CFG, canary_percent=10)
+    with FakeKServeApi() as api:
+        api.serving("team-a", earlier(standard))
+        url = rollout.deploy(standard, client(api.url))
+        assert url.startswith("http://dogs-vs-cats.team-a")
+        stored = api.services[KEY]
+        (entry,) = stored["spec"]["canary"]
+        assert (entry["predictor"]["name"], entry["trafficPercent"]) == ("v2", 10)
+        assert served_version(stored) == "--model=models:/dogs-vs-cats/1"  # still serving
+        assert served_version(stored, entry["predictor"]) == "--model=models:/dogs-vs-cats/2"
+        conditions = {c["type"]: c["status"] for c in stored["status"]["conditions"]}
+        assert conditions["CanaryPredictorReady"] == "True"
+        spec = {k: v for k, v in stored.items() if k != "status"}
+        assert crds.errors(spec) == []  # as the strict schema of KServe 0.20 takes it
+        read_before = api.deployment_reads
+
+        url = rollout.promote(ROLLOUT, client(api.url))
+        stored = api.services[KEY]
+        assert "canary" not in stored["spec"] and stored["spec"]["predictor"]["name"] == "v2"
+        assert served_version(stored) == "--model=models:/dogs-vs-cats/2"
+        assert stored["spec"]["predictor"]["maxReplicas"] == 3  # the service's scaling kept
+        annotations = stored["metadata"]["annotations"]
+        assert annotations["dogs-vs-cats/model-uri"] == "models:/dogs-vs-cats/2"
+        assert "dogs-vs-cats/canary-model-uri" not in annotations
+        assert api.deployment_reads > read_before  # the kept Deployment, v2's, read
+
+        dark = dataclasses.replace(CFG, model_version="3", canary_percent=0)
+        rollout.deploy(dark, client(api.url))
+        (entry,) = api.services[KEY]["spec"]["canary"]
+        assert (entry["predictor"]["name"], entry["trafficPercent"]) == ("v3", 0)
+        rollout.rollback(ROLLOUT, client(api.url))
+        stored = api.services[KEY]
+        assert "canary" not in stored["spec"]
+        assert served_version(stored) == "--model=models:/dogs-vs-cats/2"
+        assert stored["metadata"]["annotations"]["dogs-vs-cats/model-uri"] == (
+            "models:/dogs-vs-cats/2"
+        )
+        with pytest.raises(RuntimeError, match="runs no canary to promote"):
+            rollout.promote(ROLLOUT, client(api.url))
+
+
+def test_a_kserve_without_standard_mode_canaries_refuses_one_with_the_reason():
+    """Before 0.20 the CRD has no spec.canary: the step writes with strict field validation,
+    so the API server refuses the field rather than drop it and roll out the canary whole."""
+    standard = dataclasses.replace(CFG, canary_percent=10)
+    with FakeKServeApi(kserve_version=(0, 19)) as api:
+        api.serving("team-a", earlier(standard))
+        with pytest.raises(RuntimeError) as refused:
+            rollout.deploy(standard, client(api.url))
+        assert served_version(api.services[KEY]) == "--model=models:/dogs-vs-cats/1"
+    assert str(refused.value).startswith(
+        "this cluster's KServe does not know spec.canary, the Standard mode's canary "
+        "(KServe 0.20 and later): upgrade KServe, or deploy with canary_percent 100"
+    )
+
+
+def test_a_serving_predictor_that_does_not_name_its_model_gets_no_canary():
+    """KServe refuses a canary beside a custom predictor with no STORAGE_URI (as a service
+    deployed before the step named it would be); the step says so before writing."""
+    standard = dataclasses.replace(CFG, canary_percent=10)
+    old = earlier(standard)
+    (container,) = old["spec"]["predictor"]["containers"]
+    container["env"] = [e for e in container["env"] if e["name"] != "STORAGE_URI"]
+    container["args"][0] = "--model=models:/dogs-vs-cats/1"
+    with FakeKServeApi() as api:
+        api.serving("team-a", old)
+        with pytest.raises(RuntimeError, match="with canary_percent 100, then the canary"):
+            rollout.deploy(standard, client(api.url))
+        assert api.writes == []
+
+
+def test_knative_mode_promotes_and_rolls_back_its_canary_as_kserve_documents():
+    with FakeKServeApi() as api:
+        api.serving("team-a", earlier(KNATIVE))
+        rollout.deploy(KNATIVE, client(api.url))
+        rollout.promote(ROLLOUT, client(api.url))
+        assert "canaryTrafficPercent" not in api.services[KEY]["spec"]["predictor"]
+        assert api.services[KEY]["metadata"]["annotations"]["dogs-vs-cats/model-uri"] == (
+            "models:/dogs-vs-cats/2"
+        )
+        rollout.deploy(dataclasses.replace(KNATIVE, model_version="3"), client(api.url))
+        rollout.rollback(ROLLOUT, client(api.url))
+        stored = api.services[KEY]
+    # all the traffic back on the revision rolled out last, 2's
+    assert stored["spec"]["predictor"]["canaryTrafficPercent"] == 0
+    assert stored["metadata"]["annotations"]["dogs-vs-cats/model-uri"] == "models:/dogs-vs-cats/2"
+    assert crds.errors({k: v for k, v in stored.items() if k != "status"}) == []
 
 
 def test_knative_mode_puts_the_same_version_back_with_all_the_traffic():

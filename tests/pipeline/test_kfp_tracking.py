@@ -102,10 +102,11 @@ def killed_after_its_first_checkpoint(kfp: KfpMlflow, workdir: Path):
             deadline = time.monotonic() + HANG
             while time.monotonic() < deadline:
                 run_id = kfp.task_runs.get("train-op")
-                listed = run_id and kfp.call(
-                    "GET", "artifacts/list", {"run_id": run_id, "path": "checkpoints"}
-                )
-                if listed and listed.get("files"):
+                search = {"experiment_ids": [kfp.experiment_id], "filter": "name = 'checkpoint'"}
+                found = run_id and kfp.call("POST", "logged-models/search", search)
+                if found and any(
+                    m["info"]["status"] == "LOGGED_MODEL_READY" for m in found.get("models", [])
+                ):
                     break
                 time.sleep(0.1)
             for pid in descendants(os.getpid()):
@@ -126,12 +127,12 @@ def killed_after_its_first_checkpoint(kfp: KfpMlflow, workdir: Path):
 @pytest.mark.integration
 @pytest.mark.slow
 def test_the_train_tasks_kfp_run_is_the_models_run_and_a_retry_resumes_it(
-    kfp_cluster, sample_zip, tmp_path
+    kfp_cluster, small_sample_zip, tmp_path
 ):
     kfp = kfp_cluster
     workdir = tmp_path / "w"
     kfp.first_attempt["train-op"] = killed_after_its_first_checkpoint(kfp, workdir)
-    arguments = {"source": str(sample_zip), "epochs": 3, "min_accuracy": 0.0}
+    arguments = {"source": str(small_sample_zip), "epochs": 3, "min_accuracy": 0.0}
     arguments |= {"tracking_uri": kfp.tracking_uri, "experiment": EXPERIMENT}
     with kfp.tracking_tasks():
         run_pipeline(build_pipeline(LOCAL_TARGET), arguments, workdir)
@@ -172,10 +173,15 @@ def test_the_train_tasks_kfp_run_is_the_models_run_and_a_retry_resumes_it(
 @pytest.mark.integration
 @pytest.mark.slow
 def test_a_sweeps_iterations_are_kfps_iteration_runs_under_its_parent(
-    kfp_cluster, sample_zip, tmp_path
+    kfp_cluster, small_sample_zip, tmp_path
 ):
     kfp = kfp_cluster
-    arguments = {"source": str(sample_zip), "epochs": 1, "image_size": 40, "min_accuracy": 0.0}
+    arguments = {
+        "source": str(small_sample_zip),
+        "epochs": 1,
+        "image_size": 40,
+        "min_accuracy": 0.0,
+    }
     arguments |= {"tracking_uri": kfp.tracking_uri, "experiment": EXPERIMENT}
     arguments["grid"] = ['{"lr": 0.001}', '{"lr": 0.003}']
     with kfp.tracking_tasks():

@@ -21,7 +21,7 @@ EXPERIMENT = 'team\\test "quoted", \n"alias": "champion" ü'
 @pytest.mark.integration
 @pytest.mark.slow
 def test_whole_pipeline_runs_locally_registers_and_serves_as_the_readme_says(
-    sample_zip, sample_images, tmp_path
+    small_sample_zip, sample_images, tmp_path
 ):
     """The README's first ten minutes: the pipeline on the sample with the tutorial preset
     into the default store, then the registered model served from that store and asked,
@@ -30,7 +30,15 @@ def test_whole_pipeline_runs_locally_registers_and_serves_as_the_readme_says(
     env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
     done = subprocess.run(
         [
-            *(sys.executable, "-m", "pipeline", "run", "--local", "--source", str(sample_zip)),
+            *(
+                sys.executable,
+                "-m",
+                "pipeline",
+                "run",
+                "--local",
+                "--source",
+                str(small_sample_zip),
+            ),
             *("--preset", "tutorial", "epochs=1", "min_accuracy=0.0", f"experiment={EXPERIMENT}"),
         ],
         cwd=tmp_path,

@@ -14,13 +14,13 @@ pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
 
 def test_tune_local_searches_the_sample_and_sends_the_best_to_the_gate(
-    tracking_server, sample_zip, tmp_path
+    tracking_server, small_sample_zip, tmp_path
 ):
     """Through a team's tracking server (PostgreSQL, SeaweedFS): two short trials, then
     evaluate and the gate, the best registered there."""
     client = MlflowClient(tracking_server.url)
     done = subprocess.run(
-        [sys.executable, "-m", "pipeline", "tune", "--local", "--source", str(sample_zip),
+        [sys.executable, "-m", "pipeline", "tune", "--local", "--source", str(small_sample_zip),
          "--trials", "2", "--workdir", str(tmp_path / "tune"), "--preset", "tutorial",
          "epochs=1", "image_size=32", "min_accuracy=0", "registered_model_name=tuned"],
         capture_output=True, text=True, timeout=HANG_SECONDS, env=os.environ, cwd=tmp_path,
@@ -35,13 +35,13 @@ def test_tune_local_searches_the_sample_and_sends_the_best_to_the_gate(
 
 
 def test_the_readmes_tune_local_command_records_the_search_in_the_default_store(
-    sample_zip, tmp_path, monkeypatch
+    small_sample_zip, tmp_path, monkeypatch
 ):
     """README, as typed (the sample's path aside), with no tracking URI set: the store
     every local command shares, ``runs/mlflow.db``."""
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     done = subprocess.run(
-        [sys.executable, "-m", "pipeline", "tune", "--local", "--source", str(sample_zip),
+        [sys.executable, "-m", "pipeline", "tune", "--local", "--source", str(small_sample_zip),
          "--trials", "4", "--min-trials-required", "2", "--start-step", "3",
          "--preset", "tutorial", "epochs=4", "min_accuracy=0.6"],
         capture_output=True, text=True, timeout=HANG_SECONDS, env=os.environ, cwd=tmp_path,

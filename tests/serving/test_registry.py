@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import base64
 import os
+import subprocess
+import sys
 
 import pytest
 import requests
 
+from components import fetch_model
 from components.evaluation.predictions import predict_files
+from tests.processes import HANG_SECONDS
 from tests.servers import S3_KEYS, ModelServerProcess
 from tests.tracking_stack import register_trained_model
 
@@ -57,3 +61,38 @@ def test_a_registered_model_is_served_as_predict_classifies_it(
     served = answer.json()["predictions"]
     assert [a["class"] for a in served] == [c for c, _ in expected]
     assert [a["probability"] for a in served] == pytest.approx([p for _, p in expected], abs=1e-4)
+
+
+def test_a_model_fetched_as_kserves_storage_initializer_fetches_it_is_served_from_its_folder(
+    registered, photos, tmp_path
+):
+    """KServe runs ``components.fetch_model`` before the server in a model server's pod
+    (a ClusterStorageContainer for models:/) and points the server at the folder: the
+    server then needs no tracking server at all."""
+    run_id, tracking_url = registered
+    env = {k: v for k, v in os.environ.items() if k not in S3_KEYS and k != "MLFLOW_RUN_ID"}
+    fetched = tmp_path / "mnt/models"
+    done = subprocess.run(
+        [sys.executable, "-m", "components.fetch_model", f"models:/{NAME}/1", str(fetched)],
+        env={**env, "MLFLOW_TRACKING_URI": tracking_url},
+        capture_output=True,
+        text=True,
+        timeout=HANG_SECONDS,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (fetched / "MLmodel").is_file()
+    expected = [(c, p) for _, c, p in predict_files(str(fetched), photos).classified]
+    offline = {**env, "MLFLOW_TRACKING_URI": "http://127.0.0.1:9"}  # nothing answers there
+    body = {
+        "instances": [{"image": {"b64": base64.b64encode(p.read_bytes()).decode()}} for p in photos]
+    }
+    with ModelServerProcess(str(fetched), tmp_path, env=offline) as server:
+        answer = requests.post(
+            f"{server.url}/v1/models/dogs-vs-cats:predict", json=body, timeout=60
+        )
+    assert answer.status_code == 200, answer.text
+    served = answer.json()["predictions"]
+    assert [a["class"] for a in served] == [c for c, _ in expected]
+    assert [a["probability"] for a in served] == pytest.approx([p for _, p in expected], abs=1e-4)
+    with pytest.raises(SystemExit, match="expected an empty folder"):  # nothing overwritten
+        fetch_model.main([f"models:/{NAME}/1", str(fetched)])

@@ -55,9 +55,22 @@ def test_train_logs_everything_to_mlflow(sample_arrays, tmp_path, mlflow_store):
     assert METRICS <= set(run.data.metrics)
     history = client.get_metric_history(result.run_id, "val_accuracy")
     assert [m.step for m in history] == [1, 2]
-    assert [a.path for a in client.list_artifacts(result.run_id, "checkpoints")] == [
-        "checkpoints/checkpoint.pt"
-    ]
+    # each epoch's checkpoint a logged model at its step, the epoch's metrics linked to it
+    checkpoints = client.search_logged_models(
+        [run.info.experiment_id],
+        filter_string="name = 'checkpoint'",
+        order_by=[{"field_name": "metrics.val_accuracy", "ascending": False}],
+    )
+    assert sorted(int(m.tags["epoch"]) for m in checkpoints) == [1, 2]
+    for model in checkpoints:
+        linked = {m.key: (m.step, m.value) for m in model.metrics}
+        epoch = int(model.tags["epoch"])
+        assert linked["val_accuracy"] == (epoch, history[epoch - 1].value)
+        assert [a.path for a in client.list_logged_model_artifacts(model.model_id)] == [
+            "checkpoint.pt"
+        ]
+    outputs = {(o.model_id, o.step) for o in run.outputs.model_outputs}
+    assert {(m.model_id, int(m.tags["epoch"])) for m in checkpoints} <= outputs
     logged = tracking.load_model(result.model_uri)  # pickle refused: it must load without
     assert logged(torch.full((5, 1, 40, 40), 128.0)).shape == (5, 2)
     info = mlflow.models.get_model_info(result.model_uri)  # the class order travels with it

@@ -1,0 +1,39 @@
+"""A registered model's files into a folder, for a model server to load from there."""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+
+from components.core import tracking
+
+log = logging.getLogger(__name__)
+
+# a version or an alias of a registered model: what the deploy step and the manifest name
+REGISTERED = re.compile(r"models:/[\w.-]{1,256}(/[1-9][0-9]{0,8}|@[A-Za-z][\w-]{0,255})")
+
+
+def fetch_model(source: str, destination: str) -> Path:
+    """Download ``source`` into ``destination`` (made if missing, else empty); the folder.
+
+    Raises:
+        ValueError: ``source`` is not a registered model's version or alias, or
+            ``destination`` holds files already (nothing is overwritten).
+        TrackingUnavailableError: the tracking server does not answer.
+    """
+    if not REGISTERED.fullmatch(source):
+        raise ValueError(
+            f"expected a registered model as models:/NAME/VERSION or models:/NAME@ALIAS, "
+            f"found {source!r:.200}"
+        )
+    folder = Path(destination)
+    folder.mkdir(parents=True, exist_ok=True)
+    if any(folder.iterdir()):
+        raise ValueError(
+            f"expected an empty folder to fetch {source} into, found files in {folder}"
+        )
+    tracking.check_server()
+    tracking.download_model(source, folder)
+    log.info("fetched %s into %s", source, folder)
+    return folder

@@ -1,0 +1,35 @@
+"""Checkpoints as MLflow 3 logged models (``tracking.log_epoch``), in a SQLite store."""
+
+from __future__ import annotations
+
+from mlflow.tracking import MlflowClient
+
+from components.core import tracking
+
+
+def test_a_run_keeps_its_two_newest_checkpoints_and_its_best(mlflow_store, tmp_path):
+    checkpoint = tmp_path / "checkpoint.pt"
+    with tracking.start_run("checkpoints") as run_id:
+        for epoch, accuracy in enumerate([0.9, 0.5, 0.6, 0.7, 0.6], start=1):
+            checkpoint.write_bytes(b"state after epoch %d" % epoch)
+            tracking.log_epoch({"val_accuracy": accuracy}, epoch, checkpoint)
+    client = MlflowClient(mlflow_store)
+    experiment = client.get_run(run_id).info.experiment_id
+    kept = client.search_logged_models(
+        [experiment],
+        filter_string="name = 'checkpoint'",
+        order_by=[{"field_name": "metrics.val_accuracy", "ascending": False}],
+    )
+    assert [int(m.tags["epoch"]) for m in kept] == [1, 4, 5]  # the best first, as ranked
+    # the pruned ones' files are gone from the store too
+    stored = (tmp_path / "mlartifacts").rglob("checkpoint.pt")  # beside the database
+    files = sorted(path.parent.parent.name for path in stored)
+    assert files == sorted(m.model_id for m in kept)
+    fetched = tracking.download_checkpoint(run_id, tmp_path / "fetched")
+    assert fetched is not None and fetched.read_bytes() == b"state after epoch 5"
+
+
+def test_a_run_without_checkpoints_has_none_to_resume(mlflow_store, tmp_path):
+    with tracking.start_run("checkpoints") as run_id:
+        pass
+    assert tracking.download_checkpoint(run_id, tmp_path / "fetched") is None
