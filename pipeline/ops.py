@@ -456,7 +456,8 @@ def deploy_op(
         mlflow_run_id: the training run, tagged with the serving URL.
         registered_model_name: name in the MLflow Model Registry.
         deployment_mode: KServe's mode, Standard or Knative.
-        canary_percent: the new version's share while another serves (Knative only).
+        canary_percent: the new version's share while another serves (0: none); below 100
+            a canary until ``python -m components.rollout promote`` or ``rollback``.
         tracking_uri: the MLflow tracking server, which the model server loads through.
         image: the image with components.serve.
 

@@ -17,8 +17,9 @@ class ServeConfig:
     """What ``python -m components.serve`` loads and how much one request may ask."""
 
     model: str = setting(
-        help="train output directory, or an MLflow model URI such as "
-        "models:/dogs-vs-cats@candidate or runs:/RUN_ID/model",
+        help="train output directory, an MLflow model's folder (what components.fetch_model "
+        "writes), or an MLflow model URI such as models:/dogs-vs-cats@candidate or "
+        "runs:/RUN_ID/model",
         role=LOCAL,
     )
     host: str = setting("0.0.0.0", "address to listen on", role=LOCAL)
