@@ -15,6 +15,8 @@ import numpy as np
 import simplejpeg
 from PIL import Image, UnidentifiedImageError
 
+from components.data.jpeg import ARITHMETIC, JpegStructure, read_structure
+
 MODES = {1: "L", 3: "RGB"}
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp", ".tif", ".tiff"}
 # what a photo comes as (JPEG includes a camera's MPO); never a format whose decoder
@@ -40,6 +42,12 @@ WIDE_MODES = {"I", "I;16", "I;16B", "I;16L", "I;16N", "F"}  # 16-bit, 32-bit int
 # a 7000×7000 16-bit PNG of 95 KB does not. All decodes at once share twice that.
 MAX_DECODED_BYTES = 256 * 1024**2
 MIB = 1024**2
+# a progressive or multi-scan JPEG's decoding work, in blocks × scans: about 18 times a
+# 48-megapixel progressive photo's (1.1 million blocks, 10 scans), a second or two of CPU
+MAX_BLOCK_SCANS = 200_000_000
+# entropy-coded bytes a JPEG needs at the least for its first component's blocks: each
+# block's DC term takes a bit or more, in any coding; half that is a header's lie
+LEAST_BITS_A_BLOCK = 0.5
 
 
 class MemoryBudget:
@@ -77,11 +85,13 @@ def decode_bytes(data: bytes, size: int, channels: int) -> np.ndarray:
             the decoder's own error was, or one of more than ``MAX_PIXELS`` pixels
             (``TooManyPixels``, raised before decoding).
     """
-    image = _decode_jpeg(data, size, channels)
+    structure = check_jpeg(data)
+    image = _decode_jpeg(data, size, channels, structure)
     if image is None:  # not a JPEG libjpeg-turbo takes as it is: Pillow decides
         with _opened(data, size, channels) as opened:
             _check_pixels(*opened.size)
-            with DECODING.hold(_decoded_bytes(opened.mode, *opened.size)):
+            coefficients = structure.coefficient_bytes if structure else 0
+            with DECODING.hold(_decoded_bytes(opened.mode, *opened.size, coefficients)):
                 image = _to_8_bits(opened) if opened.mode in WIDE_MODES else opened
                 image = image.convert(MODES[channels])
     image = image.resize((size, size), Image.Resampling.BILINEAR)
@@ -89,7 +99,48 @@ def decode_bytes(data: bytes, size: int, channels: int) -> np.ndarray:
     return pixels[None] if channels == 1 else pixels.transpose(2, 0, 1)
 
 
-def _decode_jpeg(data: bytes, size: int, channels: int) -> Image.Image | None:
+def check_jpeg(data: bytes) -> JpegStructure | None:
+    """A JPEG's structure, once it shows that decoding it takes what a photo takes; None
+    for anything else.
+
+    Raises:
+        TooManyPixels: a coefficient buffer over ``MAX_DECODED_BYTES`` or more decoding
+            work than ``MAX_BLOCK_SCANS``, from the markers, before any decoder runs.
+        ValueError: arithmetic coding (no camera or browser writes it), broken markers,
+            or less image data than the header's size needs (a truncated or lying file).
+    """
+    structure = read_structure(data)
+    if structure is None:
+        return None
+    size = f"{structure.width}×{structure.height}"
+    if structure.marker in ARITHMETIC:
+        raise ValueError(
+            f"an arithmetic-coded JPEG ({size}): a coding no camera or web browser writes"
+        )
+    if structure.coefficient_bytes > MAX_DECODED_BYTES:
+        raise TooManyPixels(
+            f"a progressive or multi-scan JPEG of {size} pixels would take "
+            f"{structure.coefficient_bytes // MIB} MiB to decode, over the "
+            f"{MAX_DECODED_BYTES // MIB} MiB limit for a photo"
+        )
+    if structure.block_scans > MAX_BLOCK_SCANS:
+        raise TooManyPixels(
+            f"a JPEG of {size} pixels in {structure.scans} scans: more decoding work than "
+            f"a photo takes ({structure.block_scans:,} block scans, the limit "
+            f"{MAX_BLOCK_SCANS:,})"
+        )
+    least = structure.blocks[0] * LEAST_BITS_A_BLOCK / 8
+    if structure.entropy_bytes < least:
+        raise ValueError(
+            f"a truncated or inconsistent JPEG: {structure.entropy_bytes:,} bytes of image "
+            f"data cannot hold the {size} pixels its header claims"
+        )
+    return structure
+
+
+def _decode_jpeg(
+    data: bytes, size: int, channels: int, structure: JpegStructure | None
+) -> Image.Image | None:
     """A YCbCr or grey JPEG decoded by libjpeg-turbo alone (simplejpeg, the GIL released),
     at the scale Pillow's draft mode picks and to the same pixels, without Pillow's
     parsing; None for anything else or anything it refuses (CMYK, a truncated file),
@@ -98,8 +149,8 @@ def _decode_jpeg(data: bytes, size: int, channels: int) -> Image.Image | None:
     Raises:
         TooManyPixels: over the pixel or memory limits, from the header, before decoding.
     """
-    if channels not in MODES:
-        return None  # Pillow's path says what it expected
+    if channels not in MODES or structure is None:
+        return None  # Pillow's path says what it expected, or what the bytes are
     try:
         height, width, colorspace, _ = simplejpeg.decode_jpeg_header(data)
     except Exception:  # noqa: BLE001 - not a JPEG it reads: Pillow's to name
@@ -115,7 +166,7 @@ def _decode_jpeg(data: bytes, size: int, channels: int) -> Image.Image | None:
     reduced = (-(-width // scale), -(-height // scale))
     _check_pixels(*reduced)
     mode = MODES[channels]
-    with DECODING.hold(_decoded_bytes(mode, *reduced)):
+    with DECODING.hold(_decoded_bytes(mode, *reduced, structure.coefficient_bytes)):
         try:
             pixels = simplejpeg.decode_jpeg(
                 data,
@@ -135,8 +186,10 @@ def decode_pixels(data: bytes, size: int, channels: int) -> int:
     from its header alone: the work a decode will take.
 
     Raises:
-        ValueError: not an image in a photo format, or a header that cannot be read.
+        ValueError: not an image in a photo format, a header that cannot be read, or a
+            JPEG that ``check_jpeg`` refuses.
     """
+    check_jpeg(data)
     with _opened(data, size, channels) as opened:
         width, height = opened.size
     return width * height
@@ -176,10 +229,10 @@ def _check_pixels(width: int, height: int) -> None:
         )
 
 
-def _decoded_bytes(mode: str, width: int, height: int) -> int:
+def _decoded_bytes(mode: str, width: int, height: int, coefficients: int = 0) -> int:
     """What decoding an image of ``mode`` and size holds at its peak: Pillow's pixels (4
-    bytes each for RGB and the like), the 8-bit grey or RGB it becomes, and for a wide
-    mode the float32 copy it is scaled in.
+    bytes each for RGB and the like), the 8-bit grey or RGB it becomes, for a wide mode
+    the float32 copy it is scaled in, and a JPEG's coefficient buffer, if it has one.
 
     Raises:
         TooManyPixels: more than ``MAX_DECODED_BYTES``.
@@ -189,7 +242,7 @@ def _decoded_bytes(mode: str, width: int, height: int) -> int:
         stored = 4  # Pillow keeps several bands, and 32-bit values, in 4 bytes a pixel
     else:
         stored = 2 if mode in WIDE_MODES else 1
-    needed = pixels * (stored + 4 + (4 if mode in WIDE_MODES else 0))
+    needed = pixels * (stored + 4 + (4 if mode in WIDE_MODES else 0)) + coefficients
     if needed > MAX_DECODED_BYTES:
         raise TooManyPixels(
             f"{width}×{height} pixels of mode {mode} would take {needed // MIB} MiB to decode, "

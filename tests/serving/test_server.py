@@ -323,3 +323,33 @@ def test_connections_beyond_the_limit_are_503_at_once_and_served_again_after(mod
         while requests.get(ready, timeout=10).status_code != 200:
             assert time.monotonic() < deadline, "the place was not given back"
             time.sleep(0.2)
+
+
+def test_decoder_bombs_are_refused_from_their_markers_and_others_are_answered(server, photos):
+    """JPEGs that would make libjpeg allocate a gigabyte or decode for a minute, sent at
+    once by two clients each, beside a client with a real photo: each bomb a 400 that
+    says why, the photo answered, the server's memory far inside its pod's 2 GiB."""
+    from tests.data.test_jpeg import jpeg, with_frame, with_last_scan_repeated
+
+    bombs = {
+        "coefficient buffer": with_frame(jpeg(True, "RGB", (16, 16)), 17800, 10000),
+        "arithmetic coding": with_frame(jpeg(False), 17800, 10000, marker=0xC9),
+        "scans": with_frame(with_last_scan_repeated(jpeg(True, "L", (16, 16)), 2000), 9000, 9000),
+    }
+    said = {
+        "coefficient buffer": "MiB to decode, over the 256 MiB limit",
+        "arithmetic coding": "arithmetic-coded JPEG",
+        "scans": "more decoding work than a photo takes",
+    }
+
+    def send(name: str) -> tuple[str, int, str]:
+        answer = requests.post(server.url + V1, json=v1_body(bombs[name]), timeout=60)
+        return name, answer.status_code, answer.text
+
+    with ThreadPoolExecutor(7) as pool:
+        refused = list(pool.map(send, [*bombs, *bombs]))
+        good = pool.submit(good_answer, server, photos[0].read_bytes())
+        assert good.result()["class"] in ("cat", "dog")
+    for name, status, text in refused:
+        assert status == 400 and said[name] in text, (name, status, text)
+    assert server.rss_bytes() < 1024**3  # resident: the model, no decode buffers
