@@ -8,6 +8,7 @@ from components.core import schema
 from components.core.presets import preset_values
 from components.core.uris import redact, split_credentials
 from components.training.config import TrainConfig
+from components.tuning.config import TuneConfig
 from pipeline.pipeline import STEP_SCHEMAS
 from pipeline.sweep import SWEEPABLE, grid, split_pairs
 from pipeline.target import PipelineOnly
@@ -68,7 +69,8 @@ def check_arguments(arguments: dict, pipeline) -> None:
     not when its step runs, maybe hours into the run."""
     parameters = inspect.signature(pipeline.pipeline_func).parameters
     values = {name: arguments.get(name, parameters[name].default) for name in parameters}
-    for step in (*STEP_SCHEMAS, PipelineOnly):
+    searching = (TuneConfig,) if "trials" in parameters else ()  # the tune pipeline's search
+    for step in (*STEP_SCHEMAS, PipelineOnly, *searching):
         values_of_step = {}
         for field in dataclasses.fields(step):
             if field.name in values:

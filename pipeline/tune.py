@@ -21,6 +21,7 @@ from components.core import schema
 from components.core.presets import PRESETS
 from components.core.schema import RECIPE
 from components.core.search_space import Dimension, searched
+from components.core.uris import split_credentials
 from components.training.config import TrainConfig
 from components.tuning.config import TuneConfig
 from pipeline.arguments import parse_arguments, refuse_credentials
@@ -105,16 +106,23 @@ def run_tune(args: argparse.Namespace) -> None:
 def _write_experiment(args, tune: TuneConfig, recipe: TrainConfig, space) -> None:
     from components.tuning.experiment import ExperimentTarget, build_experiment, to_manifest
 
+    tracking_uri, user, _ = split_credentials(args.tracking_uri)
     target = ExperimentTarget(
         name=args.name,
         namespace=args.namespace,
         image=args.gpu_image,
-        tracking_uri=args.tracking_uri,
+        tracking_uri=tracking_uri,
         placement=schema.from_namespace(Placement, args),
         shared_pvc=args.shared_pvc,
         parent_run_id=args.parent_run_id,
     )
     manifest = to_manifest(build_experiment(tune, target, recipe, space))
+    if user is not None:
+        print(
+            f"the tracking URI's user and password stay out of the Experiment: its trials "
+            f"read them from the secret {target.placement.mlflow_secret} "
+            "(MLFLOW_TRACKING_USERNAME, MLFLOW_TRACKING_PASSWORD)"
+        )
     args.output.write_text(yaml.safe_dump(manifest, sort_keys=False))
     print(
         f"wrote {args.output}: {tune.trials} trials of {', '.join(d.name for d in space)} "

@@ -41,6 +41,10 @@ class TuneConfig:
             raise ValueError(
                 f"unknown algorithm {self.algorithm!r}; expected one of: {', '.join(ALGORITHMS)}"
             )
+        if not 1 <= self.trials < 2**31:
+            raise ValueError(  # Katib keeps maxTrialCount as an int32
+                f"expected trials from 1 to 2**31 - 1, found {self.trials}"
+            )
         if not 1 <= self.parallel_trials <= self.trials:
             raise ValueError(
                 f"expected 1 <= parallel trials <= trials, found {self.parallel_trials} "

@@ -23,7 +23,9 @@ from kubernetes import client as k8s
 from components.cluster.object_names import is_dns_label
 from components.cluster.placement import GPU, Placement
 from components.core import schema
+from components.core.errors import printable
 from components.core.search_space import CATEGORICAL, Dimension
+from components.core.uris import is_http_url, redact
 from components.core.workspace import workspace_env
 from components.training.config import TrainConfig
 from components.tuning import webhook
@@ -63,6 +65,12 @@ class ExperimentTarget:
             )
         if self.namespace is not None and not is_dns_label(self.namespace):
             raise ValueError(f"expected a namespace name, found {self.namespace!r}")
+        if not is_http_url(self.tracking_uri):
+            raise ValueError(
+                "expected the tracking URI as http(s)://HOST[:PORT] with no user and password "
+                "(the trials read them from the MLflow secret), found "
+                f"{printable(redact(self.tracking_uri))!r:.200}"
+            )
         if not self.image or any(c.isspace() for c in self.image):
             raise ValueError(
                 f"expected the trials' image as an image reference, found {self.image!r}"

@@ -253,3 +253,23 @@ def test_submit_tune_starts_the_search_pipeline_as_the_readme_types_it(monkeypat
     assert "exec-tune-op" in spec["deploymentSpec"]["executors"]
     assert spec["root"]["inputDefinitions"]["parameters"]["trials"]["defaultValue"] == 12
     assert "submitted run run-1" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("pairs", "expected"),
+    [
+        (["trials=-1"], "expected trials from 1 to 2**31 - 1, found -1"),
+        (["trials=0"], "expected trials from 1 to 2**31 - 1, found 0"),
+        (["trials=4", "parallel_trials=99"], "expected 1 <= parallel trials <= trials"),
+        (["algorithm=grid"], "unknown algorithm 'grid'"),
+        (["search_seed=-1"], "expected a search seed from 0 to 2**31 - 1"),
+    ],
+)
+def test_submit_tune_checks_the_search_settings_before_any_request(pairs, expected):
+    """What ``tune --output`` refuses, ``submit --tune`` refuses too, before the API."""
+    with FakeKfpApi() as api:
+        with pytest.raises(SystemExit) as stopped:
+            pipeline_main(["submit", "--tune", "--host", api.endpoint, *pairs])
+        assert api.seen == [] and api.runs == {}
+    assert str(stopped.value).startswith("refused before the run starts: ")
+    assert expected in str(stopped.value)

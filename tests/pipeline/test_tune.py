@@ -67,3 +67,34 @@ def test_an_enqueued_trial_is_typed_and_checked():
     for pair in ("learning_rate=0.1", "weight_decay=0.1", "output=/tmp/x"):  # fixed or not one
         with pytest.raises(SystemExit, match="searched fields"):
             _enqueued(pair, space)
+
+
+def test_a_password_in_the_tracking_uri_stays_out_of_the_experiment(tmp_path):
+    """As deploy and submit keep it out: the trials read it from the MLflow secret."""
+    output = tmp_path / "experiment.yaml"
+    done = subprocess.run(
+        [sys.executable, "-m", "pipeline", "tune", "-o", str(output), "--trials", "2",
+         "--tracking-uri", "http://team-user:s3cret-pw@mlflow.mlflow.svc.cluster.local:5000"],
+        capture_output=True, text=True, timeout=HANG_SECONDS,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    written = output.read_text()
+    assert "s3cret-pw" not in written + done.stdout + done.stderr
+    assert "team-user" not in written
+    env = {e["name"]: e for e in _container(yaml.safe_load(written)["spec"])["env"]}
+    assert env["MLFLOW_TRACKING_URI"]["value"] == "http://mlflow.mlflow.svc.cluster.local:5000"
+    assert env["MLFLOW_TRACKING_PASSWORD"]["valueFrom"]["secretKeyRef"]["key"] == (
+        "MLFLOW_TRACKING_PASSWORD"
+    )
+    assert "read them from the secret dogs-vs-cats-mlflow" in done.stdout
+
+
+@pytest.mark.parametrize("uri", ["http://mlflow:5000\nX-Forged: 1", "mlflow:5000", "http:// a"])
+def test_a_tracking_uri_no_trial_could_use_is_refused_and_nothing_written(uri, tmp_path):
+    output = tmp_path / "experiment.yaml"
+    done = subprocess.run(
+        [sys.executable, "-m", "pipeline", "tune", "-o", str(output), "--tracking-uri", uri],
+        capture_output=True, text=True, timeout=HANG_SECONDS,
+    )  # fmt: skip
+    assert done.returncode != 0 and not output.exists()
+    assert "expected the tracking URI as http(s)://HOST[:PORT]" in done.stderr
