@@ -28,7 +28,7 @@ from mlflow.data.numpy_dataset import from_numpy
 from mlflow.entities import LoggedModelOutput, LoggedModelStatus
 from mlflow.environment_variables import MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING
 from mlflow.exceptions import MlflowException
-from mlflow.models import ModelSignature, infer_signature
+from mlflow.models import Model, ModelSignature, infer_signature
 from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
 from mlflow.tracking import MlflowClient
 from mlflow.types import ColSpec, Schema
@@ -235,29 +235,40 @@ def log_figure(figure: Figure, artifact_file: str) -> None:
     mlflow.log_figure(figure, artifact_file)
 
 
-def log_epoch(metrics: dict[str, float], epoch: int, checkpoint: Path) -> str:
-    """The epoch's metrics and its checkpoint into the active run, the MLflow 3 way: the
-    checkpoint is a logged model (``checkpoint``, the file its artifact) at ``step=epoch``
-    with the metrics linked to it, so the Models tab and ``search_logged_models`` rank
-    checkpoints by them. Only the newest checkpoints and the best are kept
-    (``KEPT_CHECKPOINTS``). The checkpoint model's id."""
+def log_epoch(metrics: dict[str, float], epoch: int) -> str:
+    """The epoch's metrics into the active run (``step=epoch``), linked to a new logged
+    model for the epoch's checkpoint (``checkpoint``, MLflow 3's way), which
+    ``log_checkpoint`` fills once the checkpoint is written; the model's id.
+
+    The metrics come first: a run stopped before its checkpoint is saved redoes the epoch,
+    never loses its record.
+    """
     run = mlflow.active_run()
     if run is None:
         raise RuntimeError("expected an active MLflow run to log the epoch into, found none")
-    run_id = run.info.run_id
     model = mlflow.initialize_logged_model(
         name=CHECKPOINT_MODEL,
-        source_run_id=run_id,
+        source_run_id=run.info.run_id,
         tags={EPOCH_TAG: str(epoch)},
         model_type="checkpoint",
     )
     mlflow.log_metrics(metrics, step=epoch, model_id=model.model_id)
-    client = MlflowClient(tracking_uri())
-    client.log_model_artifact(model.model_id, str(checkpoint))
-    client.finalize_logged_model(model.model_id, LoggedModelStatus.READY)
-    client.log_outputs(run_id, [LoggedModelOutput(model.model_id, step=epoch)])
-    _prune_checkpoints(client, run_id, run.info.experiment_id)
     return model.model_id
+
+
+def log_checkpoint(model_id: str, checkpoint: Path, epoch: int) -> None:
+    """The checkpoint file into its model (``log_epoch``'s), the model ready and the run's
+    output at ``step=epoch``, so the Models tab and ``search_logged_models`` rank the
+    checkpoints by their metrics; then only the newest and the best are kept
+    (``KEPT_CHECKPOINTS``)."""
+    run = mlflow.active_run()
+    if run is None:
+        raise RuntimeError("expected an active MLflow run to log the checkpoint into")
+    client = MlflowClient(tracking_uri())
+    client.log_model_artifact(model_id, str(checkpoint))
+    client.finalize_logged_model(model_id, LoggedModelStatus.READY)
+    client.log_outputs(run.info.run_id, [LoggedModelOutput(model_id, step=epoch)])
+    _prune_checkpoints(client, run.info.run_id, run.info.experiment_id)
 
 
 def _checkpoint_models(client: MlflowClient, run_id: str, experiment_id: str) -> list:
@@ -398,10 +409,11 @@ def download_model(uri: str, folder: Path) -> None:
 def model_input_shape(uri: str) -> tuple[int, ...]:
     """The N×C×H×W input shape from a logged model's signature (N is -1)."""
     mlflow.set_tracking_uri(tracking_uri())
-    parsed = urlparse(uri)  # MLflow reads a file:// model directory's info only as a path
-    signature = mlflow.models.get_model_info(
-        parsed.path if parsed.scheme == "file" else uri
-    ).signature
+    parsed = urlparse(uri)
+    if parsed.scheme == "file":  # a model's folder: its MLmodel file, no tracking server
+        signature = Model.load(parsed.path).signature
+    else:
+        signature = mlflow.models.get_model_info(uri).signature
     inputs = signature.inputs.to_dict() if signature else []
     if len(inputs) != 1 or "tensor-spec" not in inputs[0]:
         raise ValueError(

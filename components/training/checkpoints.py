@@ -115,7 +115,7 @@ def save_everywhere(
     cfg: TrainConfig, meta: dict, learner: Learner, history: list[dict], run_id: str | None
 ) -> Path:
     """The rolling checkpoint in the output, then in the store; its path (the MLflow run
-    gets it with the epoch's metrics, ``tracking.log_epoch``)."""
+    gets it as the epoch's checkpoint model, ``tracking.log_checkpoint``)."""
     path = Path(cfg.output) / CHECKPOINT
     state = {
         "data_shape": _data_shape(meta),

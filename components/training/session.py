@@ -118,8 +118,9 @@ def _train(
                 raise
             history.append({"epoch": epoch, **metrics})
             if workers.is_main:
+                model_id = tracking.log_epoch(metrics, epoch)
                 saved = checkpoints.save_everywhere(cfg, meta, learner, history, run_id)
-                tracking.log_epoch(metrics, epoch, saved)
+                tracking.log_checkpoint(model_id, saved, epoch)
                 if cfg.metrics_stdout:
                     print(metrics_line(epoch, metrics), flush=True)
                 if on_epoch:

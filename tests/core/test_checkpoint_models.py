@@ -12,7 +12,8 @@ def test_a_run_keeps_its_two_newest_checkpoints_and_its_best(mlflow_store, tmp_p
     with tracking.start_run("checkpoints") as run_id:
         for epoch, accuracy in enumerate([0.9, 0.5, 0.6, 0.7, 0.6], start=1):
             checkpoint.write_bytes(b"state after epoch %d" % epoch)
-            tracking.log_epoch({"val_accuracy": accuracy}, epoch, checkpoint)
+            model_id = tracking.log_epoch({"val_accuracy": accuracy}, epoch)
+            tracking.log_checkpoint(model_id, checkpoint, epoch)
     client = MlflowClient(mlflow_store)
     experiment = client.get_run(run_id).info.experiment_id
     kept = client.search_logged_models(
@@ -27,6 +28,27 @@ def test_a_run_keeps_its_two_newest_checkpoints_and_its_best(mlflow_store, tmp_p
     assert files == sorted(m.model_id for m in kept)
     fetched = tracking.download_checkpoint(run_id, tmp_path / "fetched")
     assert fetched is not None and fetched.read_bytes() == b"state after epoch 5"
+    # the run's own history keeps every epoch, pruned checkpoints' included
+    history = client.get_metric_history(run_id, "val_accuracy")
+    assert [(m.step, m.value) for m in history] == [
+        (1, 0.9),
+        (2, 0.5),
+        (3, 0.6),
+        (4, 0.7),
+        (5, 0.6),
+    ]
+
+
+def test_an_epoch_whose_checkpoint_was_never_written_is_not_resumed_from(mlflow_store, tmp_path):
+    """Stopped between the epoch's metrics and its checkpoint: the run's record of the
+    epoch stays, and the resume takes the checkpoint before it."""
+    checkpoint = tmp_path / "checkpoint.pt"
+    with tracking.start_run("checkpoints") as run_id:
+        checkpoint.write_bytes(b"state after epoch 1")
+        tracking.log_checkpoint(tracking.log_epoch({"val_accuracy": 0.6}, 1), checkpoint, 1)
+        tracking.log_epoch({"val_accuracy": 0.7}, 2)  # the pod lost here
+    fetched = tracking.download_checkpoint(run_id, tmp_path / "fetched")
+    assert fetched is not None and fetched.read_bytes() == b"state after epoch 1"
 
 
 def test_a_run_without_checkpoints_has_none_to_resume(mlflow_store, tmp_path):

@@ -391,5 +391,9 @@ def test_a_sqlite_store_keeps_its_artifacts_beside_the_database_not_in_the_worki
         TrainConfig(data=str(small_arrays), output=str(tmp_path / "m"), dry_run=True)
     )
     assert list(elsewhere.iterdir()) == []  # no ./mlruns
-    checkpoints = list((store / "mlartifacts").rglob("checkpoint.pt"))
-    assert checkpoints and result.run_id in str(checkpoints[0])
+    checkpoints = list((store / "mlartifacts").rglob("checkpoint.pt"))  # its checkpoint model's
+    (model,) = MlflowClient().search_logged_models(
+        [MlflowClient().get_run(result.run_id).info.experiment_id],
+        filter_string="name = 'checkpoint'",
+    )
+    assert [model.model_id in str(path) for path in checkpoints] == [True]

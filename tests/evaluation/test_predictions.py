@@ -88,7 +88,7 @@ def test_a_model_that_is_neither_a_folder_nor_a_uri_is_one_line(tmp_path, model,
     with pytest.raises(SystemExit) as stopped:
         predict.main(["--model", model, "photo.jpg"])
     message = str(stopped.value)
-    assert message.startswith("error: expected a train output folder, an MLflow model.s folder")
+    assert message.startswith("error: expected a train output folder, an MLflow model's folder")
     assert ("a file" if model == "photo.jpg" else "nothing there") in message
 
 

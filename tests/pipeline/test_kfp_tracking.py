@@ -30,7 +30,7 @@ from tests.servers import MlflowServer, deployment_flags
 from tests.tracking_stack import BUCKET, BUCKET_KEYS
 
 WORKSPACE = "kubeflow-user-example-com"  # KFP names the workspace after the profile
-EXPERIMENT = "dogs-vs-cats"  # what `submit` names in plugins_input
+EXPERIMENT = "dogs-vs-cats"  # what `submit` names in plugins_input; a test's own beside
 HANG = 900  # seconds: a limit that only a hang reaches
 TASKS = {"preflight-op", "download-op", "preprocess-op", "train-op", "evaluate-op"}
 TASKS |= {"register-op", "deploy-op"}
@@ -68,21 +68,23 @@ def workspace_server(s3, postgres, tmp_path_factory):
 
 
 @pytest.fixture
-def kfp_cluster(workspace_server, tmp_path, monkeypatch):
-    """A pipeline run's MLflow side as KFP makes it; this process outside any workspace,
-    so a step that dropped ``MLFLOW_WORKSPACE`` would find nothing."""
+def kfp_cluster(workspace_server, tmp_path, monkeypatch, request):
+    """A pipeline run's MLflow side as KFP makes it, in an experiment of the test's own;
+    this process outside any workspace, so a step that dropped ``MLFLOW_WORKSPACE``
+    would find nothing."""
     for key in (*BUCKET_KEYS, "MLFLOW_WORKSPACE", "MLFLOW_EXPERIMENT_ID"):
         monkeypatch.delenv(key, raising=False)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", workspace_server.url)
     monkeypatch.setenv("MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING", "false")
     monkeypatch.chdir(tmp_path)
-    kfp = KfpMlflow(workspace_server.url, WORKSPACE, EXPERIMENT)
+    experiment = f"{EXPERIMENT} {request.node.name.removeprefix('test_')[:40]}"
+    kfp = KfpMlflow(workspace_server.url, WORKSPACE, experiment)
     kfp.create_run()
     return kfp
 
 
-def in_workspace() -> MlflowClient:
-    os.environ["MLFLOW_WORKSPACE"] = WORKSPACE  # the test reads back as the profile does
+def in_workspace(monkeypatch) -> MlflowClient:
+    monkeypatch.setenv("MLFLOW_WORKSPACE", WORKSPACE)  # read back as the profile does
     return MlflowClient()
 
 
@@ -127,18 +129,18 @@ def killed_after_its_first_checkpoint(kfp: KfpMlflow, workdir: Path):
 @pytest.mark.integration
 @pytest.mark.slow
 def test_the_train_tasks_kfp_run_is_the_models_run_and_a_retry_resumes_it(
-    kfp_cluster, small_sample_zip, tmp_path
+    kfp_cluster, small_sample_zip, tmp_path, monkeypatch
 ):
     kfp = kfp_cluster
     workdir = tmp_path / "w"
     kfp.first_attempt["train-op"] = killed_after_its_first_checkpoint(kfp, workdir)
     arguments = {"source": str(small_sample_zip), "epochs": 3, "min_accuracy": 0.0}
-    arguments |= {"tracking_uri": kfp.tracking_uri, "experiment": EXPERIMENT}
+    arguments |= {"tracking_uri": kfp.tracking_uri, "experiment": kfp.experiment_name}
     with kfp.tracking_tasks():
         run_pipeline(build_pipeline(LOCAL_TARGET), arguments, workdir)
     kfp.end_run(succeeded=True)
 
-    client = in_workspace()
+    client = in_workspace(monkeypatch)
     nested = {run["info"]["run_name"]: run["info"] for run in kfp.nested_runs()}
     assert set(nested) == TASKS  # one run a task, each once: the retry reused its own
     assert {info["status"] for info in nested.values()} == {"FINISHED"}
@@ -166,14 +168,14 @@ def test_the_train_tasks_kfp_run_is_the_models_run_and_a_retry_resumes_it(
     assert evaluate_run.data.metrics["accuracy"] == train_run.data.metrics["test_accuracy"]
     assert evaluate_run.data.params["mlflow_run_id"] == f'"{train_run.info.run_id}"'
     # nothing of it outside the profile's workspace
-    os.environ.pop("MLFLOW_WORKSPACE")
-    assert MlflowClient().get_experiment_by_name(EXPERIMENT) is None
+    monkeypatch.delenv("MLFLOW_WORKSPACE")
+    assert MlflowClient().get_experiment_by_name(kfp.experiment_name) is None
 
 
 @pytest.mark.integration
 @pytest.mark.slow
 def test_a_sweeps_iterations_are_kfps_iteration_runs_under_its_parent(
-    kfp_cluster, small_sample_zip, tmp_path
+    kfp_cluster, small_sample_zip, tmp_path, monkeypatch
 ):
     kfp = kfp_cluster
     arguments = {
@@ -182,15 +184,15 @@ def test_a_sweeps_iterations_are_kfps_iteration_runs_under_its_parent(
         "image_size": 40,
         "min_accuracy": 0.0,
     }
-    arguments |= {"tracking_uri": kfp.tracking_uri, "experiment": EXPERIMENT}
+    arguments |= {"tracking_uri": kfp.tracking_uri, "experiment": kfp.experiment_name}
     arguments["grid"] = ['{"lr": 0.001}', '{"lr": 0.003}']
     with kfp.tracking_tasks():
         run_pipeline(build_pipeline(LOCAL_TARGET, sweep=True), arguments, tmp_path / "w")
-    parent = in_workspace().get_run(kfp.parent_run_id)
+    parent = in_workspace(monkeypatch).get_run(kfp.parent_run_id)
     assert parent.info.status == "RUNNING"  # KFP's to end, not the sweep's
     kfp.end_run(succeeded=True)
 
-    client = in_workspace()
+    client = in_workspace(monkeypatch)
     nested = kfp.nested_runs()
     (loop,) = [run["info"] for run in nested if run["info"]["run_name"] == "for-loop-1"]
     children = [run for run in nested if tag(run, "mlflow.parentRunId") == loop["run_id"]]
