@@ -18,6 +18,7 @@ import yaml
 
 from components.cluster.placement import Placement
 from components.core import schema
+from components.core.atomic import atomic_file
 from components.core.presets import PRESETS
 from components.core.schema import RECIPE
 from components.core.search_space import Dimension, searched
@@ -42,6 +43,9 @@ def add_tune_command(commands) -> None:
     )
     where = tune.add_mutually_exclusive_group(required=True)
     where.add_argument("--output", "-o", type=Path, help="write the Experiment's YAML here")
+    tune.add_argument(
+        "--force", action="store_true", help="with --output: replace a file already there"
+    )
     where.add_argument("--local", action="store_true", help="search on this machine (Optuna)")
     tune.add_argument(
         "--preset", choices=list(PRESETS), help="the recipe searched around (default: none)"
@@ -91,12 +95,22 @@ def run_tune(args: argparse.Namespace) -> None:
         arguments["source"] = args.source
     refuse_credentials(arguments, ("source",))
     explicit = {pair.partition("=")[0] for pair in args.arguments}
+    if "tracking_uri" in explicit:
+        raise SystemExit(
+            "expected the tracking server as --tracking-uri (with --output) or in "
+            "$MLFLOW_TRACKING_URI (with --local), found tracking_uri= among the settings"
+        )
     space = searched({name: None for name in explicit})
     for name in ("parallel_trials", "max_failed_trials"):
         if getattr(args, name) is None:
             setattr(args, name, min(getattr(TuneConfig, name), args.trials))
     tune = schema.from_namespace(TuneConfig, args)
     recipe = TrainConfig(data="-", output="-", **schema.pick(TrainConfig, arguments))
+    if tune.start_step > recipe.epochs:
+        raise SystemExit(
+            f"expected --start-step at most epochs ({recipe.epochs}), found {tune.start_step}: "
+            "the median rule would never look at a trial, and none could stop early"
+        )
     if args.output:
         _write_experiment(args, tune, recipe, space)
     else:
@@ -117,13 +131,19 @@ def _write_experiment(args, tune: TuneConfig, recipe: TrainConfig, space) -> Non
         parent_run_id=args.parent_run_id,
     )
     manifest = to_manifest(build_experiment(tune, target, recipe, space))
+    if (args.output.exists() or args.output.is_symlink()) and not args.force:
+        raise SystemExit(
+            f"{args.output} exists: give --force to replace it (the file itself, never what "
+            "a link there points to), or another --output"
+        )
     if user is not None:
         print(
             f"the tracking URI's user and password stay out of the Experiment: its trials "
             f"read them from the secret {target.placement.mlflow_secret} "
             "(MLFLOW_TRACKING_USERNAME, MLFLOW_TRACKING_PASSWORD)"
         )
-    args.output.write_text(yaml.safe_dump(manifest, sort_keys=False))
+    with atomic_file(args.output, "w") as handle:  # replaces a link there, never its target
+        handle.write(yaml.safe_dump(manifest, sort_keys=False))
     print(
         f"wrote {args.output}: {tune.trials} trials of {', '.join(d.name for d in space)} "
         f"({tune.algorithm}, medianstop); the trials read {target.folder}/arrays on claim "
@@ -158,4 +178,23 @@ def _enqueued(text: str, space: tuple[Dimension, ...]) -> dict:
                 f"--enqueue, found {pair!r}"
             )
         values[name] = schema.convert(schema.field_type(TrainConfig, fields[name]), value, name)
+        dimension = next(d for d in space if d.name == name)
+        if not within(dimension, values[name]):
+            where = dimension.choices or f"{dimension.low:g} to {dimension.high:g}"
+            raise SystemExit(
+                f"expected {name} in the searched space ({where}) in --enqueue, found {value!r}"
+            )
     return values
+
+
+def within(dimension: Dimension, value: object) -> bool:
+    """Whether ``value`` is one the search could pick for ``dimension``."""
+    if dimension.choices:
+        return value in dimension.choices
+    low, high = dimension.low, dimension.high
+    return (
+        isinstance(value, int | float)
+        and low is not None
+        and high is not None
+        and (low <= value <= high)
+    )

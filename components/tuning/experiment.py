@@ -20,7 +20,7 @@ from typing import Any
 from kubeflow import katib
 from kubernetes import client as k8s
 
-from components.cluster.object_names import is_dns_label
+from components.cluster.object_names import is_dns_label, is_dns_subdomain
 from components.cluster.placement import GPU, Placement
 from components.core import schema
 from components.core.errors import printable
@@ -33,6 +33,8 @@ from components.tuning.config import TuneConfig
 from components.tuning.report import ADDITIONAL, OBJECTIVE
 
 API_VERSION, KIND = "kubeflow.org/v1beta1", "Experiment"
+SUBSTITUTION = "${"  # Katib replaces ${trialParameters.…} in a trial's template
+RUN_ID = re.compile(r"[A-Za-z0-9][\w-]{0,255}")  # what MLflow takes as a run id
 CONTAINER = "training"  # the trial's primary container: the one the collector watches
 TRIAL_NAME = "trialName"  # the trial parameter that carries ${trialSpec.Name}
 APP_GID = 10001  # the image's user and group: fsGroup makes the shared volume theirs
@@ -70,6 +72,20 @@ class ExperimentTarget:
                 "expected the tracking URI as http(s)://HOST[:PORT] with no user and password "
                 "(the trials read them from the MLflow secret), found "
                 f"{printable(redact(self.tracking_uri))!r:.200}"
+            )
+        if self.parent_run_id is not None and not RUN_ID.fullmatch(self.parent_run_id):
+            raise ValueError(
+                "expected --parent-run-id as an MLflow run id (letters, digits, _ and -), "
+                f"found {printable(repr(self.parent_run_id))[:100]}"
+            )
+        if not is_dns_subdomain(self.shared_pvc):
+            raise ValueError(
+                f"expected --shared-pvc as a claim's name (a DNS subdomain), found "
+                f"{printable(repr(self.shared_pvc))[:100]}"
+            )
+        if SUBSTITUTION in self.image:
+            raise ValueError(
+                f"expected no {SUBSTITUTION} in the trials' image, found {self.image!r}"
             )
         if not self.image or any(c.isspace() for c in self.image):
             raise ValueError(
@@ -166,6 +182,11 @@ def trial_arguments(
         combination=None,
     )
     searched = {schema.flag(dimension.name) for dimension in space}
+    kept = [arg for arg in schema.to_argv(recipe) if arg.partition("=")[0] not in searched]
+    if smuggled := [arg for arg in kept if SUBSTITUTION in arg]:
+        raise ValueError(  # Katib would substitute it into every trial
+            f"expected no {SUBSTITUTION} in a fixed setting, found {printable(smuggled[0])!r:.200}"
+        )
     kept = [arg for arg in schema.to_argv(fixed) if arg.partition("=")[0] not in searched]
     return kept + [
         f"{schema.flag(dimension.name)}=${{trialParameters.{dimension.name}}}"

@@ -63,9 +63,12 @@ def test_fewer_trials_than_the_default_parallelism_still_write_an_experiment(tmp
 
 def test_an_enqueued_trial_is_typed_and_checked():
     space = searched({"weight_decay": 0.05})
-    assert _enqueued("lr=0.004,batch_size=100", space) == {"lr": 0.004, "batch_size": 100}
+    assert _enqueued("lr=0.004,batch_size=128", space) == {"lr": 0.004, "batch_size": 128}
     for pair in ("learning_rate=0.1", "weight_decay=0.1", "output=/tmp/x"):  # fixed or not one
         with pytest.raises(SystemExit, match="searched fields"):
+            _enqueued(pair, space)
+    for pair in ("lr=5", "lr=-1", "batch_size=100", "label_smoothing=0.5"):  # outside it
+        with pytest.raises(SystemExit, match="in the searched space"):
             _enqueued(pair, space)
 
 
@@ -98,3 +101,42 @@ def test_a_tracking_uri_no_trial_could_use_is_refused_and_nothing_written(uri, t
     )  # fmt: skip
     assert done.returncode != 0 and not output.exists()
     assert "expected the tracking URI as http(s)://HOST[:PORT]" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        (["experiment=${trialParameters.lr}"], "expected no ${ in a fixed setting"),
+        (["--gpu-image", "img:${trialParameters.x}"], "expected no ${ in the trials' image"),
+        (["--parent-run-id", "../x\n"], "expected --parent-run-id as an MLflow run id"),
+        (["--shared-pvc", "Bad PVC"], "expected --shared-pvc as a claim's name"),
+        (["--shm-size", "16Gi", "--memory", "12Gi"], "expected the shm size below the memory"),
+        (["--start-step", "40", "epochs=10"], "expected --start-step at most epochs (10)"),
+        (["tracking_uri=http://mlflow:5000"], "expected the tracking server as --tracking-uri"),
+    ],
+)
+def test_search_settings_no_trial_could_take_are_refused_and_nothing_written(
+    flags, expected, tmp_path
+):
+    output = tmp_path / "experiment.yaml"
+    done = subprocess.run(
+        [sys.executable, "-m", "pipeline", "tune", "-o", str(output), *flags],
+        capture_output=True, text=True, timeout=HANG_SECONDS,
+    )  # fmt: skip
+    assert done.returncode != 0 and not output.exists(), done.stdout
+    assert expected in done.stderr
+
+
+def test_an_existing_file_or_link_is_replaced_only_when_told_and_never_written_through(tmp_path):
+    target, link = tmp_path / "precious.txt", tmp_path / "experiment.yaml"
+    target.write_text("not an Experiment")
+    link.symlink_to(target)
+    command = [sys.executable, "-m", "pipeline", "tune", "-o", str(link), "--trials", "2"]
+    refused = subprocess.run(command, capture_output=True, text=True, timeout=HANG_SECONDS)
+    assert refused.returncode != 0 and "exists: give --force to replace it" in refused.stderr
+    forced = subprocess.run(
+        [*command, "--force"], capture_output=True, text=True, timeout=HANG_SECONDS
+    )
+    assert forced.returncode == 0, forced.stderr
+    assert target.read_text() == "not an Experiment"  # the link replaced, not followed
+    assert not link.is_symlink() and yaml.safe_load(link.read_text())["kind"] == "Experiment"

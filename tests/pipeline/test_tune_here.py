@@ -63,3 +63,14 @@ def test_the_readmes_tune_local_command_records_the_search_in_the_default_store(
         )
     else:
         assert "not registered" in done.stdout and not client.search_registered_models()
+
+
+@pytest.mark.parametrize("value", ["5", "-1"])
+def test_an_enqueued_value_outside_the_space_is_refused_before_any_download(value, tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "pipeline", "tune", "--local", "--source", "none.zip",
+         "--workdir", str(tmp_path / "w"), "--enqueue", f"lr={value}"],
+        capture_output=True, text=True, timeout=HANG_SECONDS, env=os.environ, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode != 0 and not (tmp_path / "w").exists()
+    assert "expected lr in the searched space (0.001 to 0.01) in --enqueue" in done.stderr
