@@ -129,9 +129,10 @@ def submit(
                 plugins_input(health, arguments),
             )
 
-        with api_errors(destination):
+        with api_errors(destination, token):
             run = within(destination.timeout_seconds, destination.host, start_run)
-    return SubmittedRun(run.run_id, f"{destination.host.rstrip('/')}/#/runs/details/{run.run_id}")
+    run_id = printable(str(run.run_id))  # as the API sent it, escaped: shown on a terminal
+    return SubmittedRun(run_id, f"{destination.host.rstrip('/')}/#/runs/details/{run_id}")
 
 
 def within(seconds: float, host: str, work: Callable[[], Any]) -> Any:
@@ -231,8 +232,9 @@ def experiment_id(client, destination: Destination) -> str:
 
 
 @contextlib.contextmanager
-def api_errors(destination: Destination) -> Iterator[None]:
-    """An HTTP refusal of the KFP API as one line: status, what it said, what to try."""
+def api_errors(destination: Destination, token: str | None = None) -> Iterator[None]:
+    """An HTTP refusal of the KFP API as one line: status, what it said (escaped, the
+    token masked should the API echo it), what to try."""
     from kfp_server_api.exceptions import ApiException
     from urllib3.exceptions import HTTPError
 
@@ -240,7 +242,8 @@ def api_errors(destination: Destination) -> Iterator[None]:
     try:
         yield
     except ApiException as err:
-        said = printable(" ".join(str(err.body or "").split()))[:200]
+        body = str(err.body or "").replace(token, "***") if token else str(err.body or "")
+        said = printable(" ".join(body.split()))[:200]
         hint = HINTS.get(err.status, "")
         raise SystemExit(
             f"the Kubeflow Pipelines API at {destination.host}{where} refused the request: "

@@ -35,6 +35,7 @@ class FakeKfpApi(LocalHTTPServer):
         self.seen: list[str] = []  # every path asked for, in order
         self.hang_after_health = False  # answer the health check, then nothing at all
         self.refuse_with: tuple[int, str] | None = None  # every call but health: this text
+        self.next_run_id: str | None = None  # the id the next run gets, as given
         self._released = threading.Event()
         self._bind()
 
@@ -86,7 +87,7 @@ class FakeKfpApi(LocalHTTPServer):
         if path == "/runs":
             run = {
                 **body,
-                "run_id": f"run-{len(self.runs) + 1}",
+                "run_id": self.next_run_id or f"run-{len(self.runs) + 1}",
                 "created_at": CREATED,
                 "state": "PENDING",
                 "storage_state": "AVAILABLE",

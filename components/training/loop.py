@@ -12,6 +12,7 @@ import torch
 from torch.nn import functional as F
 from torch.optim.lr_scheduler import LRScheduler
 
+from components.core.names import CLASSES
 from components.core.progress import progress
 from components.training import runtime
 from components.training.batches import DeviceSplit, augment
@@ -22,8 +23,13 @@ from components.training.models import WANTS_CROPS, Classifier, build_model
 log = logging.getLogger(__name__)
 
 
-class NonFiniteLossError(FloatingPointError):
-    """The loss became NaN or infinite; nothing of this epoch was saved."""
+class DivergedError(RuntimeError):
+    """The loss became NaN or infinite, or grew by orders of magnitude; nothing of this
+    epoch was saved."""
+
+
+# a loss a thousand times a coin toss's (ln 2 for two classes): no longer learning
+DIVERGED_LOSS = 1000 * math.log(len(CLASSES))
 
 
 @dataclass
@@ -97,7 +103,7 @@ def run_epoch(
         The epoch's metrics, summed over all ranks, under the names MLflow logs.
 
     Raises:
-        NonFiniteLossError: the train or val loss is NaN or infinite.
+        DivergedError: the train or val loss is NaN or infinite, or over ``DIVERGED_LOSS``.
     """
     device = train_data.labels.device
     if device.type == "cuda":
@@ -115,11 +121,17 @@ def run_epoch(
         "epoch_seconds": seconds,
         "images_per_second": seen / seconds,
     }
-    if not (math.isfinite(metrics["train_loss"]) and math.isfinite(metrics["val_loss"])):
-        raise NonFiniteLossError(
-            f"epoch {epoch}: expected finite losses, found train_loss={metrics['train_loss']} "
-            f"and val_loss={metrics['val_loss']}; lower --lr (now {cfg.lr}). The last good "
-            "checkpoint and model were kept"
+    losses = (metrics["train_loss"], metrics["val_loss"])
+    if not all(math.isfinite(loss) and loss < DIVERGED_LOSS for loss in losses):
+        kept = (
+            f"the checkpoint after epoch {epoch - 1} is kept"
+            if epoch > 1
+            else "no epoch finished: there is no checkpoint or model"
+        )
+        raise DivergedError(
+            f"epoch {epoch}: expected finite losses below {DIVERGED_LOSS:.0f} (a thousand "
+            f"times a coin toss's), found train_loss={losses[0]:.4g} and val_loss="
+            f"{losses[1]:.4g}: training diverged; lower --lr (now {cfg.lr}); {kept}"
         )
     if device.type == "cuda":
         metrics["gpu_memory_peak_mb"] = torch.cuda.max_memory_allocated(device) / 2**20

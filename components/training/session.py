@@ -26,7 +26,7 @@ from components.data.arrays import load_split, read_meta
 from components.training import checkpoints, runtime
 from components.training.batches import DeviceSplit
 from components.training.config import TrainConfig
-from components.training.loop import NonFiniteLossError, new_learner, run_epoch
+from components.training.loop import DivergedError, new_learner, run_epoch
 from components.training.models import Classifier, save_classifier, weights_digest
 from components.training.runtime import Workers
 from components.tuning.report import metrics_line
@@ -112,7 +112,7 @@ def _train(
         for epoch in range(len(history) + 1, cfg.epochs + 1):
             try:
                 metrics = run_epoch(learner, train_data, val_data, cfg, epoch, workers)
-            except NonFiniteLossError as err:
+            except DivergedError as err:
                 if run_id:  # rank 0: a retry of this KFP run reads it and stops at once
                     tracking.set_run_tags(run_id, {tracking.DIVERGED_TAG: str(err)})
                 raise
@@ -140,14 +140,14 @@ def _refuse_a_retry_that_diverged(cfg: TrainConfig) -> None:
     the same recipe, the retry would only spend its epochs diverging again.
 
     Raises:
-        NonFiniteLossError: the KFP run's MLflow run records a divergence.
+        DivergedError: the KFP run's MLflow run records a divergence.
     """
     run_id = cfg.mlflow_run_id or tracking.find_run_by_tags(
         cfg.experiment, checkpoints.identity_tags(cfg)
     )
     reason = run_id and tracking.run_tag(run_id, tracking.DIVERGED_TAG)
     if reason:
-        raise NonFiniteLossError(
+        raise DivergedError(
             f"not retrying: an earlier attempt of KFP run {cfg.kfp_run_id} stopped ({reason}); "
             "resumed from the same checkpoint with the same recipe it would stop again. "
             "Start a new run with a lower --lr or another --schedule"

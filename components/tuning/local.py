@@ -22,7 +22,7 @@ import optuna
 from components.core import tracking
 from components.core.search_space import CATEGORICAL, DOUBLE, Dimension
 from components.training.config import TrainConfig
-from components.training.loop import NonFiniteLossError
+from components.training.loop import DivergedError
 from components.training.session import train
 from components.tuning import runs
 from components.tuning.config import TuneConfig
@@ -81,7 +81,7 @@ def search(
             trials.append(runs.Trial(trial_name, _run_of(cfg), stopped_early=True))
             log.info("trial %s stopped early: %s", trial_name, stopped)
             continue
-        except NonFiniteLossError as err:
+        except DivergedError as err:
             study.tell(trial, state=optuna.trial.TrialState.FAIL)
             failed += 1
             log.warning("trial %s failed: %s", trial_name, err)

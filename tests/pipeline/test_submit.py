@@ -236,6 +236,25 @@ def test_text_from_the_api_is_escaped_in_the_one_line(precompiled):
     assert "\n" not in message and "\x1b" not in message and "\\x1b[2J" in message
 
 
+def test_a_run_id_from_the_api_is_printed_escaped_and_an_echoed_token_masked(
+    precompiled, monkeypatch, capsys
+):
+    with FakeKfpApi() as api:
+        api.next_run_id = "run-1\nsubmitted run run-9: ok\x1b[2J"
+        pipeline_main(["submit", "--host", api.endpoint, "epochs=3"])
+    out = capsys.readouterr().out
+    (line,) = [line for line in out.splitlines() if line.startswith("submitted run")]
+    assert "\x1b" not in out and line.startswith("submitted run run-1\\nsubmitted run run-9")
+    monkeypatch.setenv("KF_PIPELINES_TOKEN", "tok-3cho3d")
+    with FakeKfpApi() as api:
+        api.refuse_with = (401, "invalid bearer token tok-3cho3d")
+        with pytest.raises(SystemExit) as stopped:
+            pipeline_main(["submit", "--host", api.endpoint, "epochs=3"])
+    assert "tok-3cho3d" not in str(stopped.value) and "invalid bearer token ***" in str(
+        stopped.value
+    )
+
+
 def test_submit_tune_starts_the_search_pipeline_as_the_readme_types_it(monkeypatch, capsys):
     """README: ``python -m pipeline submit --tune --host … --namespace team-a trials=16``."""
     monkeypatch.setenv("KF_PIPELINES_TOKEN", "secret-token")

@@ -20,7 +20,7 @@ from mlflow.tracking import MlflowClient
 from components import train
 from components.core import tracking
 from components.training import session
-from components.training.loop import NonFiniteLossError
+from components.training.loop import DivergedError
 from components.training.models import load_classifier, shifted_views
 from tests.conftest import REPO
 from tests.helpers import train_config as config
@@ -152,7 +152,7 @@ def test_a_non_finite_loss_stops_training_and_keeps_the_last_good_outputs(
         (out / "checkpoint.pt").read_bytes(),
     )
     # (a resumed run would take the checkpoint's learning rate: start again instead)
-    with pytest.raises(NonFiniteLossError, match="epoch 1: expected finite losses"):
+    with pytest.raises(DivergedError, match="epoch 1: expected finite losses below 693"):
         session.train(config(small_arrays, out, epochs=1, lr=1e30))
     assert (out / "model.pt").read_bytes() == good_model
     assert (out / "checkpoint.pt").read_bytes() == good_checkpoint
@@ -162,16 +162,16 @@ def test_a_kfp_retry_of_a_run_that_diverged_stops_before_training(
     small_arrays, tmp_path, mlflow_store
 ):
     diverging = dict(epochs=1, lr=1e30, resume=True)  # as the pipeline runs it: resume=True
-    with pytest.raises(NonFiniteLossError, match="epoch 1"):
+    with pytest.raises(DivergedError, match="epoch 1"):
         session.train(config(small_arrays, tmp_path / "pod1", kfp_run_id="kfp-nan", **diverging))
     run_id = tracking.find_run_by_tags("dogs-vs-cats", {tracking.KFP_RUN_ID_TAG: "kfp-nan"})
     assert "expected finite losses" in tracking.run_tag(run_id, tracking.DIVERGED_TAG)
 
     # KFP retries the task in a new pod: it fails at once, naming the earlier attempt
-    with pytest.raises(NonFiniteLossError, match="not retrying: an earlier attempt of KFP run"):
+    with pytest.raises(DivergedError, match="not retrying: an earlier attempt of KFP run"):
         session.train(config(small_arrays, tmp_path / "pod2", kfp_run_id="kfp-nan", **diverging))
     # another KFP run, with its own MLflow run, trains (and diverges) on its own
-    with pytest.raises(NonFiniteLossError, match="epoch 1: expected finite losses"):
+    with pytest.raises(DivergedError, match="epoch 1: expected finite losses below 693"):
         session.train(config(small_arrays, tmp_path / "pod3", kfp_run_id="kfp-other", **diverging))
 
 
@@ -347,3 +347,22 @@ def test_the_train_command_trains_in_the_run_kfps_driver_made(
     assert run.data.tags["mlflow.runName"] == "train-op"  # KFP's name: it finds a retry by it
     assert [r.info.run_id for r in client.search_runs([experiment])] == [nested, parent]
     assert client.get_experiment_by_name("dogs-vs-cats") is None  # no tree of its own
+
+
+def test_a_loss_grown_by_orders_of_magnitude_is_a_divergence_in_one_line(
+    small_arrays, tmp_path, mlflow_store, monkeypatch
+):
+    """A loss that stays finite but grows a thousandfold is not training: the command
+    ends in one line that says so and what is (not) kept, exit status 1."""
+    from components.training import loop
+
+    monkeypatch.setattr(loop, "DIVERGED_LOSS", 1e-6)  # any real loss is above it
+    with pytest.raises(SystemExit) as stopped:
+        train.main(
+            ["--data", str(small_arrays), "--output", str(tmp_path / "out"), "--epochs", "1"]
+        )
+    message = str(stopped.value)
+    assert message.startswith("error: epoch 1: expected finite losses below 0 ")
+    assert "training diverged; lower --lr (now 0.001)" in message
+    assert message.endswith("no epoch finished: there is no checkpoint or model")
+    assert "\n" not in message
