@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import fcntl
 import importlib.util
 import logging
 import os
@@ -73,9 +74,18 @@ class TrackingUnavailableError(RuntimeError):
 def default_store() -> str:
     """The SQLite store that every step and the local pipeline share when
     ``$MLFLOW_TRACKING_URI`` names none: ``runs/mlflow.db`` under the working directory
-    (the repository's root in every example), made on first use."""
+    (the repository's root in every example), made on first use, by one process at a time
+    (two commands started at once on a fresh store would both create its tables)."""
     DEFAULT_STORE.parent.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{DEFAULT_STORE.resolve()}"
+    uri = f"sqlite:///{DEFAULT_STORE.resolve()}"
+    made = DEFAULT_STORE.with_name(f".{DEFAULT_STORE.name}.made")
+    if not made.exists():
+        with open(DEFAULT_STORE.with_name(f".{DEFAULT_STORE.name}.lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+            if not made.exists():
+                MlflowClient(uri).search_experiments(max_results=1)  # creates its tables
+                made.touch()
+    return uri
 
 
 def tracking_uri() -> str:

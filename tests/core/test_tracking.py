@@ -397,3 +397,30 @@ def test_a_sqlite_store_keeps_its_artifacts_beside_the_database_not_in_the_worki
         filter_string="name = 'checkpoint'",
     )
     assert [model.model_id in str(path) for path in checkpoints] == [True]
+
+
+def test_commands_started_at_once_on_a_fresh_default_store_all_work(tmp_path, monkeypatch):
+    """Two `tune --local` (or any two commands) at once on a fresh ``runs/mlflow.db``:
+    one of them makes the store's tables, the others wait, all log."""
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    code = (
+        "import sys\nfrom components.core import tracking\n"
+        "with tracking.start_run(f'race-{sys.argv[1]}') as run_id:\n    pass\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    started = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, str(i)],
+            cwd=tmp_path,
+            env=env,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )  # fmt: skip
+        for i in range(4)
+    ]
+    said = [process.communicate(timeout=HANG_SECONDS)[1][-2000:] for process in started]
+    assert [process.returncode for process in started] == [0] * 4, said
+    client = MlflowClient(f"sqlite:///{tmp_path / 'runs/mlflow.db'}")
+    experiments = [e.experiment_id for e in client.search_experiments()]
+    assert len(client.search_runs(experiments)) == 4
