@@ -43,7 +43,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self._head_bytes, self._header_count, self._refusal = 0, 0, 0
-        self._in_head, self._app_started = True, False
+        self._in_head, self._app_started, self._busy = True, False, False
         self._deadline: asyncio.TimerHandle | None = None
         self._arm(self.limits.header_seconds)  # nothing sent yet counts too
 
@@ -74,17 +74,30 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         head = len(self.url) + sum(len(name) + len(value) + 4 for name, value in self.headers)
         if head > self.limits.max_header_bytes:  # a whole head that came in one read
             self._refusal = 431
-        elif len(self.connections) > self.limits.max_connections:
+        elif self._busy_elsewhere() >= self.limits.max_connections:
             # counted by connection alone: uvicorn's own limit also counts a kept-alive
             # connection's finishing request beside its next one, and refused those
             self._refusal = 503
         if self._refusal:  # answered once the parser returns; the app never starts
             return
-        self._in_head = False
+        self._in_head, self._busy = False, True
         self._disarm()
         self._arm(self.limits.body_seconds)
         super().on_headers_complete()
         self._app_started = True
+
+    def on_response_complete(self) -> None:
+        self._busy = False  # kept alive, it waits for a next request: no slot held
+        super().on_response_complete()
+
+    def _busy_elsewhere(self) -> int:
+        """Other connections serving a request (from its whole head to its answer's end):
+        a silent, trickling or idle kept-alive one holds no slot (its own deadline closes
+        it), so a client that keeps reopening idle connections cannot keep everyone else
+        at 503."""
+        return sum(
+            1 for other in self.connections if other is not self and getattr(other, "_busy", False)
+        )
 
     def on_body(self, body: bytes) -> None:
         if not self._refusal:

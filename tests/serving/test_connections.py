@@ -146,3 +146,39 @@ def test_as_many_kept_alive_clients_as_connections_are_all_served(server, photo)
     with ThreadPoolExecutor(4) as pool:
         codes = [code for answers in pool.map(client, range(4)) for code in answers]
     assert codes == [200] * 240
+
+
+def closed_by_server(sock: socket.socket) -> bool:
+    try:
+        return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except BlockingIOError:
+        return False  # open, nothing sent
+    except OSError:
+        return True
+
+
+def test_a_client_reopening_silent_connections_as_they_close_holds_no_slot(server, photo):
+    """Ten times the slots in silent connections, reopened as the server closes them for
+    the whole time: every other client's requests are still answered."""
+    stop = time.monotonic() + 4
+    opened: list[socket.socket] = []
+
+    def flood() -> None:
+        while time.monotonic() < stop:
+            for sock in [s for s in opened if closed_by_server(s)]:
+                sock.close()
+                opened.remove(sock)
+            while len(opened) < 40:
+                opened.append(connect(server))
+            time.sleep(0.05)
+
+    with ThreadPoolExecutor(1) as pool:
+        attack = pool.submit(flood)
+        answers = []
+        for pause in (0.5, 1.0, 1.0):  # before, while and after the server closes them
+            time.sleep(pause)
+            answers.append(good_answer(server, photo)["class"])
+        attack.result()
+    for sock in opened:
+        sock.close()
+    assert set(answers) <= {"cat", "dog"} and len(answers) == 3
