@@ -52,7 +52,7 @@ def add_tune_command(commands) -> None:
     )
     schema.add_arguments(tune.add_argument_group("the search"), TuneConfig)
     # unset: their defaults, or the trial count where there are fewer trials
-    tune.set_defaults(parallel_trials=None, max_failed_trials=None)
+    tune.set_defaults(parallel_trials=None, max_failed_trials=None, min_trials_required=None)
     cluster = tune.add_argument_group("with --output: the cluster")
     cluster.add_argument("--name", default=DEFAULT_NAME, help="Experiment (default: %(default)s)")
     cluster.add_argument("--namespace", help="the profile's namespace (default: kubectl's)")
@@ -101,7 +101,13 @@ def run_tune(args: argparse.Namespace) -> None:
             "$MLFLOW_TRACKING_URI (with --local), found tracking_uri= among the settings"
         )
     space = searched({name: None for name in explicit})
-    for name in ("parallel_trials", "max_failed_trials"):
+    if args.min_trials_required is not None and args.min_trials_required >= args.trials:
+        raise SystemExit(
+            f"expected --min-trials-required below --trials ({args.trials}), found "
+            f"{args.min_trials_required}: the median rule would wait for that many finished "
+            "trials, and none could stop early"
+        )
+    for name in ("parallel_trials", "max_failed_trials", "min_trials_required"):
         if getattr(args, name) is None:
             setattr(args, name, min(getattr(TuneConfig, name), args.trials))
     tune = schema.from_namespace(TuneConfig, args)
