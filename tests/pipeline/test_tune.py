@@ -113,6 +113,7 @@ def test_a_tracking_uri_no_trial_could_use_is_refused_and_nothing_written(uri, t
         (["--shm-size", "16Gi", "--memory", "12Gi"], "expected the shm size below the memory"),
         (["--start-step", "40", "epochs=10"], "expected --start-step at most epochs (10)"),
         (["--trials", "4", "--min-trials-required", "4"], "expected --min-trials-required below"),
+        (["--trials", "1000000000000"], "expected trials from 1 to 2**31 - 1"),  # Katib's int32
         (["tracking_uri=http://mlflow:5000"], "expected the tracking server as --tracking-uri"),
     ],
 )
