@@ -51,8 +51,11 @@ def add_tune_command(commands) -> None:
         "--preset", choices=list(PRESETS), help="the recipe searched around (default: none)"
     )
     schema.add_arguments(tune.add_argument_group("the search"), TuneConfig)
-    # unset: their defaults, or the trial count where there are fewer trials
-    tune.set_defaults(parallel_trials=None, max_failed_trials=None, min_trials_required=None)
+    # unset: their defaults, or the trial count where there are fewer trials;
+    # the median rule's: their defaults, or what the trials and epochs allow
+    tune.set_defaults(
+        parallel_trials=None, max_failed_trials=None, min_trials_required=None, start_step=None
+    )
     cluster = tune.add_argument_group("with --output: the cluster")
     cluster.add_argument("--name", default=DEFAULT_NAME, help="Experiment (default: %(default)s)")
     cluster.add_argument("--namespace", help="the profile's namespace (default: kubectl's)")
@@ -110,13 +113,15 @@ def run_tune(args: argparse.Namespace) -> None:
     for name in ("parallel_trials", "max_failed_trials", "min_trials_required"):
         if getattr(args, name) is None:
             setattr(args, name, min(getattr(TuneConfig, name), args.trials))
-    tune = schema.from_namespace(TuneConfig, args)
     recipe = TrainConfig(data="-", output="-", **schema.pick(TrainConfig, arguments))
-    if tune.start_step > recipe.epochs:
+    if args.start_step is None:
+        args.start_step = min(TuneConfig.start_step, recipe.epochs)
+    elif args.start_step > recipe.epochs:
         raise SystemExit(
-            f"expected --start-step at most epochs ({recipe.epochs}), found {tune.start_step}: "
+            f"expected --start-step at most epochs ({recipe.epochs}), found {args.start_step}: "
             "the median rule would never look at a trial, and none could stop early"
         )
+    tune = schema.from_namespace(TuneConfig, args)
     if args.output:
         _write_experiment(args, tune, recipe, space)
     else:
