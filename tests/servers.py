@@ -474,12 +474,12 @@ class ModelServerProcess:
             time.sleep(0.3)
         raise TimeoutError(f"the model server was not ready in time: {self.log_tail()}")
 
-    def rss_bytes(self) -> int:
-        """The server process's resident memory."""
+    def rss_bytes(self, field: str = "VmRSS") -> int:
+        """The server process's resident memory (``VmHWM``: its peak so far)."""
         for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1]) * 1024
-        raise RuntimeError("no VmRSS")
+        raise RuntimeError(f"no {field}")
 
     def cpu_seconds(self) -> float:
         """User and system CPU seconds the server process has used, all its threads."""
