@@ -76,9 +76,9 @@ class Placement:
                     f"expected the {name} as a quantity of 1Mi or more such as 12Gi or 512Mi, "
                     f"found {value!r}"
                 )
-        if memory_bytes(self.shm_size) >= memory_bytes(self.memory):
+        if memory_bytes(self.shm_size) > memory_bytes(self.memory):
             raise ValueError(  # /dev/shm counts in the pod's memory
-                f"expected the shm size below the memory ({self.memory}), /dev/shm counting "
+                f"expected the shm size at most the memory ({self.memory}), /dev/shm counting "
                 f"in it, found {self.shm_size}"
             )
 

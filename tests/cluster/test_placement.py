@@ -49,6 +49,7 @@ def test_a_placement_survives_the_trip_through_json():
         ({"memory": "99999999999999999999E"}, "memory as a quantity of at most 8Ei"),
         ({"shm_size": "1e3"}, "shm_size as a quantity such as 12Gi"),
         ({"cpu": "0.1m"}, "CPU quantity in whole millicores"),
+        ({"memory": "4Gi", "shm_size": "8Gi"}, "shm size at most the memory"),
     ],
 )
 def test_names_and_sizes_kubernetes_would_refuse_are_refused_when_compiling(fields, message):
@@ -62,5 +63,6 @@ def test_valid_kubernetes_names_and_sizes_are_kept():
         toleration_key="example.com/gpu-pool",
         s3_secret="team-a.s3",
         memory="512M",
+        shm_size="256M",
     )
     assert placement.node_label == ("cloud.google.com/gke-accelerator", "nvidia-l4")

@@ -112,7 +112,7 @@ def test_a_tracking_uri_no_trial_could_use_is_refused_and_nothing_written(uri, t
         (["--gpu-image", "img:${trialParameters.x}"], "expected no ${ in the trials' image"),
         (["--parent-run-id", "../x\n"], "expected --parent-run-id as an MLflow run id"),
         (["--shared-pvc", "Bad PVC"], "expected --shared-pvc as a claim's name"),
-        (["--shm-size", "16Gi", "--memory", "12Gi"], "expected the shm size below the memory"),
+        (["--shm-size", "16Gi", "--memory", "12Gi"], "expected the shm size at most the memory"),
         (["--start-step", "40", "epochs=10"], "expected --start-step at most epochs (10)"),
         (["--trials", "4", "--min-trials-required", "4"], "expected --min-trials-required below"),
         (["--trials", "1000000000000"], "expected trials from 1 to 2**31 - 1"),  # Katib's int32
