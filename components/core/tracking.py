@@ -12,6 +12,7 @@ import fcntl
 import importlib.util
 import logging
 import os
+import sys
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -65,6 +66,8 @@ MODEL_NAME = "model"
 
 for _name, _value in MLFLOW_HTTP_LIMITS.items():
     os.environ.setdefault(_name, _value)
+# MLflow's artifact progress bars only on a terminal: in a log or a pipe they are noise
+os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", str(sys.stderr.isatty()).lower())
 
 
 class TrackingUnavailableError(RuntimeError):

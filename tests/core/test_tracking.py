@@ -424,3 +424,15 @@ def test_commands_started_at_once_on_a_fresh_default_store_all_work(tmp_path, mo
     client = MlflowClient(f"sqlite:///{tmp_path / 'runs/mlflow.db'}")
     experiments = [e.experiment_id for e in client.search_experiments()]
     assert len(client.search_runs(experiments)) == 4
+
+
+def test_mlflows_progress_bars_show_on_a_terminal_only():
+    """Redirected, a step's output holds no tqdm bar of MLflow's artifact transfers."""
+    switch = "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"
+    code = f"import os, components.core.tracking; print(os.environ['{switch}'])"
+    env = {k: v for k, v in os.environ.items() if k != switch}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO,
+        timeout=HANG_SECONDS,
+    )  # fmt: skip
+    assert done.stdout.strip() == "false", done.stderr[-2000:]
