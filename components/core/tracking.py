@@ -204,14 +204,14 @@ def start_run(
     injected = os.environ.get("MLFLOW_RUN_ID") or None
     run_id = run_id or injected  # given here, MLflow leaves the variable for the children
     if run_id:  # an existing run: its own experiment is the active one
-        experiment_id_ = MlflowClient(uri).get_run(run_id).info.experiment_id
-        mlflow.set_experiment(experiment_id=experiment_id_)
+        active = MlflowClient(uri).get_run(run_id).info.experiment_id
+        mlflow.set_experiment(experiment_id=active)
     else:
-        experiment_id_ = experiment_id(experiment)
+        active = experiment_id(experiment)
     renamed = run_id is not None and run_id != injected and run_name is not None
     with mlflow.start_run(
         run_id=run_id,
-        experiment_id=experiment_id_,
+        experiment_id=active,
         run_name=None if run_id else run_name,
         log_system_metrics=logs_system_metrics(),
     ) as run:
@@ -220,7 +220,7 @@ def start_run(
             mlflow.set_tag("mlflow.runName", run_name)
         if tags:
             mlflow.set_tags(tags)
-        log.info("MLflow run %s in experiment %s at %s", run.info.run_id, experiment_id_, uri)
+        log.info("MLflow run %s in experiment %s at %s", run.info.run_id, active, uri)
         yield run.info.run_id
 
 
