@@ -40,8 +40,9 @@ class ServeConfig:
     )
     max_connections: int = setting(
         32,
-        "client connections served at once (idle keep-alive ones too); another is answered "
-        "503 at once, so the bodies held stay under this times --max-body-mb",
+        "requests served at once, each from its whole head to its answer's end (silent and "
+        "idle connections hold none); another is answered 503 at once, so the bodies held "
+        "stay under this times --max-body-mb",
         role=LOCAL,
     )
     header_timeout_seconds: float = setting(
