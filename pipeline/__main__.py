@@ -15,10 +15,14 @@ from components.cluster.placement import Placement
 from components.core import schema
 from components.core.errors import one_line_errors
 from components.core.logs import setup_logging
-from pipeline.arguments import parse_arguments, refuse_credentials, sweep_arguments
+from pipeline.arguments import (
+    parse_arguments,
+    refuse_credentials,
+    refuse_missing_source,
+    sweep_arguments,
+)
 from pipeline.cli import build_parser
-from pipeline.pipeline import build_pipeline
-from pipeline.spec import compile_pipeline
+from pipeline.parameters import parameters_of
 from pipeline.submit import Destination, submit
 from pipeline.target import ClusterTarget
 from pipeline.tune import run_tune
@@ -30,17 +34,15 @@ LOCAL_TARGET = ClusterTarget(train_retries=0, sweep_parallelism=1)
 
 
 def run_here(args: argparse.Namespace) -> None:
-    """The whole pipeline on this machine; a line per task, then where everything is."""
+    """The whole pipeline on this machine; a line per task, then where everything is.
+
+    The settings and a local source are checked before kfp, torch or MLflow load.
+    """
     setup_logging("INFO" if args.verbose else "WARNING")
-    from pipeline.local import LocalRunError, run_local  # mlflow: loaded only to run
-
-    if not args.verbose:  # MLflow sets its own logger to INFO when imported
-        logging.getLogger("mlflow").setLevel(logging.WARNING)
-
+    refuse_missing_source(args.source)
     sweep = args.command == "sweep"
-    pipeline = build_pipeline(LOCAL_TARGET, sweep)
     parse = sweep_arguments if sweep else parse_arguments
-    arguments = parse(args.arguments, pipeline, args.preset)
+    arguments = parse(args.arguments, parameters_of(sweep), args.preset)
     if args.source:
         if any(pair.startswith("source=") for pair in args.arguments):
             raise SystemExit("expected the source once, found both --source and source=")
@@ -51,8 +53,14 @@ def run_here(args: argparse.Namespace) -> None:
             "deploy=true needs KServe on a cluster: start the run there (python -m pipeline "
             "submit ... deploy=true), or serve the model here with python -m components.serve"
         )
+    refuse_missing_source(arguments.get("source"))
+    from pipeline.local import LocalRunError, run_local  # kfp, mlflow: loaded only to run
+    from pipeline.pipeline import build_pipeline
+
+    if not args.verbose:  # MLflow sets its own logger to INFO when imported
+        logging.getLogger("mlflow").setLevel(logging.WARNING)
     try:
-        print(run_local(pipeline, arguments, args.workdir, verbose=args.verbose))
+        print(run_local(build_pipeline(LOCAL_TARGET, sweep), arguments, args.workdir, args.verbose))
     except LocalRunError as err:
         raise SystemExit(str(err)) from None
 
@@ -78,6 +86,8 @@ def main(argv: list[str] | None = None) -> None:
             kfp_backend=args.kfp_backend,
         )
         if args.command == "compile":
+            from pipeline.spec import compile_pipeline  # kfp: loaded only to compile
+
             log.info("wrote %s", compile_pipeline(args.output, target, args.sweep, args.tune))
             return
         destination = Destination(

@@ -1,20 +1,24 @@
 """``name=value`` pairs as the pipeline's arguments, each checked by its step's schema."""
 
 import dataclasses
-import inspect
+import difflib
 import json
+from typing import Any
 
 from components.core import schema
 from components.core.presets import preset_values
 from components.core.uris import redact, split_credentials
+from components.data.sources import check_local_source
 from components.training.config import TrainConfig
 from components.tuning.config import TuneConfig
-from pipeline.pipeline import STEP_SCHEMAS
+from pipeline.parameters import STEP_SCHEMAS
 from pipeline.sweep import SWEEPABLE, grid, split_pairs
 from pipeline.target import PipelineOnly
 
+Parameters = dict[str, tuple[type, Any]]  # {name: (type, default)}, as pipeline.parameters
 
-def parse_arguments(pairs: list[str], pipeline, preset: str | None = None) -> dict:
+
+def parse_arguments(pairs: list[str], parameters: Parameters, preset: str | None = None) -> dict:
     """``name=value`` pairs, each value converted to the type of the pipeline's parameter.
 
     A ``preset``'s values come first; explicit pairs override them. Every step's settings
@@ -23,12 +27,12 @@ def parse_arguments(pairs: list[str], pipeline, preset: str | None = None) -> di
     arguments = preset_values(preset) if preset else {}
     given: set[str] = set()
     for pair in pairs:
-        name, value = typed_value(pair, pipeline)
+        name, value = typed_value(pair, parameters)
         if name in given:
             raise SystemExit(f"expected each name once, found {name} again in {pair!r}")
         given.add(name)
         arguments[name] = value
-    check_arguments(arguments, pipeline)
+    check_arguments(arguments, parameters)
     return arguments
 
 
@@ -49,26 +53,36 @@ def refuse_credentials(arguments: dict, names: tuple[str, ...]) -> None:
             )
 
 
-def typed_value(pair: str, pipeline) -> tuple[str, object]:
-    """``name=value`` as the name and the value in its pipeline parameter's type."""
-    parameters = inspect.signature(pipeline.pipeline_func).parameters
-    name, sep, value = pair.partition("=")
-    if not sep or name not in parameters:
-        raise SystemExit(
-            f"expected name=value with a name among: {', '.join(parameters)}; found {pair!r}"
-        )
+def refuse_missing_source(source: str | None) -> None:
+    """Refuse a local source that is not there, at once: not minutes later, when the
+    download task finds nothing."""
     try:
-        return name, schema.convert(type(parameters[name].default), value, name)
+        check_local_source(source or "")
+    except (FileNotFoundError, ValueError) as err:
+        raise SystemExit(f"refused before the run starts: {err}") from None
+
+
+def typed_value(pair: str, parameters: Parameters) -> tuple[str, object]:
+    """``name=value`` as the name and the value in its pipeline parameter's type."""
+    name, sep, value = pair.partition("=")
+    if not sep:
+        raise SystemExit(f"expected name=value, found {pair!r}")
+    if name not in parameters:
+        close = difflib.get_close_matches(name, parameters, n=1)
+        known = ", ".join(parameters)
+        hint = f"did you mean {close[0]}=?" if close else f"expected one of: {known}"
+        raise SystemExit(f"unknown setting {name!r} in {pair!r}: {hint}")
+    try:
+        return name, schema.convert(parameters[name][0], value, name)
     except ValueError as err:
         raise SystemExit(str(err)) from None
 
 
-def check_arguments(arguments: dict, pipeline) -> None:
+def check_arguments(arguments: dict, parameters: Parameters) -> None:
     """Build every step's settings from ``arguments`` (defaults for the rest, placeholders
     or a field's example for what a step learns at run time): a bad value is refused now,
     not when its step runs, maybe hours into the run."""
-    parameters = inspect.signature(pipeline.pipeline_func).parameters
-    values = {name: arguments.get(name, parameters[name].default) for name in parameters}
+    values = {name: arguments.get(name, default) for name, (_, default) in parameters.items()}
     searching = (TuneConfig,) if "trials" in parameters else ()  # the tune pipeline's search
     for step in (*STEP_SCHEMAS, PipelineOnly, *searching):
         values_of_step = {}
@@ -86,19 +100,18 @@ def check_arguments(arguments: dict, pipeline) -> None:
             raise SystemExit(f"refused before the run starts: {err}") from None
 
 
-def sweep_arguments(pairs: list[str], pipeline, preset: str | None = None) -> dict:
+def sweep_arguments(pairs: list[str], parameters: Parameters, preset: str | None = None) -> dict:
     """The pipeline arguments of a sweep: ``name=v1,v2`` pairs become the ``grid``."""
     fixed, axes = split_pairs(pairs)
-    arguments = parse_arguments(fixed, pipeline, preset)
-    parameters = inspect.signature(pipeline.pipeline_func).parameters
+    arguments = parse_arguments(fixed, parameters, preset)
     arguments["grid"] = grid(
         {
-            name: [typed_value(f"{name}={value}", pipeline)[1] for value in values]
+            name: [typed_value(f"{name}={value}", parameters)[1] for value in values]
             for name, values in axes.items()
         }
     )
     for combination in arguments["grid"]:  # refused now, not in a child an hour from now
-        recipe = {name: arguments.get(name, parameters[name].default) for name in SWEEPABLE}
+        recipe = {name: arguments.get(name, parameters[name][1]) for name in SWEEPABLE}
         try:
             TrainConfig(data="", output="", **{**recipe, **json.loads(combination)})
         except ValueError as err:

@@ -6,7 +6,7 @@ from pathlib import Path
 from components.cluster.placement import Placement
 from components.core import schema
 from components.core.presets import PRESETS
-from pipeline.pipeline import PARAMETERS
+from pipeline.parameters import PARAMETERS
 from pipeline.submit import DEFAULT_EXPERIMENT, SERVICE_ACCOUNT, TOKEN_ENV
 from pipeline.target import CURRENT_BACKEND, ClusterTarget
 from pipeline.tune import add_tune_command
@@ -115,8 +115,8 @@ def build_parser(description: str) -> argparse.ArgumentParser:
         run.add_argument(
             "--local",
             action="store_true",
-            help="on this machine, as kfp's local runner says it: the only place this command "
-            "runs, --local given or not (a cluster's run is `submit`)",
+            help="run on this machine with kfp's local runner, which is what this command "
+            "always does (to run on a cluster: submit)",
         )
         run.add_argument("--source", default=None, help="shorthand for source=URI")
         run.add_argument(
@@ -143,14 +143,21 @@ def _add_command(commands, name: str, summary: str) -> argparse.ArgumentParser:
         name,
         help=summary,
         description=summary,
-        epilog=_parameters_epilog(),
+        epilog=_parameters_epilog(name),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
 
 
-def _parameters_epilog() -> str:
-    """The pipeline's parameters and their defaults, for ``--help``."""
-    lines = ["pipeline parameters (name=value):"]
+def _parameters_epilog(command: str) -> str:
+    """The pipeline's parameters and their defaults, for ``--help``: what the command
+    takes as name=value, or, for compile, what the spec asks for when a run starts."""
+    heading = (
+        "the spec's parameters (compile takes none: give them when a run starts, e.g. "
+        "kfp run submit -f pipeline.yaml epochs=10):"
+        if command == "compile"
+        else "pipeline parameters (name=value):"
+    )
+    lines = [heading]
     for name, (kind, default) in PARAMETERS.items():
         lines.append(f"  {f'{name}={default!r}':<38} {kind.__name__}")
     return "\n".join(lines)

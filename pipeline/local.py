@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import sys
 import time
@@ -13,10 +12,10 @@ from typing import TextIO
 from kfp import local
 
 from components.core import tracking
-from components.core.names import DEFAULT_EXPERIMENT, REGISTERED_MODEL_NAME
+from components.core.names import DEFAULT_EXPERIMENT
 from components.core.uris import split_credentials
-from components.registration.config import RegisterConfig
 from pipeline.live import LiveView
+from pipeline.next_steps import closing_lines
 from pipeline.sweep import run_url, ui_address
 
 
@@ -91,32 +90,10 @@ def summary(
             f"run page:      {_run_page(tracking_uri, outputs['mlflow_run_id'])}",
         ]
     lines += [f"outputs:       {workdir / 'outputs'}", f"log:           {log_path}"]
-    if tracking_uri.startswith("sqlite:///"):
-        lines.append(
-            f"MLflow UI:     mlflow ui --backend-store-uri {tracking_uri} "
-            "(then open http://127.0.0.1:5000)"
-        )
-    lines.append(f"next:          {next_step(outputs, tracking_uri, arguments)}")
-    return "\n".join(lines)
-
-
-def next_step(outputs: dict, tracking_uri: str, arguments: dict) -> str:
-    """What to type next: serve the registered model, or why the gate said no and how to
-    pass it on this data."""
-    if not outputs["registration"].startswith("not registered"):
-        name = arguments.get("registered_model_name", REGISTERED_MODEL_NAME)
-        return (
-            f"serve it: MLFLOW_TRACKING_URI={tracking_uri} python -m components.serve "
-            f"--model models:/{name}@candidate --port 8080 (README: Serve the model)"
-        )
-    reached = outputs["test_accuracy"]
-    wanted = arguments.get("min_accuracy", RegisterConfig.min_accuracy)
-    return (
-        f"the gate wants a test accuracy of {wanted:.2f} and this model reached "
-        f"{reached:.4f}: train a stronger one (more photos, e.g. the whole archive with no "
-        "--source, or --preset cpu), or, to walk the rest of the road on this data, run "
-        f"again with a lower gate: add min_accuracy={math.floor(reached * 100) / 100:.2f}"
+    lines += closing_lines(
+        outputs["registration"], outputs["test_accuracy"], tracking_uri, arguments
     )
+    return "\n".join(lines)
 
 
 def _run_page(tracking_uri: str, run_id: str) -> str:

@@ -406,8 +406,10 @@ def register_op(
     tracking_uri: str,
     min_accuracy: float,
     registered_model_name: str,
-) -> NamedTuple("RegisterOutputs", registered=bool, reason=str, version=str):  # type: ignore[valid-type]
-    """Register the model as ``candidate`` only if it is accurate enough.
+    force_alias: bool,
+) -> NamedTuple("RegisterOutputs", registered=bool, took_alias=bool, reason=str, version=str):  # type: ignore[valid-type]
+    """Register the model only if it is accurate enough; as ``candidate`` only if it also
+    beats the version holding that alias on the same test split.
 
     Args:
         mlflow_run_id: the training run whose model is judged.
@@ -415,9 +417,11 @@ def register_op(
         tracking_uri: the MLflow tracking server.
         min_accuracy: lowest test accuracy that is registered.
         registered_model_name: name in the MLflow Model Registry.
+        force_alias: move the alias when the holder was tested on another split.
 
     Returns:
-        Whether the model was registered, why, and its version ("" when it was not).
+        Whether the model was registered, whether it took the alias, why, and its version
+        ("" when it was not registered).
     """
     from components.core.tracking import use_tracking_uri
     from components.registration.config import RegisterConfig
@@ -429,15 +433,16 @@ def register_op(
         test_accuracy=test_accuracy,
         min_accuracy=min_accuracy,
         registered_model_name=registered_model_name,
+        force_alias=force_alias,
     )
     decision = register_if_accurate(cfg)
-    return (decision.registered, decision.reason, decision.version or "")
+    return (decision.registered, decision.took_alias, decision.reason, decision.version or "")
 
 
 @component
 def deploy_op(
     deploy: bool,
-    registered: bool,
+    took_alias: bool,
     model_version: str,
     mlflow_run_id: str,
     registered_model_name: str,
@@ -447,11 +452,11 @@ def deploy_op(
     image: str,
 ) -> NamedTuple("DeployOutputs", url=str, reason=str):  # type: ignore[valid-type]
     """Serve the registered version on KServe in this run's namespace, when asked to and
-    when the gate registered it; record where on the MLflow run.
+    when the gate gave it the alias; record where on the MLflow run.
 
     Args:
         deploy: the pipeline's switch; off: nothing is deployed.
-        registered: whether the gate registered the model.
+        took_alias: whether the gate registered the model and gave it the alias.
         model_version: the version it registered.
         mlflow_run_id: the training run, tagged with the serving URL.
         registered_model_name: name in the MLflow Model Registry.
@@ -466,8 +471,8 @@ def deploy_op(
     """
     if not deploy:
         return ("", "not deployed: the run's deploy parameter is off")
-    if not registered:
-        return ("", "not deployed: the quality gate did not register the model")
+    if not took_alias:
+        return ("", "not deployed: the quality gate did not give the model the alias")
     from components.cluster import kube
     from components.core.tracking import use_tracking_uri
     from components.deploying.config import DeployConfig

@@ -15,8 +15,7 @@ from kfp import dsl, kubernetes
 
 from components.cluster.placement import GPU, MLFLOW_KEYS, S3_KEYS
 from components.cluster.quantities import twice_cpu, twice_memory
-from components.core import schema
-from components.core.schema import PIPELINE_ROLES, pipeline_values, unchecked
+from components.core.schema import pipeline_values, unchecked
 from components.deploying.config import DeployConfig
 from components.downloading.config import DownloadConfig
 from components.evaluation.config import EvaluateConfig
@@ -25,29 +24,10 @@ from components.registration.config import RegisterConfig
 from components.training.config import TrainConfig
 from components.tuning.config import TuneConfig
 from pipeline import ops
+from pipeline.parameters import DESCRIPTIONS, parameters_of
 from pipeline.target import ClusterTarget, PipelineOnly
 
 PIPELINE_NAME = "dogs-vs-cats"
-STEP_SCHEMAS = (
-    DownloadConfig,
-    PreprocessConfig,
-    TrainConfig,
-    EvaluateConfig,
-    RegisterConfig,
-    DeployConfig,
-)
-# {name: (type, default)}: every parameter of the pipeline, from the schemas
-PARAMETERS = schema.signature_parameters((*STEP_SCHEMAS, PipelineOnly), *PIPELINE_ROLES)
-# what the KFP UI shows beside each parameter when a run is launched from it
-DESCRIPTIONS = {
-    **schema.descriptions((*STEP_SCHEMAS, PipelineOnly), *PIPELINE_ROLES),
-    "grid": "the combinations to train: a list of JSON strings, each an object of recipe "
-    'settings, e.g. ["{\\"lr\\": 0.001}", "{\\"lr\\": 0.003}"] (`python -m pipeline submit '
-    "--sweep lr=0.001,0.003` builds it); an empty list is refused before anything runs",
-}
-# the search's settings: pipeline parameters of the tune variant only
-TUNE_PARAMETERS = schema.signature_parameters((TuneConfig,), *PIPELINE_ROLES)
-DESCRIPTIONS.update(schema.descriptions((TuneConfig,), *PIPELINE_ROLES))
 S3_ENV = {key: key for key in S3_KEYS}
 MLFLOW_ENV = {key: key for key in MLFLOW_KEYS}
 TRAIN_RETRY_WINDOW = f"{7 * 24 * 3600}s"  # a week: longer than any training run
@@ -127,11 +107,7 @@ def build_pipeline(target: ClusterTarget | None = None, sweep: bool = False, tun
         raise ValueError("expected a sweep or search on one node per trial, found --nodes > 1")
     if sweep and tune:
         raise ValueError("expected a sweep or a search, found both")
-    parameters = dict(PARAMETERS)
-    if sweep:
-        parameters["grid"] = (list, [])
-    if tune:
-        parameters.update(TUNE_PARAMETERS)
+    parameters = parameters_of(sweep, tune)
 
     def dogs_vs_cats(*values):
         named = dict(zip(parameters, values, strict=True))
@@ -325,11 +301,11 @@ def _register_task(p: Parameters, run_id, test_accuracy, target: ClusterTarget):
 
 
 def _deploy_task(p: Parameters, register, run_id, target: ClusterTarget):
-    """After the gate: serves the version it registered when ``deploy`` is on; else it
+    """After the gate: serves the version it gave the alias when ``deploy`` is on; else it
     only says why not (a task either way, so the run's ``serving_url`` always has a value)."""
     deploy = ops.deploy_op(
         deploy=p.pipeline.deploy,
-        registered=register.outputs["registered"],
+        took_alias=register.outputs["took_alias"],
         model_version=register.outputs["version"],
         mlflow_run_id=run_id,
         tracking_uri=p.pipeline.tracking_uri,

@@ -20,8 +20,7 @@ from components.core.errors import printable
 from components.core.uris import is_http_url, redact, split_credentials
 from components.training.config import TrainConfig
 from pipeline.arguments import parse_arguments, refuse_credentials, sweep_arguments
-from pipeline.pipeline import build_pipeline
-from pipeline.spec import compile_pipeline
+from pipeline.parameters import parameters_of
 from pipeline.target import ClusterTarget
 
 DEFAULT_EXPERIMENT = "dogs-vs-cats"
@@ -99,11 +98,13 @@ def submit(
     tune: bool = False,
 ) -> SubmittedRun:
     """Check the arguments and the API, compile for ``target``, start a run."""
-    import kfp
-
     parse = sweep_arguments if sweep else parse_arguments
-    arguments = parse(pairs, build_pipeline(target, sweep, tune), preset)
+    arguments = parse(pairs, parameters_of(sweep, tune), preset)
     refuse_credentials(arguments, ("source", "tracking_uri"))
+    import kfp  # loaded once the settings are known to be good
+
+    from pipeline.spec import compile_pipeline
+
     token = destination.token or os.environ.get(TOKEN_ENV) or None
     health = check_api(destination.host, token)
     if health.get("multi_user") and not destination.namespace:

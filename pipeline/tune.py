@@ -25,8 +25,8 @@ from components.core.search_space import Dimension, searched
 from components.core.uris import split_credentials
 from components.training.config import TrainConfig
 from components.tuning.config import TuneConfig
-from pipeline.arguments import parse_arguments, refuse_credentials
-from pipeline.pipeline import build_pipeline
+from pipeline.arguments import parse_arguments, refuse_credentials, refuse_missing_source
+from pipeline.parameters import PARAMETERS
 from pipeline.target import CLUSTER_TRACKING_URI, GPU_IMAGE
 
 DEFAULT_NAME = "dogs-vs-cats-tune"
@@ -92,10 +92,13 @@ def add_tune_command(commands) -> None:
 
 def run_tune(args: argparse.Namespace) -> None:
     """Write the Experiment, or run the search here and register its best model."""
-    pipeline = build_pipeline()
-    arguments = parse_arguments(args.arguments, pipeline, args.preset)
+    if args.local:
+        refuse_missing_source(args.source)
+    arguments = parse_arguments(args.arguments, PARAMETERS, args.preset)
     if args.source:
         arguments["source"] = args.source
+    if args.local:
+        refuse_missing_source(arguments.get("source"))
     refuse_credentials(arguments, ("source",))
     explicit = {pair.partition("=")[0] for pair in args.arguments}
     if "tracking_uri" in explicit:

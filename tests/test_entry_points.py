@@ -101,21 +101,18 @@ def test_deploy_without_a_kubeconfig_ends_in_one_line(tmp_path):
 
 
 def test_deploy_against_an_api_that_never_answers_ends_within_its_timeout(tmp_path):
-    import time
-
+    """The deadline ends the wait (the stand-in hangs for a minute): the step's own line
+    says so; a hang would only meet the subprocess's limit."""
     from tests.kube_api import FakeKServeApi, write_kubeconfig
 
     with FakeKServeApi() as api:
         api.hang = True
         kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", api.url)
-        started = time.monotonic()
         done = deploy_cli(tmp_path, str(kubeconfig), "--timeout-seconds", "2")
-        took = time.monotonic() - started
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert done.stderr.splitlines()[-1] == (
         "error: no answer within 2 s to read InferenceService team-a/dogs-vs-cats"
     )
-    assert took < 60  # the interpreter's start included; the wait itself is the 2 s
 
 
 @pytest.mark.parametrize(

@@ -37,17 +37,23 @@ def running_server(s3, postgres, tmp_path_factory):
     """One tracking server for the module (its start-up is the slow part), started with
     the deployment's own flags and environment on PostgreSQL; on SQLite where no
     PostgreSQL runs."""
-    flags, env = None, None
-    if postgres:
-        secrets = {
-            "DB_USER": postgres.USER,
-            "DB_PASSWORD": postgres.PASSWORD,
-            "ARTIFACTS_DESTINATION": f"s3://{BUCKET}",
-        }
-        flags, env = deployment_flags(secrets, database_host=f"127.0.0.1:{postgres.port}")
+    flags, env = server_flags(postgres)
     workdir = tmp_path_factory.mktemp("mlflow")
     with MlflowServer(workdir, s3.endpoint, BUCKET, flags=flags, env=env) as running:
         yield running
+
+
+def server_flags(postgres) -> tuple[list[str] | None, dict | None]:
+    """The deployment's flags and environment on ``postgres``; (None, None) without one:
+    MlflowServer's SQLite defaults."""
+    if not postgres:
+        return None, None
+    secrets = {
+        "DB_USER": postgres.USER,
+        "DB_PASSWORD": postgres.PASSWORD,
+        "ARTIFACTS_DESTINATION": f"s3://{BUCKET}",
+    }
+    return deployment_flags(secrets, database_host=f"127.0.0.1:{postgres.port}")
 
 
 @pytest.fixture

@@ -3,7 +3,8 @@
 Each field is declared once with :func:`setting`, and its name, type, default, help,
 choices and role drive, from this one place:
 
-- the step's command-line flags (``--epochs``; ``--no-augment`` for a default-on bool),
+- the step's command-line flags (``--epochs``; ``--no-augment``, helped as "turn off: …",
+  for a default-on bool),
 - the pipeline's parameters and their defaults (fields whose role is not ``LOCAL``),
 - the MLflow params of a run (``RECIPE`` fields: what defines the result),
 - the inputs of the step's KFP component: one typed input per pipeline field, so KFP
@@ -89,7 +90,9 @@ def add_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup, sch
                 flag(f"no_{field.name}" if on else field.name),
                 dest=field.name,
                 action="store_false" if on else "store_true",
-                help=f"{meta['help']} (default: {'on' if on else 'off'})",
+                help=f"turn off: {meta['help']} (default: on)"
+                if on
+                else f"{meta['help']} (default: off)",
             )
             continue
         shown = "" if required or field.default is None else f" (default: {field.default})"

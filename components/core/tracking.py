@@ -519,16 +519,31 @@ def load_run_json(run_id: str, path: str) -> dict | None:
 
 
 def register_model(
-    run_id: str, name: str, alias: str, description: str, tags: dict[str, str]
+    run_id: str, name: str, alias: str | None, description: str, tags: dict[str, str]
 ) -> str:
     """Register the run's logged model, by its model id, under ``name`` with its model
-    card (``description``, ``tags``), and point ``alias`` at it; the version."""
+    card (``description``, ``tags``), and point ``alias`` at it (None: no alias); the
+    version."""
     mlflow.set_tracking_uri(tracking_uri())
     version = mlflow.register_model(f"models:/{logged_model_id(run_id)}", name, tags=tags)
     client = MlflowClient(tracking_uri())
     client.update_model_version(name, version.version, description=description)
-    client.set_registered_model_alias(name, alias, version.version)
+    if alias:
+        client.set_registered_model_alias(name, alias, version.version)
     return str(version.version)
+
+
+def alias_holder(name: str, alias: str) -> tuple[str, dict[str, str]] | None:
+    """The version of registered model ``name`` that ``alias`` points at, and its tags;
+    None when the model or the alias does not exist."""
+    client = MlflowClient(tracking_uri())
+    try:
+        version = client.get_model_version_by_alias(name, alias)
+    except MlflowException as err:
+        if err.error_code in {"RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE"}:
+            return None
+        raise
+    return str(version.version), dict(version.tags)
 
 
 def run_params(run_id: str) -> dict[str, str]:

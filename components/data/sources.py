@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import logging
@@ -91,6 +92,27 @@ def local_path(source: str) -> Path:
             f"{redact(source)!r}"
         )
     return Path(source)
+
+
+def check_local_source(source: str) -> None:
+    """Refuse a local source that is not there, naming the close names beside it: at
+    once, before a pipeline starts, not minutes later in its download task.
+
+    Raises:
+        FileNotFoundError: nothing at the source's path.
+    """
+    if not source or is_remote(source):
+        return
+    path = local_path(source)
+    if path.exists():
+        return
+    folder = path.parent
+    names = [entry.name for entry in folder.iterdir()] if folder.is_dir() else []
+    close = [str(folder / name) for name in difflib.get_close_matches(path.name, names, n=3)]
+    hint = f"; did you mean {' or '.join(close)}?" if close else ""
+    raise FileNotFoundError(
+        f"expected the source as a .zip, .tar.gz or folder at {path}, found nothing there{hint}"
+    )
 
 
 def sha256_of(path: Path) -> str:

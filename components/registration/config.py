@@ -23,7 +23,18 @@ class RegisterConfig:
     registered_model_name: str = setting(
         REGISTERED_MODEL_NAME, "name in the MLflow Model Registry", role=PER_RUN
     )
-    alias: str = setting("candidate", "alias the registered version gets", role=LOCAL)
+    alias: str = setting(
+        "candidate",
+        "alias the registered version gets when it beats the version holding it on the "
+        "same test split",
+        role=LOCAL,
+    )
+    force_alias: bool = setting(
+        False,
+        "move the alias to the new version when the holder's test accuracy was measured on "
+        "another test split (figures that cannot be compared)",
+        role=PER_RUN,
+    )
 
     def __post_init__(self) -> None:
         check_alias(self.alias)

@@ -1,4 +1,5 @@
-"""The register step's work: register a model only when its test accuracy is enough."""
+"""The register step's work: register a model only when its test accuracy is enough,
+and move the alias to it only when it beats the alias's holder."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import logging
 from dataclasses import dataclass
 
 from components.registration.card import model_card
+from components.registration.challenge import Holder, challenge
 from components.registration.config import RegisterConfig
 
 log = logging.getLogger(__name__)
@@ -17,21 +19,24 @@ EVALUATION = "evaluation/test/metrics.json"  # the evaluate step's report on the
 
 @dataclass(frozen=True)
 class Decision:
-    """Whether the model was registered, why, and as which version."""
+    """Whether the model was registered, whether it took the alias, why, and as which
+    version."""
 
     registered: bool
     reason: str
     version: str | None = None
+    took_alias: bool = False
 
 
 def register_if_accurate(cfg: RegisterConfig) -> Decision:
-    """Register the run's model as ``name@alias`` when its accuracy reaches the minimum.
+    """Register the run's model when its accuracy reaches the minimum, and point the
+    alias at it when it also beats the alias's holder on the same test split.
 
     Either way the decision and its reason are tagged on the MLflow run and logged.
 
     Args:
-        cfg: the run, the minimum and the registry name; a test accuracy given is only
-            checked against the one the run holds.
+        cfg: the run, the minimum, the registry name and alias; a test accuracy given
+            is only checked against the one the run holds.
 
     Returns:
         The decision, with the registered version when there is one.
@@ -45,18 +50,36 @@ def register_if_accurate(cfg: RegisterConfig) -> Decision:
     comparison = (
         f"test accuracy {accuracy:.4f} {'>=' if passed else '<'} minimum {cfg.min_accuracy:.4f}"
     )
-    if not passed:
-        decision = Decision(False, f"not registered: {comparison}")
+    if passed:
+        decision = _register(cfg, report, accuracy, comparison)
     else:
-        name, run = cfg.registered_model_name, cfg.mlflow_run_id
-        card = model_card(run, report, tracking.run_params(run), tracking.input_digests(run))
-        version = tracking.register_model(run, name, cfg.alias, *card)
-        decision = Decision(
-            True, f"registered {name} version {version} as @{cfg.alias}: {comparison}", version
-        )
+        decision = Decision(False, f"not registered: {comparison}")
     tracking.set_run_tags(cfg.mlflow_run_id, {DECISION_TAG: decision.reason})
     log.info("quality gate: %s", decision.reason)
     return decision
+
+
+def _register(cfg: RegisterConfig, report: dict, accuracy: float, comparison: str) -> Decision:
+    """Register the run's model with its card; the alias only as the challenge allows."""
+    from components.core import tracking
+
+    name, run, alias = cfg.registered_model_name, cfg.mlflow_run_id, cfg.alias
+    digests = tracking.input_digests(run)
+    held = tracking.alias_holder(name, alias)
+    holder = Holder(*held) if held else None
+    verdict = challenge(holder, accuracy, digests.get("test-split"), alias, cfg.force_alias)
+    description, tags = model_card(run, report, tracking.run_params(run), digests)
+    description += f" Compared for @{alias}: {verdict.reason}."
+    version = tracking.register_model(
+        run, name, alias if verdict.takes_alias else None, description, tags | verdict.record
+    )
+    where = f"as @{alias}" if verdict.takes_alias else f"without @{alias}"
+    return Decision(
+        True,
+        f"registered {name} version {version} {where}: {comparison}; {verdict.reason}",
+        version,
+        verdict.takes_alias,
+    )
 
 
 def evaluation_report(cfg: RegisterConfig) -> dict:

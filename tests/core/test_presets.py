@@ -11,7 +11,7 @@ from components.core.presets import PRESETS, apply_preset, preset_values
 from components.preprocessing.config import PreprocessConfig
 from components.registration.config import RegisterConfig
 from components.training.config import TrainConfig
-from pipeline.pipeline import PARAMETERS
+from pipeline.parameters import PARAMETERS
 
 STEPS = (PreprocessConfig, TrainConfig, RegisterConfig)
 PLACEHOLDERS = {  # what each step needs besides its settings

@@ -20,7 +20,7 @@ from components.preprocessing.config import PreprocessConfig
 from components.registration.config import RegisterConfig
 from components.training.config import MODEL_NAMES, TrainConfig
 from components.training.models import MODELS
-from pipeline.pipeline import PARAMETERS, STEP_SCHEMAS
+from pipeline.parameters import PARAMETERS, STEP_SCHEMAS
 from pipeline.sweep import SWEEPABLE
 from pipeline.target import PipelineOnly
 

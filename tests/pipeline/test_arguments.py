@@ -7,18 +7,18 @@ import json
 import pytest
 
 from pipeline.arguments import parse_arguments, sweep_arguments
+from pipeline.parameters import PARAMETERS, parameters_of
 
 
-def test_preset_expands_into_parameters_that_pairs_override(built_pipeline):
-
-    arguments = parse_arguments(["epochs=2"], built_pipeline, preset="accurate")
+def test_preset_expands_into_parameters_that_pairs_override():
+    arguments = parse_arguments(["epochs=2"], PARAMETERS, preset="accurate")
     assert arguments["model"] == "resnet18" and arguments["image_size"] == 128
     assert arguments["channels"] == 3 and arguments["epochs"] == 2
     assert arguments["min_crop_area"] == 0.25 and arguments["label_smoothing"] == 0.1
     assert arguments["min_accuracy"] == 0.93  # each preset's own gate
-    tutorial = parse_arguments(["min_accuracy=0.5"], built_pipeline, preset="tutorial")
+    tutorial = parse_arguments(["min_accuracy=0.5"], PARAMETERS, preset="tutorial")
     assert tutorial["model"] == "five_conv_cnn" and tutorial["min_accuracy"] == 0.5
-    cpu = parse_arguments(["mirror_average=false"], built_pipeline, preset="cpu")
+    cpu = parse_arguments(["mirror_average=false"], PARAMETERS, preset="cpu")
     assert cpu["image_size"] == 64 and cpu["epochs"] == 32 and cpu["min_accuracy"] == 0.93
     assert cpu["mirror_average"] is False  # a bool recipe setting, overridden by a pair
 
@@ -36,15 +36,18 @@ def test_preset_expands_into_parameters_that_pairs_override(built_pipeline):
         (["sha256=abc"], "sha256 of 64 hex digits"),
         (["image_size=1000"], "image size from 8 to 512, found 1000"),
         (["seed=1", "seed=2"], "expected each name once, found seed again in 'seed=2'"),
+        (["epoch=1"], "unknown setting 'epoch' in 'epoch=1': did you mean epochs=?"),
+        (["zzz=1"], "unknown setting 'zzz' in 'zzz=1': expected one of: source, sha256"),
+        (["epochs"], "expected name=value, found 'epochs'"),
     ],
 )
-def test_bad_pipeline_arguments_are_refused_before_the_run_starts(pairs, message, built_pipeline):
+def test_bad_pipeline_arguments_are_refused_before_the_run_starts(pairs, message):
     with pytest.raises(SystemExit, match=message):
-        parse_arguments(pairs, built_pipeline)
+        parse_arguments(pairs, PARAMETERS)
 
 
-def test_sweep_pairs_become_a_grid_and_a_bad_combination_is_refused_before_running(built_sweep):
-    pipeline = built_sweep
+def test_sweep_pairs_become_a_grid_and_a_bad_combination_is_refused_before_running():
+    pipeline = parameters_of(sweep=True)
     arguments = sweep_arguments(
         ["lr=0.001,0.003", "model=tutorial_cnn,bn_cnn", "epochs=2"], pipeline
     )

@@ -6,7 +6,7 @@ import pytest
 
 from pipeline.__main__ import main as pipeline_main
 from pipeline.cli import build_parser
-from pipeline.pipeline import PARAMETERS
+from pipeline.parameters import PARAMETERS
 
 
 def test_help_lists_subcommands_and_the_pipelines_parameters(capsys):
@@ -19,9 +19,11 @@ def test_help_lists_subcommands_and_the_pipelines_parameters(capsys):
     assert "[--local]" in run  # shown as the option it is, not as required
 
 
-def test_unknown_parameter_lists_the_valid_ones():
-    with pytest.raises(SystemExit, match="expected name=value with a name among: source"):
+def test_an_unknown_parameter_is_refused_naming_the_close_one_or_the_valid_ones():
+    with pytest.raises(SystemExit, match="unknown setting 'epoch' in 'epoch=3': did you mean"):
         pipeline_main(["submit", "--host", "http://127.0.0.1:9", "epoch=3"])
+    with pytest.raises(SystemExit, match="unknown setting 'qqq' .*expected one of: source"):
+        pipeline_main(["submit", "--host", "http://127.0.0.1:9", "qqq=3"])
 
 
 @pytest.mark.parametrize("command", ["compile", "submit", "run", "sweep"])
@@ -82,6 +84,24 @@ def test_each_commands_help_says_where_it_runs(command, where, capsys):
     assert where in " ".join(capsys.readouterr().out.split())
 
 
-def test_a_source_given_twice_is_refused():
+def test_a_source_given_twice_is_refused(tmp_path):
+    for name in ("a.zip", "b.zip"):
+        (tmp_path / name).write_bytes(b"PK")
     with pytest.raises(SystemExit, match="expected the source once"):
-        pipeline_main(["run", "--source", "a.zip", "source=b.zip"])
+        pipeline_main(["run", "--source", str(tmp_path / "a.zip"), f"source={tmp_path}/b.zip"])
+
+
+def test_help_texts_say_what_each_flag_does(capsys):
+    from components import train
+
+    with pytest.raises(SystemExit):
+        train.main(["--help"])
+    flags = " ".join(capsys.readouterr().out.split())
+    assert "--no-amp turn off: bf16 autocast in training" in flags
+    with pytest.raises(SystemExit):
+        build_parser("python -m pipeline").parse_args(["compile", "--help"])
+    compile_help = " ".join(capsys.readouterr().out.split())
+    assert "compile takes none: give them when a run starts" in compile_help
+    with pytest.raises(SystemExit):
+        build_parser("python -m pipeline").parse_args(["run", "--help"])
+    assert "which is what this command always does" in " ".join(capsys.readouterr().out.split())

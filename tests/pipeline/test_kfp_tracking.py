@@ -26,11 +26,12 @@ from pipeline.__main__ import LOCAL_TARGET
 from pipeline.pipeline import build_pipeline
 from tests.kfp_tracking import KfpMlflow
 from tests.processes import _command, descendants
-from tests.servers import MlflowServer, deployment_flags
-from tests.tracking_stack import BUCKET, BUCKET_KEYS
+from tests.servers import MlflowServer
+from tests.tracking_stack import BUCKET, BUCKET_KEYS, server_flags
 
 WORKSPACE = "kubeflow-user-example-com"  # KFP names the workspace after the profile
 EXPERIMENT = "dogs-vs-cats"  # what `submit` names in plugins_input; a test's own beside
+SWEEP_MODEL = "dogs-vs-cats-sweep"
 HANG = 900  # seconds: a limit that only a hang reaches
 TASKS = {"preflight-op", "download-op", "preprocess-op", "train-op", "evaluate-op"}
 TASKS |= {"register-op", "deploy-op"}
@@ -46,14 +47,7 @@ pytestmark = [
 def workspace_server(s3, postgres, tmp_path_factory):
     """The tracking server as the cluster runs it, with ``--enable-workspaces`` and the
     profile's workspace made."""
-    flags, env = None, None
-    if postgres:
-        secrets = {
-            "DB_USER": postgres.USER,
-            "DB_PASSWORD": postgres.PASSWORD,
-            "ARTIFACTS_DESTINATION": f"s3://{BUCKET}",
-        }
-        flags, env = deployment_flags(secrets, database_host=f"127.0.0.1:{postgres.port}")
+    flags, env = server_flags(postgres)
     workdir = tmp_path_factory.mktemp("mlflow-workspaces")
     if flags is None:
         flags = [
@@ -183,6 +177,7 @@ def test_a_sweeps_iterations_are_kfps_iteration_runs_under_its_parent(
         "epochs": 1,
         "image_size": 40,
         "min_accuracy": 0.0,
+        "registered_model_name": SWEEP_MODEL,  # the other test's version holds @candidate
     }
     arguments |= {"tracking_uri": kfp.tracking_uri, "experiment": kfp.experiment_name}
     arguments["grid"] = ['{"lr": 0.001}', '{"lr": 0.003}']
@@ -217,7 +212,7 @@ def test_a_sweeps_iterations_are_kfps_iteration_runs_under_its_parent(
         kfp.parent_run_id,
         *(run["info"]["run_id"] for run in nested),
     }
-    best = client.get_model_version_by_alias(REGISTERED_MODEL_NAME, "candidate")
+    best = client.get_model_version_by_alias(SWEEP_MODEL, "candidate")
     assert best.run_id == parent.data.tags["sweep.best_run_id"]
 
 

@@ -128,13 +128,11 @@ def served_as_the_readme_says(store: str, sample_images: Path, tmp_path: Path) -
 
 
 def test_a_run_the_gate_refuses_says_why_and_exactly_what_to_type():
-    from pipeline.local import next_step
+    from pipeline.next_steps import next_step
 
     said = next_step(
-        {
-            "registration": "not registered: test accuracy 0.6789 < minimum 0.8500",
-            "test_accuracy": 0.6789,
-        },
+        "not registered: test accuracy 0.6789 < minimum 0.8500",
+        0.6789,
         "sqlite:///runs/local/mlflow.db",
         {},
     )
@@ -142,10 +140,35 @@ def test_a_run_the_gate_refuses_says_why_and_exactly_what_to_type():
     assert said.endswith("run again with a lower gate: add min_accuracy=0.67")
 
 
+def test_a_version_the_alias_stayed_away_from_is_named_beside_the_alias():
+    from pipeline.next_steps import next_step
+
+    said = next_step(
+        "registered pets version 2 without @candidate: test accuracy 0.7350 >= minimum "
+        "0.6000; does not beat version 1's 0.8150 on the same test split; @candidate stays "
+        "on version 1",
+        0.735,
+        "sqlite:///runs/mlflow.db",
+        {"registered_model_name": "pets"},
+    )
+    assert said == (
+        "@candidate stays on the better version: serve it with MLFLOW_TRACKING_URI="
+        "sqlite:///runs/mlflow.db python -m components.serve --model models:/pets@candidate "
+        "--port 8080, or this one with models:/pets/2"
+    )
+
+
+def broken_zip(folder: Path) -> Path:
+    """A file that is there, named .zip, and is no archive: the download task fails."""
+    path = folder / "broken.zip"
+    path.write_bytes(b"not a zip archive")
+    return path
+
+
 def test_a_failed_local_run_ends_in_one_line_naming_the_task_and_its_error(tmp_path):
     done = subprocess.run(
         [sys.executable, "-m", "pipeline", "run", "--local", "--workdir", str(tmp_path / "w")]
-        + ["--source", str(tmp_path / "missing.zip")],
+        + ["--source", str(broken_zip(tmp_path))],
         cwd=tmp_path,
         env={**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'team.db'}"},
         capture_output=True,
@@ -155,7 +178,7 @@ def test_a_failed_local_run_ends_in_one_line_naming_the_task_and_its_error(tmp_p
     assert done.returncode == 1
     assert re.search(r"^  download-op +failure in [\d.]+ s$", done.stdout, re.MULTILINE)
     (error,) = done.stderr.splitlines()
-    assert error.startswith("the local run failed at download-op: ") and "missing.zip" in error
+    assert error.startswith("the local run failed at download-op: ") and "broken.zip" in error
     assert re.search(r"; full log: \S+\.log$", error)
 
 
@@ -176,7 +199,7 @@ def test_a_step_and_a_local_run_share_one_history_without_mlflow_tracking_uri(
     env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
     done = subprocess.run(
         [sys.executable, "-m", "pipeline", "run", "--local", "--workdir", str(tmp_path / "w")]
-        + ["--source", str(tmp_path / "missing.zip")],  # ends at download: enough to log
+        + ["--source", str(broken_zip(tmp_path))],  # ends at download: enough to log
         cwd=tmp_path,
         env=env,
         capture_output=True,

@@ -137,23 +137,27 @@ def test_train_evaluate_and_register_bodies_hand_the_run_on(small_arrays, tmp_pa
     assert run_id in (tmp_path / "report.md").read_text()
 
     name = 'dogs "vs" cats, ü'  # a value a string template would have broken
-    registered, reason, version = ops.register_op.python_func(
+    registered, took_alias, reason, version = ops.register_op.python_func(
         mlflow_run_id=run_id,
         test_accuracy=accuracy,
         tracking_uri=mlflow_store,
         min_accuracy=min(1.0, accuracy + 0.01),
         registered_model_name=name,
+        force_alias=False,
     )
-    assert not registered and reason.startswith("not registered: test accuracy")
+    assert not registered and not took_alias
+    assert reason.startswith("not registered: test accuracy")
     assert version == ""
-    registered, reason, version = ops.register_op.python_func(
+    registered, took_alias, reason, version = ops.register_op.python_func(
         mlflow_run_id=run_id,
         test_accuracy=accuracy,
         tracking_uri=mlflow_store,
         min_accuracy=0.0,
         registered_model_name=name,
+        force_alias=False,
     )
-    assert registered and reason.startswith(f"registered {name} version 1 as @candidate")
+    assert registered and took_alias
+    assert reason.startswith(f"registered {name} version 1 as @candidate")
     assert client.get_model_version_by_alias(name, "candidate").run_id == run_id
     assert version == "1"
 
@@ -206,15 +210,15 @@ DEPLOY = dict(
 )
 
 
-def test_deploy_does_nothing_unless_asked_and_the_gate_registered(mlflow_store):
+def test_deploy_does_nothing_unless_asked_and_the_gate_gave_the_alias(mlflow_store):
     off = ops.deploy_op.python_func(
-        deploy=False, registered=True, tracking_uri=mlflow_store, **DEPLOY
+        deploy=False, took_alias=True, tracking_uri=mlflow_store, **DEPLOY
     )
     assert off == ("", "not deployed: the run's deploy parameter is off")
     gate = ops.deploy_op.python_func(
-        deploy=True, registered=False, tracking_uri=mlflow_store, **DEPLOY
+        deploy=True, took_alias=False, tracking_uri=mlflow_store, **DEPLOY
     )
-    assert gate == ("", "not deployed: the quality gate did not register the model")
+    assert gate == ("", "not deployed: the quality gate did not give the model the alias")
 
 
 @pytest.mark.integration
@@ -239,7 +243,7 @@ def test_deploy_serves_the_registered_version_and_tags_its_url_on_the_run(
         monkeypatch.setattr(kube, "current_namespace", lambda: "team-a")
         url, reason = ops.deploy_op.python_func(
             deploy=True,
-            registered=True,
+            took_alias=True,
             tracking_uri=mlflow_store,
             **{**DEPLOY, "mlflow_run_id": run_id},
         )

@@ -82,7 +82,7 @@ def precompiled(compiled, monkeypatch):
         shutil.copyfile(compiled[0], output)
         return output
 
-    monkeypatch.setattr("pipeline.submit.compile_pipeline", copy_spec)
+    monkeypatch.setattr("pipeline.spec.compile_pipeline", copy_spec)
 
 
 def test_a_profile_run_goes_to_its_namespace_with_the_token_name_and_experiment(

@@ -169,6 +169,59 @@ def test_a_test_accuracy_the_run_does_not_hold_is_refused_and_nothing_registered
     assert decision.registered  # the run's own number, given, is only checked
 
 
+def test_a_worse_model_is_registered_without_the_alias_and_the_card_says_why(
+    small_arrays, tmp_path, mlflow_store
+):
+    """Two models on one test split, the better registered first: the worse one gets a
+    version but not @candidate, and both figures are in the gate's line."""
+    scored = {}
+    for seed in (0, 1):
+        result = trained(small_arrays, tmp_path / f"m{seed}", seed=seed)
+        scored[result.run_id] = evaluated(small_arrays, tmp_path / f"m{seed}")
+    better, worse = sorted(scored, key=scored.get, reverse=True)
+    first = register_if_accurate(RegisterConfig(mlflow_run_id=better, min_accuracy=0.0))
+    assert first.took_alias and first.reason.endswith("no version held @candidate")
+    second = register_if_accurate(RegisterConfig(mlflow_run_id=worse, min_accuracy=0.0))
+    assert second.registered and not second.took_alias and second.version == "2"
+    assert second.reason == (
+        f"registered dogs-vs-cats version 2 without @candidate: test accuracy "
+        f"{scored[worse]:.4f} >= minimum 0.0000; does not beat version 1's "
+        f"{scored[better]:.4f} on the same test split; @candidate stays on version 1"
+    )
+    client = MlflowClient(mlflow_store)
+    assert client.get_model_version_by_alias("dogs-vs-cats", "candidate").run_id == better
+    card = client.get_model_version("dogs-vs-cats", "2")
+    assert card.tags["challenge.version"] == "1"
+    assert card.tags["challenge.outcome"] == "lost"
+    assert "Compared for @candidate: does not beat version 1's" in card.description
+    assert client.get_run(worse).data.tags["quality_gate"] == second.reason
+
+
+def test_a_model_tested_on_another_split_takes_the_alias_only_when_forced(
+    small_arrays, sample_arrays, tmp_path, mlflow_store
+):
+    holder = trained(small_arrays, tmp_path / "holder")
+    evaluated(small_arrays, tmp_path / "holder")
+    register_if_accurate(RegisterConfig(mlflow_run_id=holder.run_id, min_accuracy=0.0))
+    other = trained(small_arrays, tmp_path / "other", seed=1)
+    report = evaluate(  # the whole sample's test split: another digest
+        EvaluateConfig(
+            model_dir=str(tmp_path / "other"), data=str(sample_arrays), output=str(tmp_path / "e")
+        )
+    )
+    assert report["count"] != 100
+    kept = register_if_accurate(RegisterConfig(mlflow_run_id=other.run_id, min_accuracy=0.0))
+    assert not kept.took_alias and "which cannot be compared" in kept.reason
+    client = MlflowClient(mlflow_store)
+    assert str(client.get_model_version_by_alias("dogs-vs-cats", "candidate").version) == "1"
+    forced = register_if_accurate(
+        RegisterConfig(mlflow_run_id=other.run_id, min_accuracy=0.0, force_alias=True)
+    )
+    assert forced.took_alias and "moved by force" in forced.reason
+    assert str(client.get_model_version_by_alias("dogs-vs-cats", "candidate").version) == "3"
+    assert client.get_model_version("dogs-vs-cats", "3").tags["challenge.outcome"] == "forced"
+
+
 def test_a_tracking_server_that_does_not_answer_is_one_line_at_once(monkeypatch):
     import time
 

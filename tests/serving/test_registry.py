@@ -37,6 +37,19 @@ def photos(sample_images) -> list:
     return [*cats, *sorted((sample_images / "PetImages/Dog").glob("*.jpg"))[:3]]
 
 
+def served_answers(model: str, photos: list, workdir, env: dict) -> list[dict]:
+    """What ``components.serve --model MODEL`` answers to one V1 request of ``photos``."""
+    body = {
+        "instances": [{"image": {"b64": base64.b64encode(p.read_bytes()).decode()}} for p in photos]
+    }
+    with ModelServerProcess(model, workdir, env=env) as server:
+        answer = requests.post(
+            f"{server.url}/v1/models/dogs-vs-cats:predict", json=body, timeout=60
+        )
+    assert answer.status_code == 200, answer.text
+    return answer.json()["predictions"]
+
+
 @pytest.mark.parametrize(
     "uri", [f"models:/{NAME}@candidate", f"models:/{NAME}/1", "runs:/{run_id}/model"]
 )
@@ -50,15 +63,7 @@ def test_a_registered_model_is_served_as_predict_classifies_it(
     monkeypatch.setenv("MLFLOW_TRACKING_URI", tracking_url)
     expected = [(c, p) for _, c, p in predict_files(uri, photos).classified]
     assert len(expected) == len(photos)
-    body = {
-        "instances": [{"image": {"b64": base64.b64encode(p.read_bytes()).decode()}} for p in photos]
-    }
-    with ModelServerProcess(uri, tmp_path, env=env) as server:
-        answer = requests.post(
-            f"{server.url}/v1/models/dogs-vs-cats:predict", json=body, timeout=60
-        )
-    assert answer.status_code == 200, answer.text
-    served = answer.json()["predictions"]
+    served = served_answers(uri, photos, tmp_path, env)
     assert [a["class"] for a in served] == [c for c, _ in expected]
     assert [a["probability"] for a in served] == pytest.approx([p for _, p in expected], abs=1e-4)
 
@@ -83,15 +88,7 @@ def test_a_model_fetched_as_kserves_storage_initializer_fetches_it_is_served_fro
     assert (fetched / "MLmodel").is_file()
     expected = [(c, p) for _, c, p in predict_files(str(fetched), photos).classified]
     offline = {**env, "MLFLOW_TRACKING_URI": "http://127.0.0.1:9"}  # nothing answers there
-    body = {
-        "instances": [{"image": {"b64": base64.b64encode(p.read_bytes()).decode()}} for p in photos]
-    }
-    with ModelServerProcess(str(fetched), tmp_path, env=offline) as server:
-        answer = requests.post(
-            f"{server.url}/v1/models/dogs-vs-cats:predict", json=body, timeout=60
-        )
-    assert answer.status_code == 200, answer.text
-    served = answer.json()["predictions"]
+    served = served_answers(str(fetched), photos, tmp_path, offline)
     assert [a["class"] for a in served] == [c for c, _ in expected]
     assert [a["probability"] for a in served] == pytest.approx([p for _, p in expected], abs=1e-4)
     with pytest.raises(SystemExit, match="expected an empty folder"):  # nothing overwritten

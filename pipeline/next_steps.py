@@ -1,0 +1,47 @@
+"""The last lines of a run here: where to look in MLflow, and what to type next."""
+
+from __future__ import annotations
+
+import math
+import re
+
+from components.core.names import REGISTERED_MODEL_NAME
+from components.registration.config import RegisterConfig
+
+
+def closing_lines(
+    registration: str, test_accuracy: float, tracking_uri: str, arguments: dict
+) -> list[str]:
+    """The MLflow UI's command (for a store on this machine) and the next step."""
+    lines = []
+    if tracking_uri.startswith("sqlite:///"):
+        lines.append(
+            f"MLflow UI:     mlflow ui --backend-store-uri {tracking_uri} "
+            "(then open http://127.0.0.1:5000)"
+        )
+    lines.append(
+        f"next:          {next_step(registration, test_accuracy, tracking_uri, arguments)}"
+    )
+    return lines
+
+
+def next_step(registration: str, test_accuracy: float, tracking_uri: str, arguments: dict) -> str:
+    """What to type next: serve the alias's model, or why the gate said no and how to pass
+    it on this data."""
+    name = arguments.get("registered_model_name", REGISTERED_MODEL_NAME)
+    serve = f"MLFLOW_TRACKING_URI={tracking_uri} python -m components.serve --model models:/{name}"
+    unaliased = re.search(r" version (\d+) without @", registration)
+    if unaliased:
+        return (
+            f"@candidate stays on the better version: serve it with {serve}@candidate "
+            f"--port 8080, or this one with models:/{name}/{unaliased[1]}"
+        )
+    if registration.startswith("registered"):
+        return f"serve it: {serve}@candidate --port 8080 (README: Serve the model)"
+    wanted = arguments.get("min_accuracy", RegisterConfig.min_accuracy)
+    return (
+        f"the gate wants a test accuracy of {wanted:.2f} and this model reached "
+        f"{test_accuracy:.4f}: train a stronger one (more photos, e.g. the whole archive with "
+        "no --source, or --preset cpu), or, to walk the rest of the road on this data, run "
+        f"again with a lower gate: add min_accuracy={math.floor(test_accuracy * 100) / 100:.2f}"
+    )

@@ -1,0 +1,55 @@
+"""Champion/challenger: who takes the alias, from the holder's model card alone."""
+
+import pytest
+
+from components.registration.challenge import ACCURACY_TAG, TEST_DIGEST_TAG, Holder, challenge
+
+SPLIT = "a1b2c3d4"
+
+
+def holder(accuracy: str = "0.8150", digest: str = SPLIT) -> Holder:
+    return Holder("1", {ACCURACY_TAG: accuracy, TEST_DIGEST_TAG: digest})
+
+
+def test_the_first_version_takes_the_alias():
+    verdict = challenge(None, 0.6, SPLIT, "candidate", force=False)
+    assert verdict.takes_alias and verdict.reason == "no version held @candidate"
+
+
+def test_a_better_version_on_the_same_split_takes_the_alias():
+    verdict = challenge(holder(), 0.8151, SPLIT, "candidate", force=False)
+    assert verdict.takes_alias
+    assert verdict.reason == "beats version 1's 0.8150 on the same test split"
+    assert verdict.record == {
+        "challenge.version": "1",
+        "challenge.test_accuracy": "0.8150",
+        "challenge.same_test_split": "true",
+        "challenge.outcome": "won",
+    }
+
+
+@pytest.mark.parametrize("accuracy", [0.735, 0.815])  # worse, and a tie
+def test_a_version_that_does_not_beat_the_holder_leaves_the_alias(accuracy):
+    verdict = challenge(holder(), accuracy, SPLIT, "candidate", force=True)  # force: moot
+    assert not verdict.takes_alias
+    assert verdict.reason == (
+        "does not beat version 1's 0.8150 on the same test split; @candidate stays on version 1"
+    )
+    assert verdict.record["challenge.outcome"] == "lost"
+
+
+@pytest.mark.parametrize(
+    "theirs, digest",
+    [("0.8150", "ffff0000"), ("0.8150", None), ("not a number", SPLIT)],
+    ids=["another split", "split unrecorded", "accuracy unrecorded"],
+)
+def test_figures_that_cannot_be_compared_move_the_alias_only_when_forced(theirs, digest):
+    tags = {ACCURACY_TAG: theirs} | ({TEST_DIGEST_TAG: digest} if digest else {})
+    kept = challenge(Holder("1", tags), 0.99, SPLIT, "candidate", force=False)
+    assert not kept.takes_alias
+    assert "measured on another test split, which cannot be compared" in kept.reason
+    assert "--force-alias moves it" in kept.reason
+    assert kept.record["challenge.same_test_split"] == "false"
+    forced = challenge(Holder("1", tags), 0.5, SPLIT, "candidate", force=True)
+    assert forced.takes_alias and forced.reason.startswith("moved by force")
+    assert forced.record["challenge.outcome"] == "forced"
