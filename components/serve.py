@@ -31,9 +31,13 @@ def main(argv: list[str] | None = None) -> None:
     cfg = schema.from_namespace(ServeConfig, args)
     setup_logging()
     sys.argv[1:] = []  # kserve parses sys.argv when imported; these flags are ours, parsed
-    from components.serving.server import serve  # torch and kserve load only now
-
     with one_line_errors():
+        if cfg.model.startswith("models:/"):
+            from components.core.tracking import check_registered
+
+            check_registered(cfg.model)  # at once, before the server and the model load
+        from components.serving.server import serve  # kserve loads only now
+
         serve(cfg)
 
 

@@ -23,6 +23,7 @@ from components.registration.decision import register_if_accurate
 from components.training.config import TrainConfig
 from components.tuning import local
 from components.tuning.config import TuneConfig
+from pipeline.next_steps import closing_lines
 from pipeline.sweep import compare_url, run_url, ui_address
 
 
@@ -75,5 +76,6 @@ def search_and_register(
             f"best run:      {run_url(ui, experiment_id, best.run_id)}",
             f"compare:       {compare_url(ui, experiment_id, children)}",
             f"outputs:       {workdir}",
+            *closing_lines(decision.reason, accuracy, tracking.tracking_uri(), arguments),
         ]
     )

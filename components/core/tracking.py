@@ -533,6 +533,52 @@ def register_model(
     return str(version.version)
 
 
+def check_registered(uri: str) -> None:
+    """Refuse, at once, a ``models:/NAME@ALIAS`` or ``models:/NAME/VERSION`` that the
+    registry does not hold, naming the models and aliases it does hold.
+
+    Raises:
+        LookupError: no such registered model, alias or version.
+    """
+    reference = uri.removeprefix("models:/")
+    name, at, alias = reference.rpartition("@")
+    if not at:
+        name, slash, version = reference.rpartition("/")
+        if not slash:
+            return  # a logged model's id (models:/m-…): MLflow says what it finds
+    client = MlflowClient(tracking_uri())
+    held = {model.name: model for model in client.search_registered_models(max_results=100)}
+    if name not in held:
+        raise LookupError(
+            f"no registered model {name!r} at {tracking_uri()}; registered: "
+            + (", ".join(_described(m) for m in held.values()) or "none")
+        )
+    if at and alias not in (held[name].aliases or {}):
+        missing = f"alias @{alias}"
+    elif not at and not _has_version(client, name, version):
+        missing = f"version {version!r}"
+    else:
+        return
+    raise LookupError(f"registered model {name!r} has no {missing}: {_described(held[name])}")
+
+
+def _has_version(client: MlflowClient, name: str, version: str) -> bool:
+    try:
+        client.get_model_version(name, version)
+    except MlflowException as err:
+        if err.error_code in {"RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE"}:
+            return False
+        raise
+    return True
+
+
+def _described(model) -> str:
+    """``NAME (@alias → version 1, …)``: a registered model and its aliases."""
+    held = sorted((model.aliases or {}).items())
+    aliases = ", ".join(f"@{alias} → version {version}" for alias, version in held)
+    return f"{model.name} ({aliases or 'no aliases'})"
+
+
 def alias_holder(name: str, alias: str) -> tuple[str, dict[str, str]] | None:
     """The version of registered model ``name`` that ``alias`` points at, and its tags;
     None when the model or the alias does not exist."""

@@ -104,7 +104,7 @@ def _container(cfg: DeployConfig) -> k8s.V1Container:
         command=["python", "-m", "components.serve"],
         # KServe's storage initializer (the ClusterStorageContainer for models:/ URIs in
         # manifests/serving) fetches STORAGE_URI's model and points the variable at it
-        args=[f"--model=$({STORAGE_URI})", f"--port={PORT}"],
+        args=[f"--model=$({STORAGE_URI})", "--host=0.0.0.0", f"--port={PORT}"],
         env=[
             k8s.V1EnvVar(name=STORAGE_URI, value=cfg.model_uri),
             k8s.V1EnvVar(name="MLFLOW_TRACKING_URI", value=cfg.served_tracking_uri),

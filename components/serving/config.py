@@ -22,7 +22,12 @@ class ServeConfig:
         "runs:/RUN_ID/model",
         role=LOCAL,
     )
-    host: str = setting("0.0.0.0", "address to listen on", role=LOCAL)
+    host: str = setting(
+        "127.0.0.1",
+        "address to listen on: this machine only; 0.0.0.0 for every address (a pod's "
+        "InferenceService passes it)",
+        role=LOCAL,
+    )
     port: int = setting(8080, "HTTP port (KServe's default)", role=LOCAL)
     max_body_mb: float = setting(
         8.0,

@@ -57,7 +57,7 @@ def test_the_model_server_runs_the_version_non_root_with_probes_and_limits():
     assert container["command"] == ["python", "-m", "components.serve"]
     # the model named where KServe looks for a custom container's (its storage initializer
     # fetches it and points the variable at the files), the server told to load that
-    assert container["args"] == ["--model=$(STORAGE_URI)", "--port=8080"]
+    assert container["args"] == ["--model=$(STORAGE_URI)", "--host=0.0.0.0", "--port=8080"]
     assert {"name": "STORAGE_URI", "value": "models:/dogs-vs-cats/4"} in container["env"]
     assert container["readinessProbe"]["httpGet"]["path"] == "/v1/models/dogs-vs-cats"
     assert container["livenessProbe"]["httpGet"]["path"] == "/v1/models/dogs-vs-cats"

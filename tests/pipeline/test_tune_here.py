@@ -13,25 +13,53 @@ from tests.processes import HANG_SECONDS
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
 
-def test_tune_local_searches_the_sample_and_sends_the_best_to_the_gate(
-    tracking_server, small_sample_zip, tmp_path
-):
-    """Through a team's tracking server (PostgreSQL, SeaweedFS): two short trials, then
-    evaluate and the gate, the best registered there."""
-    client = MlflowClient(tracking_server.url)
+# one trial each, the preset's own values enqueued: eight epochs at its learning rate,
+# against one epoch at the space's lowest (a net that has barely moved: chance)
+STRONG = ["epochs=8", "--enqueue", "lr=0.006,weight_decay=0.05,label_smoothing=0.1,"
+          "min_crop_area=1.0,batch_size=64"]  # fmt: skip
+WEAK = ["epochs=1", "--enqueue", "lr=0.001,weight_decay=0.05,label_smoothing=0.1,"
+        "min_crop_area=1.0,batch_size=64"]  # fmt: skip
+
+
+def tune_here(sample, workdir, *settings: str) -> subprocess.CompletedProcess:
     done = subprocess.run(
-        [sys.executable, "-m", "pipeline", "tune", "--local", "--source", str(small_sample_zip),
-         "--trials", "2", "--workdir", str(tmp_path / "tune"), "--preset", "tutorial",
-         "epochs=1", "image_size=32", "min_accuracy=0", "registered_model_name=tuned"],
-        capture_output=True, text=True, timeout=HANG_SECONDS, env=os.environ, cwd=tmp_path,
+        [sys.executable, "-m", "pipeline", "tune", "--local", "--source", str(sample),
+         "--trials", "1", "--workdir", str(workdir), "--preset", "tutorial",
+         "image_size=32", "min_accuracy=0", "registered_model_name=tuned", *settings],
+        capture_output=True, text=True, timeout=HANG_SECONDS, env=os.environ, cwd=workdir,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "registered tuned version 1 as @candidate" in done.stdout
-    version = client.get_model_version_by_alias("tuned", "candidate")
-    best = client.get_run(version.run_id)
+    return done
+
+
+def test_a_worse_model_from_tune_local_leaves_candidate_on_the_better_one(
+    tracking_server, small_sample_zip, tmp_path
+):
+    """Through a team's tracking server (PostgreSQL, SeaweedFS): a search registers the
+    better model, a second search a worse one on the same test split; @candidate stays,
+    and the second says why with both figures."""
+    client = MlflowClient(tracking_server.url)
+    better = tune_here(small_sample_zip, tmp_path, *STRONG)
+    assert "registered tuned version 1 as @candidate" in better.stdout
+    champion = client.get_model_version_by_alias("tuned", "candidate")
+    best = client.get_run(champion.run_id)
     assert best.data.tags[tracking.TUNE_BEST_TAG] == "true"
-    assert "test_accuracy" in best.data.metrics
-    assert "compare-runs" in done.stdout
+    assert "compare-runs" in better.stdout
+    worse = tune_here(small_sample_zip, tmp_path, *WEAK)
+    theirs, ours = best.data.metrics["test_accuracy"], accuracy_of(worse.stdout)
+    assert ours < theirs
+    assert (
+        f"registered tuned version 2 without @candidate: test accuracy {ours:.4f} >= minimum "
+        f"0.0000; does not beat version 1's {theirs:.4f} on the same test split; @candidate "
+        "stays on version 1"
+    ) in worse.stdout
+    assert client.get_model_version_by_alias("tuned", "candidate").run_id == champion.run_id
+    assert "next:          @candidate stays on the better version" in worse.stdout
+
+
+def accuracy_of(summary: str) -> float:
+    (line,) = [line for line in summary.splitlines() if line.startswith("best trial:")]
+    return float(line.rpartition("test accuracy ")[2].rstrip(")"))
 
 
 def test_the_readmes_tune_local_command_records_the_search_in_the_default_store(
@@ -57,6 +85,9 @@ def test_the_readmes_tune_local_command_records_the_search_in_the_default_store(
     (best,) = [c for c in children if c.data.tags.get(tracking.TUNE_BEST_TAG) == "true"]
     assert parent.data.tags["tune.best_run_id"] == best.info.run_id
     assert f"search run:    {parent.info.run_id}" in done.stdout
+    store = f"sqlite:///{tmp_path / 'runs/mlflow.db'}"
+    assert f"MLflow UI:     mlflow ui --backend-store-uri {store}" in done.stdout
+    assert "\nnext:          " in done.stdout  # what to serve, or how to pass the gate
     if "registered dogs-vs-cats version 1" in done.stdout:  # the gate's own word decides
         assert client.get_model_version_by_alias("dogs-vs-cats", "candidate").run_id == (
             best.info.run_id
@@ -67,8 +98,9 @@ def test_the_readmes_tune_local_command_records_the_search_in_the_default_store(
 
 @pytest.mark.parametrize("value", ["5", "-1"])
 def test_an_enqueued_value_outside_the_space_is_refused_before_any_download(value, tmp_path):
+    (tmp_path / "photos.zip").write_bytes(b"PK")  # there, and never opened
     done = subprocess.run(
-        [sys.executable, "-m", "pipeline", "tune", "--local", "--source", "none.zip",
+        [sys.executable, "-m", "pipeline", "tune", "--local", "--source", "photos.zip",
          "--workdir", str(tmp_path / "w"), "--enqueue", f"lr={value}"],
         capture_output=True, text=True, timeout=HANG_SECONDS, env=os.environ, cwd=tmp_path,
     )  # fmt: skip

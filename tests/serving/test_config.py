@@ -9,7 +9,7 @@ from components.serving.config import ServeConfig
 
 def test_defaults_listen_like_kserve_and_bound_a_request():
     cfg = ServeConfig(model="m")
-    assert (cfg.host, cfg.port) == ("0.0.0.0", 8080)
+    assert (cfg.host, cfg.port) == ("127.0.0.1", 8080)  # a pod passes --host=0.0.0.0
     assert cfg.max_body_bytes == 8 * 1024**2 and cfg.max_connections == 32
 
 

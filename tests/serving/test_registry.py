@@ -93,3 +93,30 @@ def test_a_model_fetched_as_kserves_storage_initializer_fetches_it_is_served_fro
     assert [a["probability"] for a in served] == pytest.approx([p for _, p in expected], abs=1e-4)
     with pytest.raises(SystemExit, match="expected an empty folder"):  # nothing overwritten
         fetch_model.main([f"models:/{NAME}/1", str(fetched)])
+
+
+@pytest.mark.parametrize(
+    "uri, said",
+    [
+        (f"models:/{NAME}-typo@candidate", f"no registered model '{NAME}-typo' at "),
+        (f"models:/{NAME}@champion", f"registered model '{NAME}' has no alias @champion: "),
+        (f"models:/{NAME}/9", f"registered model '{NAME}' has no version '9': "),
+    ],
+)
+def test_a_model_the_registry_does_not_hold_is_one_line_naming_what_it_holds(registered, uri, said):
+    """Said before the model server or the model loads, naming the registered models
+    and their aliases."""
+    _, tracking_url = registered
+    env = {k: v for k, v in os.environ.items() if k not in S3_KEYS and k != "MLFLOW_RUN_ID"}
+    done = subprocess.run(
+        [sys.executable, "-m", "components.serve", "--model", uri, "--port", "9"],
+        env={**env, "MLFLOW_TRACKING_URI": tracking_url},
+        capture_output=True,
+        text=True,
+        timeout=HANG_SECONDS,
+    )
+    assert done.returncode == 1
+    (line,) = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
+    assert line.startswith(f"error: {said}")
+    assert f"{NAME} (@candidate → version 1)" in line
+    assert "kserve" not in done.stderr.lower()  # the server never started
