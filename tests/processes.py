@@ -16,6 +16,9 @@ from pathlib import Path
 PR_SET_CHILD_SUBREAPER = 36
 # the limit on a test's subprocess: reached only by a hang, never by a slow or busy machine
 HANG_SECONDS = 3600
+# the wait for a test's server to come up: a started server that answers nothing this long
+# hangs (one that exits fails at once)
+START_HANG_SECONDS = 600
 # helpers of this very process that exit with it (their pipe to it closes)
 OWN_HELPERS = ("multiprocessing.forkserver", "multiprocessing.resource_tracker")
 

@@ -26,7 +26,7 @@ import requests
 import yaml
 
 from tests.conftest import REPO
-from tests.processes import HANG_SECONDS
+from tests.processes import HANG_SECONDS, START_HANG_SECONDS
 
 S3_KEYS = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -136,7 +136,7 @@ class SeaweedS3:
                 self.command(), stdout=log, stderr=log, start_new_session=True
             )
         try:
-            self._wait_until_ready(deadline=time.monotonic() + 60)
+            self._wait_until_ready(deadline=time.monotonic() + START_HANG_SECONDS)
         except BaseException:
             self.__exit__()
             raise
@@ -225,7 +225,7 @@ class MlflowServer:
         }
         self.process: subprocess.Popen | None = None
 
-    def start(self, timeout: float = 120) -> MlflowServer:
+    def start(self, timeout: float = START_HANG_SECONDS) -> MlflowServer:
         """Start the server and wait until it answers; on any failure, stop it and raise."""
         with open(self.workdir / "mlflow-server.log", "ab") as log:
             self.process = subprocess.Popen(
@@ -388,7 +388,7 @@ class PostgresServer:
                 stderr=log,
                 start_new_session=True,
             )
-        self._wait_until_ready(deadline=time.monotonic() + 60)
+        self._wait_until_ready(deadline=time.monotonic() + START_HANG_SECONDS)
         with psycopg.connect(self.conninfo("postgres"), autocommit=True) as db:
             db.execute(f"CREATE DATABASE {self.DATABASE}")
 
@@ -458,7 +458,7 @@ class ModelServerProcess:
                 start_new_session=True,
             )
         try:
-            self._wait_until_ready(deadline=time.monotonic() + 120)
+            self._wait_until_ready(deadline=time.monotonic() + START_HANG_SECONDS)
         except BaseException:
             self.__exit__()
             raise

@@ -17,6 +17,7 @@ from PIL import Image
 
 from components.data import images
 from tests.helpers import png_of_zeros
+from tests.processes import START_HANG_SECONDS
 
 
 def encoded(array: np.ndarray, fmt: str, mode: str | None = None) -> bytes:
@@ -134,7 +135,7 @@ def test_decodes_at_once_share_one_memory_budget():
         waiting.start()
         time.sleep(0.2)
         order.append("first done")  # the second waits while 70 + 50 > 100
-    waiting.join(timeout=10)
+    waiting.join(timeout=START_HANG_SECONDS)  # a deadlock, not a busy machine, reaches it
     assert order == ["first done", "second"] and budget.used == 0
 
 

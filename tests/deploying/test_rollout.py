@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import socket
-import time
 
 import pytest
 from kubernetes import client as k8s
@@ -250,10 +249,9 @@ def test_a_refused_resource_is_one_error_naming_it_and_an_api_hiccup_is_waited_o
 def test_an_api_that_accepts_and_never_answers_is_bounded_by_the_deadline():
     with FakeKServeApi() as api:
         api.hang = True
-        started = time.monotonic()
+        # the deadline's own error: the stand-in holds the request for a minute
         with pytest.raises(TimeoutError, match="no answer within 1 s to read InferenceService"):
             rollout.deploy(dataclasses.replace(CFG, timeout_seconds=1), client(api.url))
-    assert time.monotonic() - started < 45  # the deadline ended it, not the hang (60 s)
 
 
 @pytest.mark.parametrize(

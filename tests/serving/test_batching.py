@@ -9,6 +9,7 @@ import time
 import numpy as np
 
 from components.serving.batching import MicroBatcher
+from tests.processes import START_HANG_SECONDS
 
 
 def doubled(pixels: np.ndarray, calls: list[int]) -> np.ndarray:
@@ -71,7 +72,8 @@ def test_a_failed_pass_fails_each_request_in_it_and_the_next_pass_runs():
 
 
 def test_passes_run_at_once_each_thread_set_up_first():
-    both_in = threading.Barrier(2, timeout=10)  # broken unless two passes run together
+    # broken unless two passes run together (the limit: a hang, not a busy machine)
+    both_in = threading.Barrier(2, timeout=START_HANG_SECONDS)
     set_up: list[str] = []
 
     def meeting(pixels):
