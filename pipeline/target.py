@@ -17,7 +17,7 @@ GPU_IMAGE = f"{REGISTRY}/dogs-vs-cats-cuda:{VERSION}"
 CLUSTER_TRACKING_URI = "http://mlflow.mlflow.svc.cluster.local:5000"
 
 
-OLDEST_BACKEND = (2, 5)  # tests/test_kfp_backends.py parses the spec with its protos
+OLDEST_BACKEND = (2, 5)  # tests/pipeline/test_spec.py parses the spec with its protos
 OPTIONAL_SECRETS_SINCE = (2, 15)
 CURRENT_BACKEND = "2.15"
 MOST_NODES = 2**31 - 1  # a TrainJob's numNodes is a 32-bit integer

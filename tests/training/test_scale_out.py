@@ -1,6 +1,6 @@
 """Scale-out on one node: DDP under torchrun on the CPU (Gloo), as the train task starts it.
 
-The multi-node TrainJob is tested in tests/test_trainjob.py.
+The multi-node TrainJob is tested in tests/cluster/test_trainjob.py.
 """
 
 from __future__ import annotations

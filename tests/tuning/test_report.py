@@ -1,4 +1,4 @@
-"""The trial's output, read by Katib's StdOut collector's own rule (tests/katib_collector)."""
+"""The trial's output, read by Katib's StdOut collector's own rule (tests/katib_collector.py)."""
 
 import json
 import math
