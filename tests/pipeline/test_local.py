@@ -127,37 +127,6 @@ def served_as_the_readme_says(store: str, sample_images: Path, tmp_path: Path) -
     assert outputs["class"] == [name]
 
 
-def test_a_run_the_gate_refuses_says_why_and_exactly_what_to_type():
-    from pipeline.next_steps import next_step
-
-    said = next_step(
-        "not registered: test accuracy 0.6789 < minimum 0.8500",
-        0.6789,
-        "sqlite:///runs/local/mlflow.db",
-        {},
-    )
-    assert said.startswith("the gate wants a test accuracy of 0.85 and this model reached 0.6789")
-    assert said.endswith("run again with a lower gate: add min_accuracy=0.67")
-
-
-def test_a_version_the_alias_stayed_away_from_is_named_beside_the_alias():
-    from pipeline.next_steps import next_step
-
-    said = next_step(
-        "registered pets version 2 without @candidate: test accuracy 0.7350 >= minimum "
-        "0.6000; does not beat version 1's 0.8150 on the same test split; @candidate stays "
-        "on version 1",
-        0.735,
-        "sqlite:///runs/mlflow.db",
-        {"registered_model_name": "pets"},
-    )
-    assert said == (
-        "@candidate stays on the better version: serve it with MLFLOW_TRACKING_URI="
-        "sqlite:///runs/mlflow.db python -m components.serve --model models:/pets@candidate "
-        "--port 8080, or this one with models:/pets/2"
-    )
-
-
 def broken_zip(folder: Path) -> Path:
     """A file that is there, named .zip, and is no archive: the download task fails."""
     path = folder / "broken.zip"
