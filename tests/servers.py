@@ -182,7 +182,7 @@ class SeaweedS3:
     def __exit__(self, *exc) -> None:
         # weed stops its servers one after another on SIGTERM; it gets a short grace
         if self.process:
-            stop_process_group(self.process, grace=2)
+            stop_process_group(self.process, grace=0.5)
         shutil.rmtree(self.root, ignore_errors=True)
 
 

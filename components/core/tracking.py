@@ -17,13 +17,12 @@ import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 import mlflow
 import numpy as np
 import requests
-import torch
-from matplotlib.figure import Figure
 from mlflow.data.dataset_source_registry import resolve_dataset_source
 from mlflow.data.meta_dataset import MetaDataset
 from mlflow.data.numpy_dataset import from_numpy
@@ -37,6 +36,10 @@ from mlflow.types import ColSpec, Schema
 
 from components.core import uris
 from components.core.names import CLASSES, MLFLOW_HTTP_LIMITS
+
+if TYPE_CHECKING:  # torch and matplotlib load where a model or a figure is logged
+    import torch
+    from matplotlib.figure import Figure
 
 log = logging.getLogger(__name__)
 
@@ -326,6 +329,8 @@ def log_model(model: torch.nn.Module, example: np.ndarray, weights_sha256: str) 
     ``weights_sha256`` (of the train step's ``model.pt``) goes into the model's metadata:
     what an evaluation of this run must have scored. Returns the model URI.
     """
+    import torch
+
     # a CPU copy with the weights in the default layout: torch.export's packaging does not
     # recognise channels-last weights as whole tensors (the input still runs channels-last)
     model = copy.deepcopy(model).cpu().eval().to(memory_format=torch.contiguous_format)
