@@ -18,7 +18,9 @@ from pipeline.target import PipelineOnly
 Parameters = dict[str, tuple[type, Any]]  # {name: (type, default)}, as pipeline.parameters
 
 
-def parse_arguments(pairs: list[str], parameters: Parameters, preset: str | None = None) -> dict:
+def parse_arguments(
+    pairs: list[str], parameters: Parameters, preset: str | None = None
+) -> dict[str, Any]:
     """``name=value`` pairs, each value converted to the type of the pipeline's parameter.
 
     A ``preset``'s values come first; explicit pairs override them. Every step's settings
@@ -36,7 +38,7 @@ def parse_arguments(pairs: list[str], parameters: Parameters, preset: str | None
     return arguments
 
 
-def refuse_credentials(arguments: dict, names: tuple[str, ...]) -> None:
+def refuse_credentials(arguments: dict[str, Any], names: tuple[str, ...]) -> None:
     """Refuse a user and password in the URIs ``names``: a run's parameters are shown.
 
     The KFP UI and API show every run's parameters, and kfp.local prints every task's
@@ -78,7 +80,7 @@ def typed_value(pair: str, parameters: Parameters) -> tuple[str, object]:
         raise SystemExit(str(err)) from None
 
 
-def check_arguments(arguments: dict, parameters: Parameters) -> None:
+def check_arguments(arguments: dict[str, Any], parameters: Parameters) -> None:
     """Build every step's settings from ``arguments`` (defaults for the rest, placeholders
     or a field's example for what a step learns at run time): a bad value is refused now,
     not when its step runs, maybe hours into the run."""
@@ -100,7 +102,9 @@ def check_arguments(arguments: dict, parameters: Parameters) -> None:
             raise SystemExit(f"refused before the run starts: {err}") from None
 
 
-def sweep_arguments(pairs: list[str], parameters: Parameters, preset: str | None = None) -> dict:
+def sweep_arguments(
+    pairs: list[str], parameters: Parameters, preset: str | None = None
+) -> dict[str, Any]:
     """The pipeline arguments of a sweep: ``name=v1,v2`` pairs become the ``grid``."""
     fixed, axes = split_pairs(pairs)
     arguments = parse_arguments(fixed, parameters, preset)

@@ -7,7 +7,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from kfp import local
 
@@ -24,7 +24,11 @@ class LocalRunError(RuntimeError):
 
 
 def run_local(
-    pipeline, arguments: dict, workdir: Path, verbose: bool = False, screen: TextIO | None = None
+    pipeline,
+    arguments: dict[str, Any],
+    workdir: Path,
+    verbose: bool = False,
+    screen: TextIO | None = None,
 ) -> str:
     """Run ``pipeline`` with ``arguments`` under ``workdir``; a summary of where things are.
 
@@ -68,7 +72,11 @@ def run_local(
 
 
 def summary(
-    outputs: dict, tracking_uri: str, workdir: Path, log_path: Path, arguments: dict
+    outputs: dict[str, Any],
+    tracking_uri: str,
+    workdir: Path,
+    log_path: Path,
+    arguments: dict[str, Any],
 ) -> str:
     """Where a finished run's results are (a pipeline run's, or a sweep's), and what to
     type next."""

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Any
 
 from components.core.names import REGISTERED_MODEL_NAME
 from components.registration.config import RegisterConfig
 
 
 def closing_lines(
-    registration: str, test_accuracy: float, tracking_uri: str, arguments: dict
+    registration: str, test_accuracy: float, tracking_uri: str, arguments: dict[str, Any]
 ) -> list[str]:
     """The MLflow UI's command (for a store on this machine) and the next step."""
     lines = []
@@ -25,7 +26,9 @@ def closing_lines(
     return lines
 
 
-def next_step(registration: str, test_accuracy: float, tracking_uri: str, arguments: dict) -> str:
+def next_step(
+    registration: str, test_accuracy: float, tracking_uri: str, arguments: dict[str, Any]
+) -> str:
     """What to type next: serve the alias's model, or why the gate said no and how to pass
     it on this data."""
     name = arguments.get("registered_model_name", REGISTERED_MODEL_NAME)

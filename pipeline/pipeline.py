@@ -9,7 +9,7 @@ objects (``Parameters``) and hands each task its fields one input each.
 
 import inspect
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from kfp import dsl, kubernetes
 
@@ -80,7 +80,7 @@ class Parameters:
     pipeline: PipelineOnly
 
     @classmethod
-    def of(cls, values: dict) -> "Parameters":
+    def of(cls, values: dict[str, Any]) -> "Parameters":
         """The typed view of the pipeline function's arguments, by name."""
         return cls(
             download=unchecked(DownloadConfig, values),
@@ -263,7 +263,7 @@ def _data_tasks(p: Parameters, target: ClusterTarget, preflight):
     return preprocess.outputs["arrays"]
 
 
-def _training_inputs(p: Parameters, arrays) -> dict:
+def _training_inputs(p: Parameters, arrays) -> dict[str, Any]:
     return dict(
         arrays=arrays,
         tracking_uri=p.pipeline.tracking_uri,

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 
 def publish_evaluation(
-    result: dict, evaluation_dir: str, mlflow_run_id: str, metrics, classification, report
+    result: dict[str, Any], evaluation_dir: str, mlflow_run_id: str, metrics, classification, report
 ) -> None:
     """Fill the KFP ``Metrics``, ``ClassificationMetrics`` and ``Markdown`` output artifacts."""
     for name, value in result["metrics"].items():
@@ -19,7 +20,7 @@ def publish_evaluation(
     Path(report.path).write_text(markdown_report(result, mlflow_run_id))
 
 
-def markdown_report(result: dict, mlflow_run_id: str) -> str:
+def markdown_report(result: dict[str, Any], mlflow_run_id: str) -> str:
     rows = "\n".join(f"| {name} | {value:.4f} |" for name, value in result["metrics"].items())
     (tn, fp), (fn, tp) = result["confusion_matrix"]
     return (

@@ -164,7 +164,7 @@ def within(seconds: float, host: str, work: Callable[[], Any]) -> Any:
     return outcome["value"]
 
 
-def plugins_input(health: dict, arguments: dict) -> dict:
+def plugins_input(health: dict[str, Any], arguments: dict[str, Any]) -> dict[str, Any]:
     """What the run asks of the API's plugins: on KFP >= 2.17, the MLflow experiment its
     MLflow integration (where the cluster turned it on) tracks the run in, the pipeline's
     own ``experiment``, so that KFP's runs and the steps' are one experiment. Older APIs
@@ -175,7 +175,7 @@ def plugins_input(health: dict, arguments: dict) -> dict:
     return {"mlflow": {"experiment_name": experiment}}
 
 
-def api_version(health: dict) -> tuple[int, ...]:
+def api_version(health: dict[str, Any]) -> tuple[int, ...]:
     """The API's release from its health answer's ``tag_name`` (``2.17.0``); (0,) when
     it names none."""
     found = re.match(r"v?(\d+)\.(\d+)", str(health.get("tag_name") or ""))
@@ -185,10 +185,10 @@ def api_version(health: dict) -> tuple[int, ...]:
 def create_run(
     client: Any,
     package: Path,
-    arguments: dict,
+    arguments: dict[str, Any],
     destination: Destination,
     experiment: str,
-    plugins: dict,
+    plugins: dict[str, Any],
 ) -> Any:
     """Start the run as ``kfp.Client.run_pipeline`` does, ``plugins_input`` added (kfp's
     client has no argument for it)."""
@@ -257,7 +257,7 @@ def api_errors(destination: Destination, token: str | None = None) -> Iterator[N
         ) from None
 
 
-def check_api(host: str, token: str | None = None) -> dict:
+def check_api(host: str, token: str | None = None) -> dict[str, Any]:
     """The API's health answer, ``{"multi_user": …}``; one line when the host does not
     answer, or answers as something other than the Kubeflow Pipelines API."""
     url = f"{host.rstrip('/')}/apis/v2beta1/healthz"

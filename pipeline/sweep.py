@@ -12,6 +12,7 @@ import itertools
 import json
 import math
 import urllib.parse
+from typing import Any
 
 from components.core import schema
 from components.core.schema import RECIPE
@@ -73,7 +74,7 @@ def grid(axes: dict[str, list[object]]) -> list[str]:
     ]
 
 
-def check_grid(combinations: list) -> None:
+def check_grid(combinations: list[Any]) -> None:
     """Refuse a grid that cannot run: empty, too large, or a combination that is not a JSON
     object of recipe settings with valid values.
 

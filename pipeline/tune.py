@@ -13,6 +13,7 @@ import argparse
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -165,7 +166,9 @@ def _write_experiment(args, tune: TuneConfig, recipe: TrainConfig, space) -> Non
     )
 
 
-def _search_here(args, arguments: dict, tune: TuneConfig, recipe: TrainConfig, space) -> None:
+def _search_here(
+    args, arguments: dict[str, Any], tune: TuneConfig, recipe: TrainConfig, space
+) -> None:
     from pipeline.tune_here import search_and_register
 
     name = f"tune-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -175,7 +178,7 @@ def _search_here(args, arguments: dict, tune: TuneConfig, recipe: TrainConfig, s
     print(search_and_register(arguments, tune, recipe, space, workdir, name, first))
 
 
-def _enqueued(text: str, space: tuple[Dimension, ...]) -> dict:
+def _enqueued(text: str, space: tuple[Dimension, ...]) -> dict[str, Any]:
     """``lr=0.004,batch_size=100`` as typed values of searched dimensions.
 
     Raises:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from components.core import schema, tracking
 from components.core.search_space import Dimension
@@ -28,13 +29,13 @@ from pipeline.sweep import compare_url, run_url, ui_address
 
 
 def search_and_register(
-    arguments: dict,
+    arguments: dict[str, Any],
     tune: TuneConfig,
     recipe: TrainConfig,
     space: tuple[Dimension, ...],
     workdir: Path,
     name: str,
-    first: tuple[dict, ...] = (),
+    first: tuple[dict[str, Any], ...] = (),
 ) -> str:
     """The whole search on this machine; a summary of what it found and where."""
     raw, arrays = workdir / "raw", workdir / "arrays"

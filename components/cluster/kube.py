@@ -128,7 +128,7 @@ class Deadline:
             ) from None
 
 
-def _status_of(err: ApiException) -> dict:
+def _status_of(err: ApiException) -> dict[str, Any]:
     """The ``Status`` object the API answered with, or {} for anything else."""
     try:
         said = json.loads(err.body or "")
@@ -137,7 +137,7 @@ def _status_of(err: ApiException) -> dict:
     return said if isinstance(said, dict) else {}
 
 
-def _refusal(what: str, err: ApiException, status: dict) -> str:
+def _refusal(what: str, err: ApiException, status: dict[str, Any]) -> str:
     said = status.get("message") or err.body or ""
     text = printable(" ".join(str(said).split()))[:300]
     hint = HINTS.get(err.status or 0, "")
@@ -147,7 +147,7 @@ def _refusal(what: str, err: ApiException, status: dict) -> str:
 
 def get_or_none(
     objects: k8s.CustomObjectsApi, group: str, version: str, namespace: str, plural: str, name: str
-) -> dict | None:
+) -> dict[str, Any] | None:
     """A namespaced custom resource, or None when there is none by that name."""
     try:
         return objects.get_namespaced_custom_object(

@@ -17,6 +17,7 @@ import shutil
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from kubeflow_trainer_api import models
 from kubernetes import client as k8s
@@ -262,7 +263,7 @@ def _require_runtime(objects: k8s.CustomObjectsApi, name: str) -> None:
         ) from None
 
 
-def _create(objects: k8s.CustomObjectsApi, job: ClusterJob, body: dict) -> None:
+def _create(objects: k8s.CustomObjectsApi, job: ClusterJob, body: dict[str, Any]) -> None:
     try:
         objects.create_namespaced_custom_object(
             GROUP, VERSION, job.namespace, PLURAL, body, _request_timeout=kube.REQUEST_TIMEOUT
@@ -274,11 +275,11 @@ def _create(objects: k8s.CustomObjectsApi, job: ClusterJob, body: dict) -> None:
         ) from None
 
 
-def _get(objects: k8s.CustomObjectsApi, job: ClusterJob) -> dict | None:
+def _get(objects: k8s.CustomObjectsApi, job: ClusterJob) -> dict[str, Any] | None:
     return kube.get_or_none(objects, GROUP, VERSION, job.namespace, PLURAL, job.name)
 
 
-def _outcome(body: dict) -> tuple[str | None, str]:
+def _outcome(body: dict[str, Any]) -> tuple[str | None, str]:
     """("Complete" or "Failed", and why), or (None, "") while the TrainJob runs."""
     status = models.TrainerV1alpha1TrainJob.from_dict(body).status
     for condition in (status.conditions or []) if status else []:

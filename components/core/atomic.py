@@ -10,6 +10,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 MARKER = ".dogs-vs-cats-output.json"  # which step wrote a directory, and which files
 STAGING = ".dogs-vs-cats-staging.json"  # in a staging folder: the step and the output it is for
@@ -18,7 +19,7 @@ RETIRED = ".dogs-vs-cats-retired.json"  # in an output being replaced: which run
 
 
 @contextlib.contextmanager
-def atomic_file(path: Path, mode: str = "wb") -> Iterator:
+def atomic_file(path: Path, mode: str = "wb") -> Iterator[Any]:
     """Open a temporary file beside ``path``; rename it over ``path`` only on success."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -155,12 +156,12 @@ def atomic_directory(path: Path, step: str) -> Iterator[Path]:
         raise
 
 
-def _marker(path: Path) -> dict:
+def _marker(path: Path) -> dict[str, Any]:
     """What the marker in ``path`` records: the step and its files; {} without one."""
     return _read_record(path / MARKER)
 
 
-def _read_record(record: Path) -> dict:
+def _read_record(record: Path) -> dict[str, Any]:
     """A JSON object written by this module; {} for anything else."""
     try:
         recorded = json.loads(record.read_text()) if record.is_file() else {}
@@ -201,7 +202,7 @@ def _entries(path: Path) -> Iterator[str]:
                 yield str(Path(child.path).relative_to(path))
 
 
-def leftover_record(folder: Path, step: str, output: Path) -> dict:
+def leftover_record(folder: Path, step: str, output: Path) -> dict[str, Any]:
     """What marks ``folder`` as this run's own leftover: the step, the output it is for,
     and the folder's identity on disk, which a copy or a look-alike does not share."""
     found = folder.stat()

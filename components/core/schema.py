@@ -57,7 +57,7 @@ def setting(
     return dataclasses.field(default=default, metadata=metadata)
 
 
-def fields_of(schema: type, *roles: str) -> list[dataclasses.Field]:
+def fields_of(schema: type, *roles: str) -> list[dataclasses.Field[Any]]:
     """The schema's fields, in declaration order, of the given roles (all when none given)."""
     return [
         field
@@ -66,7 +66,7 @@ def fields_of(schema: type, *roles: str) -> list[dataclasses.Field]:
     ]
 
 
-def field_type(schema: type, field: dataclasses.Field) -> type:
+def field_type(schema: type, field: dataclasses.Field[Any]) -> type:
     """The field's plain type: ``int`` for ``int``, ``str`` for ``str | None``."""
     hint = typing.get_type_hints(schema)[field.name]
     if isinstance(hint, types.UnionType):

@@ -17,7 +17,7 @@ import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 import mlflow
@@ -234,7 +234,7 @@ def log_params_into(run_id: str, params: dict[str, object]) -> None:
         client.log_param(run_id, key, value)
 
 
-def log_json_into(run_id: str, payload: dict, name: str) -> None:
+def log_json_into(run_id: str, payload: dict[str, Any], name: str) -> None:
     """Log ``payload`` as the JSON artifact ``name`` of a run that is not this process's."""
     MlflowClient(tracking_uri()).log_dict(run_id, payload, name)
 
@@ -287,7 +287,7 @@ def log_checkpoint(model_id: str, checkpoint: Path, epoch: int) -> None:
     _prune_checkpoints(client, run.info.run_id, run.info.experiment_id)
 
 
-def _checkpoint_models(client: MlflowClient, run_id: str, experiment_id: str) -> list:
+def _checkpoint_models(client: MlflowClient, run_id: str, experiment_id: str) -> list[Any]:
     """The run's checkpoint models, newest epoch first."""
     found = client.search_logged_models(
         experiment_ids=[experiment_id],
@@ -480,7 +480,7 @@ def logged_model_weights(run_id: str) -> tuple[str, str | None]:
     return model_id, metadata.get("weights_sha256")
 
 
-def log_source_input(source: dict) -> None:
+def log_source_input(source: dict[str, Any]) -> None:
     """Log the archive the photos came from (the download step's record: its URI, sha256
     and size) as an input of the active run, in context ``source``."""
     with warnings.catch_warnings():  # MLflow warns that a local path reads two ways
@@ -513,7 +513,7 @@ def log_evaluation(
     )
 
 
-def load_run_json(run_id: str, path: str) -> dict | None:
+def load_run_json(run_id: str, path: str) -> dict[str, Any] | None:
     """The run's JSON artifact at ``path``, or None where it has none."""
     client = MlflowClient(tracking_uri())
     folder, _, name = path.rpartition("/")

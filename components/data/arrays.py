@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -26,7 +27,7 @@ def save_split(directory: Path, split: str, images: np.ndarray, labels: np.ndarr
     np.save(directory / f"{split}_labels.npy", np.asarray(labels, np.int64), allow_pickle=False)
 
 
-def read_meta(directory: Path) -> dict:
+def read_meta(directory: Path) -> dict[str, Any]:
     """Read ``meta.json`` and check the fields the other steps rely on.
 
     Raises:

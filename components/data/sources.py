@@ -10,6 +10,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlparse
 
 import requests
@@ -278,7 +279,7 @@ def _http_attempt(
         raise _TransientError(f"the body ended after {size} of the {total} bytes announced")
 
 
-def _resumable_version(url: str, part: Path) -> dict | None:
+def _resumable_version(url: str, part: Path) -> dict[str, Any] | None:
     """The recorded version of a partial download of ``url`` that a resume can ask for."""
     path = _version_file(part)
     if not part.is_file() or not path.is_file():

@@ -9,6 +9,8 @@ credential stands in the resource: the model server reads them from secrets by r
 
 from __future__ import annotations
 
+from typing import Any
+
 from kserve import (
     V1beta1CanarySpec,
     V1beta1InferenceService,
@@ -152,6 +154,6 @@ def _secret_env(secret: str, keys: tuple[str, ...]) -> list[k8s.V1EnvVar]:
     ]
 
 
-def manifest(service: V1beta1InferenceService) -> dict:
+def manifest(service: V1beta1InferenceService) -> dict[str, Any]:
     """The resource as the Kubernetes API takes it (camelCase, no empty fields)."""
     return k8s.ApiClient().sanitize_for_serialization(service)

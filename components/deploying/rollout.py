@@ -20,7 +20,7 @@ one line with KServe's own reason.
 from __future__ import annotations
 
 import logging
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from kserve import constants
 from kubernetes import client as k8s
@@ -115,7 +115,7 @@ def deploy(cfg: DeployConfig, api_client: k8s.ApiClient) -> str:
     )  # fmt: skip
 
 
-def _canary_patch(cfg: DeployConfig, current: dict) -> dict:
+def _canary_patch(cfg: DeployConfig, current: dict[str, Any]) -> dict[str, Any]:
     """What turns the serving service into one with ``cfg``'s version as its canary: in the
     Standard mode a ``spec.canary`` beside the predictor, in Knative a new revision at
     ``canaryTrafficPercent``. The serving version stays the one annotated as serving."""
@@ -183,7 +183,7 @@ def _end_canary(cfg: RolloutConfig, api_client: k8s.ApiClient, action: str) -> s
     )
 
 
-def _ended(found: dict, mode: str, action: str) -> dict:
+def _ended(found: dict[str, Any], mode: str, action: str) -> dict[str, Any]:
     """The spec patch that ends a canary as KServe documents it: in Knative, the latest
     revision takes all the traffic (no ``canaryTrafficPercent``) or none (0, back to the
     last one rolled out); in Standard, the canary's predictor becomes the predictor (its
@@ -200,7 +200,11 @@ def _ended(found: dict, mode: str, action: str) -> dict:
 
 
 def _write(
-    objects: k8s.CustomObjectsApi, service: Service, body: dict, deadline: Deadline, create: bool
+    objects: k8s.CustomObjectsApi,
+    service: Service,
+    body: dict[str, Any],
+    deadline: Deadline,
+    create: bool,
 ) -> int:
     """Create or merge-patch the service with the API's strict field validation, so that a
     KServe older than a field refuses it instead of dropping it; its new generation."""
@@ -231,7 +235,7 @@ def _write(
     return status.generation(written)
 
 
-def _refuse_foreign(current: dict, cfg: DeployConfig) -> None:
+def _refuse_foreign(current: dict[str, Any], cfg: DeployConfig) -> None:
     """Refuse a service this step did not create, or one in the other deployment mode."""
     where = f"InferenceService {cfg.namespace}/{cfg.name}"
     key, value = MANAGED_BY
@@ -256,7 +260,7 @@ def _read(
     deadline: Deadline,
     poll_seconds: float,
     patient: bool = True,
-) -> dict | None:
+) -> dict[str, Any] | None:
     """The service, or None. ``patient``: an API server that answers 5xx or not at all is
     waited out within the deadline, which then ends in the last refusal seen; else (the
     first request, before anything was written) any failure is final at once."""

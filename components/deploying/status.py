@@ -37,27 +37,27 @@ def _field(resource: Any, *path: str, kind: type = dict) -> Any:
     return value
 
 
-def labels_of(service: dict) -> dict:
+def labels_of(service: dict[str, Any]) -> dict[str, Any]:
     return _field(service, "metadata", "labels")
 
 
-def annotations_of(service: dict) -> dict:
+def annotations_of(service: dict[str, Any]) -> dict[str, Any]:
     return _field(service, "metadata", "annotations")
 
 
-def model_uri(service: dict) -> str | None:
+def model_uri(service: dict[str, Any]) -> str | None:
     return annotations_of(service).get(MODEL_URI_ANNOTATION)
 
 
-def generation(service: dict) -> int:
+def generation(service: dict[str, Any]) -> int:
     return _field(service, "metadata", "generation", kind=int) or 1
 
 
-def observed(service: dict) -> int:
+def observed(service: dict[str, Any]) -> int:
     return _field(service, "status", "observedGeneration", kind=int)
 
 
-def conditions(service: dict) -> dict[str, dict]:
+def conditions(service: dict[str, Any]) -> dict[str, dict[str, Any]]:
     found = _field(service, "status", "conditions", kind=list)
     if not all(isinstance(c, dict) and isinstance(c.get("type"), str) for c in found):
         raise RuntimeError(
@@ -67,11 +67,11 @@ def conditions(service: dict) -> dict[str, dict]:
     return {c["type"]: c for c in found}
 
 
-def is_ready(service: dict) -> bool:
+def is_ready(service: dict[str, Any]) -> bool:
     return conditions(service).get("Ready", {}).get("status") == "True"
 
 
-def failure(service: dict) -> str | None:
+def failure(service: dict[str, Any]) -> str | None:
     """KServe's reason a revision cannot become Ready, or None while it still may."""
     model = _field(service, "status", "modelStatus")
     if model.get("transitionStatus") in STUCK:
@@ -81,7 +81,7 @@ def failure(service: dict) -> str | None:
     return None
 
 
-def not_serving(service: dict, mode: str) -> str:
+def not_serving(service: dict[str, Any], mode: str) -> str:
     """What KServe still reports as not ready, or "" once the service is Ready (in the
     Knative mode, on its latest revision)."""
     pending = [
@@ -102,13 +102,13 @@ def not_serving(service: dict, mode: str) -> str:
     return "; ".join(pending)
 
 
-def url(service: dict) -> str:
+def url(service: dict[str, Any]) -> str:
     """The external URL, else the cluster-local one."""
     found = _field(service, "status", "url", kind=str)
     return printable(found or _field(service, "status", "address", "url", kind=str))
 
 
-def rollout_pending(deployment: dict) -> str:
+def rollout_pending(deployment: dict[str, Any]) -> str:
     """What a Deployment's rollout still waits for, or "" once complete (as ``kubectl
     rollout status`` reads it)."""
     wanted = _field(deployment, "spec", "replicas", kind=int)
@@ -130,11 +130,11 @@ def rollout_pending(deployment: dict) -> str:
     return ""
 
 
-def predictor(service: dict) -> dict:
+def predictor(service: dict[str, Any]) -> dict[str, Any]:
     return _field(service, "spec", "predictor")
 
 
-def canaries(service: dict) -> list[dict]:
+def canaries(service: dict[str, Any]) -> list[dict[str, Any]]:
     found = _field(service, "spec", "canary", kind=list)
     if not all(isinstance(c, dict) and isinstance(c.get("predictor"), dict) for c in found):
         raise RuntimeError(
@@ -143,7 +143,7 @@ def canaries(service: dict) -> list[dict]:
     return found
 
 
-def names_its_model(service: dict) -> bool:
+def names_its_model(service: dict[str, Any]) -> bool:
     """Whether the predictor names its model as KServe's Standard-mode canary requires of
     a custom container: a ``STORAGE_URI`` on its ``kserve-container``."""
     containers = _field(service, "spec", "predictor", "containers", kind=list)
@@ -155,7 +155,7 @@ def names_its_model(service: dict) -> bool:
     )
 
 
-def canary_pending(service: dict, name: str) -> str:
+def canary_pending(service: dict[str, Any], name: str) -> str:
     """What the Standard-mode canary ``name`` still waits for, as KServe reports it in its
     ``canaryStatuses``; "" once it is ready."""
     statuses = _field(service, "status", "canaryStatuses", kind=list)

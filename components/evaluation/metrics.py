@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from sklearn import metrics as sk
 
@@ -18,7 +20,7 @@ def _both_classes(labels: np.ndarray) -> bool:
     return len(np.unique(labels)) == 2
 
 
-def roc_curve(labels: np.ndarray, scores: np.ndarray) -> dict[str, list]:
+def roc_curve(labels: np.ndarray, scores: np.ndarray) -> dict[str, list[Any]]:
     """False- and true-positive rates at each threshold that changes them, from the
     strictest down (the first threshold, above every score, is written as 1.0)."""
     if not _both_classes(labels):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -28,7 +29,7 @@ from components.training.runtime import pick_device
 log = logging.getLogger(__name__)
 
 
-def evaluate(cfg: EvaluateConfig) -> dict:
+def evaluate(cfg: EvaluateConfig) -> dict[str, Any]:
     """Score the model on a split; write metrics.json, roc.json and PNGs; log them to MLflow.
 
     Args:
@@ -68,7 +69,7 @@ def evaluate(cfg: EvaluateConfig) -> dict:
     return report
 
 
-def _check_inputs_fit(spec: dict, meta: dict, data_dir: Path) -> None:
+def _check_inputs_fit(spec: dict[str, Any], meta: dict[str, Any], data_dir: Path) -> None:
     wanted = (spec["channels"], spec["image_size"])
     found = (meta["channels"], meta["image_size"])
     if wanted != found:
@@ -111,7 +112,7 @@ def _figures(classes: list[str], images, labels, scores) -> dict[str, Figure]:
 
 def _write_report(
     output_dir: Path, classes, labels, scores, weights: str, figures: dict[str, Figure]
-) -> dict:
+) -> dict[str, Any]:
     """The report files, written into ``output_dir`` whole (a folder this step wrote, or none).
 
     ``weights`` (the model's sha256) is recorded with the metrics: the gate registers a

@@ -10,6 +10,7 @@ import threading
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -32,11 +33,11 @@ class DecodedImages:
 
     pixels: np.ndarray
     labels: np.ndarray
-    skipped: list[dict] = field(default_factory=list)
+    skipped: list[dict[str, Any]] = field(default_factory=list)
     duplicates_removed: int = 0
 
 
-def build_arrays(cfg: PreprocessConfig) -> dict:
+def build_arrays(cfg: PreprocessConfig) -> dict[str, Any]:
     """Decode every image under ``cfg.input`` and write the split arrays to ``cfg.output``.
 
     ``cfg.output`` is replaced whole, or left untouched if anything fails.
@@ -82,7 +83,7 @@ def decode_unique(found: LabelledFiles, cfg: PreprocessConfig) -> DecodedImages:
     _check_memory(len(paths), cfg)
     pixels = np.empty((len(paths), cfg.channels, cfg.image_size, cfg.image_size), np.uint8)
     keep: list[int] = []
-    skipped: list[dict] = []
+    skipped: list[dict[str, Any]] = []
     first_seen: dict[str | None, list[int]] = {}
     for i, result in enumerate(_decode_in_order(paths, cfg)):
         if result.pixels is None:
@@ -197,7 +198,7 @@ def channel_stats(pixels: np.ndarray, chunk: int = 2048) -> tuple[list[float], l
     return mean.round(6).tolist(), std.round(6).tolist()
 
 
-def _meta(found, decoded, splits, cfg, mean, std) -> dict:
+def _meta(found, decoded, splits, cfg, mean, std) -> dict[str, Any]:
     counts = {
         split: {
             name: int((decoded.labels[index] == label).sum()) for label, name in enumerate(CLASSES)
@@ -221,7 +222,7 @@ def _meta(found, decoded, splits, cfg, mean, std) -> dict:
     }
 
 
-def _download_record(input_dir: Path) -> dict | None:
+def _download_record(input_dir: Path) -> dict[str, Any] | None:
     """Where the photos came from, as the download step recorded it (source URI, its
     sha256 and size), or None for a folder that no download step wrote."""
     try:

@@ -3,11 +3,15 @@ is, what it was trained and judged on, and which run made it, on the registry's 
 
 from __future__ import annotations
 
+from typing import Any
+
 RECIPE = ("model", "epochs", "batch_size", "lr", "weight_decay", "augment", "seed")
 DATA = ("image_size", "channels", "split_seed")
 
 
-def model_card(run_id: str, report: dict, params: dict[str, str], digests: dict[str, str]):
+def model_card(
+    run_id: str, report: dict[str, Any], params: dict[str, str], digests: dict[str, str]
+):
     """(description, tags) for the version the gate registers from ``run_id``.
 
     Args:

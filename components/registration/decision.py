@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 from components.registration.card import model_card
 from components.registration.challenge import Holder, challenge
@@ -59,7 +60,9 @@ def register_if_accurate(cfg: RegisterConfig) -> Decision:
     return decision
 
 
-def _register(cfg: RegisterConfig, report: dict, accuracy: float, comparison: str) -> Decision:
+def _register(
+    cfg: RegisterConfig, report: dict[str, Any], accuracy: float, comparison: str
+) -> Decision:
     """Register the run's model with its card; the alias only as the challenge allows."""
     from components.core import tracking
 
@@ -82,7 +85,7 @@ def _register(cfg: RegisterConfig, report: dict, accuracy: float, comparison: st
     )
 
 
-def evaluation_report(cfg: RegisterConfig) -> dict:
+def evaluation_report(cfg: RegisterConfig) -> dict[str, Any]:
     """The evaluation the evaluate step recorded in the run, once it is known to have
     scored the very model the run logged: its test accuracy is what is judged.
 

@@ -31,9 +31,9 @@ class MicroBatcher:
     ):
         self.forward, self.max_batch, self.wait, self.passes = forward, max_batch, wait, passes
         self.threads = ThreadPoolExecutor(passes, "forward", initializer=setup)
-        self._queue: asyncio.Queue[tuple[np.ndarray, asyncio.Future]] | None = None
-        self._worker: asyncio.Task | None = None
-        self._running: set[asyncio.Task] = set()
+        self._queue: asyncio.Queue[tuple[np.ndarray, asyncio.Future[np.ndarray]]] | None = None
+        self._worker: asyncio.Task[None] | None = None
+        self._running: set[asyncio.Task[None]] = set()
         self.batch_sizes: list[int] = []  # photos per forward pass, newest last (bounded)
 
     async def run(self, pixels: np.ndarray) -> np.ndarray:
@@ -48,7 +48,7 @@ class MicroBatcher:
     async def _serve_batches(self) -> None:
         assert self._queue is not None
         free = asyncio.Semaphore(self.passes)
-        carried: tuple[np.ndarray, asyncio.Future] | None = None
+        carried: tuple[np.ndarray, asyncio.Future[np.ndarray]] | None = None
         while True:
             first = carried or await self._queue.get()
             carried = None
@@ -69,7 +69,7 @@ class MicroBatcher:
             task.add_done_callback(self._running.discard)
             task.add_done_callback(lambda _: free.release())
 
-    async def _run(self, batch: list[tuple[np.ndarray, asyncio.Future]]) -> None:
+    async def _run(self, batch: list[tuple[np.ndarray, asyncio.Future[np.ndarray]]]) -> None:
         pending = [(pixels, done) for pixels, done in batch if not done.cancelled()]
         if not pending:
             return

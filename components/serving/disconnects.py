@@ -30,7 +30,7 @@ class StopWhenClientLeaves:
         handling = asyncio.current_task()
         assert handling is not None
         answered, left = False, False
-        watching: asyncio.Task | None = None
+        watching: asyncio.Task[None] | None = None
 
         async def watch() -> None:
             """Cancel ``handling`` if the client leaves before its answer is sent. uvicorn

@@ -6,7 +6,7 @@ import asyncio
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -113,10 +113,10 @@ class DogsVsCats(Model):
             decoded.append(_read(decode_bytes, photo, index, size, channels))
         return np.stack(decoded)
 
-    def get_input_types(self) -> list[dict]:
+    def get_input_types(self) -> list[dict[str, Any]]:
         return [{"name": "image", "datatype": "BYTES", "shape": [-1]}]
 
-    def get_output_types(self) -> list[dict]:
+    def get_output_types(self) -> list[dict[str, Any]]:
         return [
             {"name": "class", "datatype": "BYTES", "shape": [-1]},
             {"name": "probability", "datatype": "FP32", "shape": [-1]},

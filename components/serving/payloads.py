@@ -74,7 +74,7 @@ def v2_images(request: InferRequest, max_instances: int) -> list[bytes]:
     return [_from_base64(element, index) for index, element in enumerate(elements)]
 
 
-def v1_answer(classes: list[str], probabilities: list[float]) -> dict:
+def v1_answer(classes: list[str], probabilities: list[float]) -> dict[str, Any]:
     return {
         "predictions": [
             {"class": name, "probability": probability}
@@ -125,7 +125,7 @@ def _kind(value: Any) -> str:
     return type(value).__name__
 
 
-def _names(names: list) -> str:
+def _names(names: list[Any]) -> str:
     shown = [repr(_short(str(name))) for name in names[:5]]
     more = f" and {len(names) - 5} more" if len(names) > 5 else ""
     return f"[{', '.join(shown)}]{more}"

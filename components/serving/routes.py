@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from typing import Any
 
 from components.serving.limits import Receive, Scope, Send
 
@@ -39,7 +40,7 @@ class RouteGuard:
             await self.app(scope, receive, send)
 
 
-async def _answer(send: Send, status: int, body: dict) -> None:
+async def _answer(send: Send, status: int, body: dict[str, Any]) -> None:
     data = json.dumps(body).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
     await send({"type": "http.response.start", "status": status, "headers": headers})

@@ -9,6 +9,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 import torch
@@ -26,13 +27,13 @@ CHECKPOINT = "checkpoint.pt"
 STATE_KEYS = ("model", "optimizer", "scheduler", "epoch", "history", "config", "mlflow_run_id")
 
 
-def save_checkpoint(state: dict, path: Path) -> None:
+def save_checkpoint(state: dict[str, Any], path: Path) -> None:
     """Write ``state`` with ``torch.save`` to ``path``, atomically."""
     with atomic_file(path) as handle:
         torch.save(state, handle)
 
 
-def load_checkpoint(path: Path, source: str | None = None) -> dict:
+def load_checkpoint(path: Path, source: str | None = None) -> dict[str, Any]:
     """Read a checkpoint onto the CPU; only tensors and plain data, never code.
 
     Raises:
@@ -50,7 +51,7 @@ def load_checkpoint(path: Path, source: str | None = None) -> dict:
     return state
 
 
-def _holds_a_training_state(state: dict) -> bool:
+def _holds_a_training_state(state: dict[str, Any]) -> bool:
     return (
         all(key in state for key in STATE_KEYS)
         and isinstance(state["config"], dict)
@@ -106,13 +107,17 @@ class CheckpointStore:
         return s3.client()
 
 
-def newest(candidates: list[dict]) -> dict | None:
+def newest(candidates: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The checkpoint with the most completed epochs, or None."""
     return max(candidates, key=lambda state: state["epoch"], default=None)
 
 
 def save_everywhere(
-    cfg: TrainConfig, meta: dict, learner: Learner, history: list[dict], run_id: str | None
+    cfg: TrainConfig,
+    meta: dict[str, Any],
+    learner: Learner,
+    history: list[dict[str, Any]],
+    run_id: str | None,
 ) -> Path:
     """The rolling checkpoint in the output, then in the store; its path (the MLflow run
     gets it as the epoch's checkpoint model, ``tracking.log_checkpoint``)."""
@@ -134,7 +139,7 @@ def save_everywhere(
     return path
 
 
-def find_checkpoint(cfg: TrainConfig, meta: dict) -> dict | None:
+def find_checkpoint(cfg: TrainConfig, meta: dict[str, Any]) -> dict[str, Any] | None:
     """The newest checkpoint in the output directory, the store, or this run's MLflow run.
 
     Raises:
@@ -151,7 +156,7 @@ def find_checkpoint(cfg: TrainConfig, meta: dict) -> dict | None:
     return state
 
 
-def restore(state: dict, learner: Learner) -> None:
+def restore(state: dict[str, Any], learner: Learner) -> None:
     """Load a checkpoint's weights, optimiser and schedule into ``learner``.
 
     Raises:
@@ -168,7 +173,7 @@ def restore(state: dict, learner: Learner) -> None:
         ) from err
 
 
-def _candidates(cfg: TrainConfig) -> Iterator[dict]:
+def _candidates(cfg: TrainConfig) -> Iterator[dict[str, Any]]:
     local = Path(cfg.output) / CHECKPOINT
     if local.is_symlink() or (local.exists() and not local.is_file()):
         kind = (
@@ -192,7 +197,7 @@ def _candidates(cfg: TrainConfig) -> Iterator[dict]:
             yield load_checkpoint(path, f"MLflow run {run_id}'s {CHECKPOINT}")
 
 
-def check_own_run(state: dict, cfg: TrainConfig) -> None:
+def check_own_run(state: dict[str, Any], cfg: TrainConfig) -> None:
     """Refuse a checkpoint whose MLflow run is not the one this output's training created.
 
     The run a checkpoint names is continued, so a checkpoint edited to name another run
@@ -247,12 +252,12 @@ def identity_tags(cfg: TrainConfig) -> dict[str, str]:
     return {key: value for key, value in tags.items() if value}
 
 
-def _data_shape(meta: dict) -> list[int]:
+def _data_shape(meta: dict[str, Any]) -> list[int]:
     """The images' channels and side, as ``meta.json`` gives them."""
     return [meta["channels"], meta["image_size"]]
 
 
-def check_resumable(state: dict, cfg: TrainConfig, meta: dict) -> None:
+def check_resumable(state: dict[str, Any], cfg: TrainConfig, meta: dict[str, Any]) -> None:
     """Refuse to resume ``state`` for ``cfg`` unless the data's shape and the whole recipe
     (every ``RECIPE`` field of the schema; ``epochs`` may grow on a constant schedule,
     never shrink below the epochs trained) are the checkpoint's."""

@@ -6,7 +6,7 @@ import logging
 import math
 import time
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 
 import torch
 from torch.nn import functional as F
@@ -63,7 +63,7 @@ def make_optimizer(
 
 def new_learner(
     cfg: TrainConfig,
-    meta: dict,
+    meta: dict[str, Any],
     workers: runtime.Workers,
     device: torch.device,
     steps_per_epoch: int,

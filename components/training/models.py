@@ -11,6 +11,7 @@ import itertools
 import math
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -206,7 +207,7 @@ def shifted_views(images: torch.Tensor, step: int = SHIFT_PIXELS) -> list[torch.
     ]
 
 
-def save_classifier(path: Path, model: Classifier, spec: dict) -> None:
+def save_classifier(path: Path, model: Classifier, spec: dict[str, Any]) -> None:
     """Save weights plus ``spec`` (model name, channels, image_size, mean, std, classes,
     mirror_average, shift_average)."""
     with atomic_file(path) as handle:
@@ -221,7 +222,7 @@ def weights_digest(path: Path) -> str:
         return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
-def load_classifier(path: Path) -> tuple[Classifier, dict]:
+def load_classifier(path: Path) -> tuple[Classifier, dict[str, Any]]:
     """Rebuild a saved classifier on the CPU; return it with its spec.
 
     Raises:

@@ -16,6 +16,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -42,7 +43,7 @@ class TrainResult:
     """What a training run hands back; ``run_id`` and ``model_uri`` are None on ranks > 0."""
 
     run_id: str | None
-    history: list[dict]
+    history: list[dict[str, Any]]
     model_uri: str | None
 
 
@@ -154,7 +155,7 @@ def _refuse_a_retry_that_diverged(cfg: TrainConfig) -> None:
         )
 
 
-def _extension(cfg: TrainConfig, state: dict) -> str:
+def _extension(cfg: TrainConfig, state: dict[str, Any]) -> str:
     """What a resumed run that trains to more epochs records: its params cannot change."""
     was = state["config"]["epochs"]
     return f"{cfg.epochs} (param epochs={was}; resumed after epoch {state['epoch']})"
@@ -171,7 +172,7 @@ def run_name(cfg: TrainConfig) -> str:
     return name
 
 
-def run_params(cfg: TrainConfig, meta: dict) -> dict[str, object]:
+def run_params(cfg: TrainConfig, meta: dict[str, Any]) -> dict[str, object]:
     """The run's MLflow params: the recipe and the dataset's shape and counts."""
     params = schema.params(cfg)
     params.update(image_size=meta["image_size"], channels=meta["channels"])
@@ -208,7 +209,11 @@ def _parent_run(cfg: TrainConfig) -> str | None:
 
 
 def _write_outputs(
-    cfg: TrainConfig, model: Classifier, meta: dict, history: list[dict], run_id: str | None
+    cfg: TrainConfig,
+    model: Classifier,
+    meta: dict[str, Any],
+    history: list[dict[str, Any]],
+    run_id: str | None,
 ) -> str:
     """model.pt, history.json and mlflow_run_id in the output; the model logged to MLflow."""
     output = Path(cfg.output)

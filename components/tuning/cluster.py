@@ -15,6 +15,7 @@ import shutil
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
@@ -94,7 +95,7 @@ def tune_on_cluster(
 
 
 def run_experiment(
-    manifest: dict, api_client: k8s.ApiClient, timeout_seconds: float, poll_seconds: float
+    manifest: dict[str, Any], api_client: k8s.ApiClient, timeout_seconds: float, poll_seconds: float
 ) -> Outcome:
     """Create the Experiment (or find an earlier attempt's) and wait for its end."""
     objects = k8s.CustomObjectsApi(api_client)
@@ -131,7 +132,7 @@ def run_experiment(
     raise TimeoutError(f"Experiment {name} did not finish within {timeout_seconds} s")
 
 
-def _outcome(name: str, status: dict) -> Outcome | None:
+def _outcome(name: str, status: dict[str, Any]) -> Outcome | None:
     """The Experiment's end from its status, or None while it runs.
 
     Raises:

@@ -36,7 +36,7 @@ def search(
     recipe: TrainConfig,
     space: tuple[Dimension, ...],
     name: str,
-    first: tuple[dict, ...] = (),
+    first: tuple[dict[str, Any], ...] = (),
 ) -> tuple[runs.Trial, list[runs.Trial]]:
     """Run ``tune.trials`` trials of ``recipe`` over ``space``, one after another; the best
     trial, and every trial that finished or was stopped early.

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import asdict
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from components.core import tracking
 from components.core.search_space import Dimension
@@ -30,7 +30,7 @@ class Trial(NamedTuple):
     stopped_early: bool
 
 
-def start_parent(experiment: str, name: str, tune: TuneConfig, space, tags: dict) -> str:
+def start_parent(experiment: str, name: str, tune: TuneConfig, space, tags: dict[str, Any]) -> str:
     """The search's parent run, holding its settings and search space; its id.
 
     Where KFP tracks the pipeline run in MLflow, the search task's own run is the parent.
@@ -80,5 +80,5 @@ def finish_search(parent_run_id: str, trials: list[Trial]) -> Trial:
     return best
 
 
-def _described(dimension: Dimension) -> dict:
+def _described(dimension: Dimension) -> dict[str, Any]:
     return {key: value for key, value in asdict(dimension).items() if value not in (None, ())}

@@ -55,7 +55,7 @@ def validate(experiment: dict[str, Any]) -> list[str]:
     return errors + _metrics_collector(spec.get("metricsCollectorSpec") or {})
 
 
-def _counts(name: str, spec: dict) -> list[str]:
+def _counts(name: str, spec: dict[str, Any]) -> list[str]:
     errors = []
     if not NAME.match(name):
         errors.append(f"metadata.name: {name!r} must start with a lowercase letter")
@@ -75,7 +75,7 @@ def _counts(name: str, spec: dict) -> list[str]:
     return errors
 
 
-def _objective(objective: dict | None) -> list[str]:
+def _objective(objective: dict[str, Any] | None) -> list[str]:
     if objective is None:
         return ["spec.objective: must be specified"]
     errors = []
@@ -91,7 +91,7 @@ def _objective(objective: dict | None) -> list[str]:
     return errors
 
 
-def _algorithm(algorithm: dict | None) -> list[str]:
+def _algorithm(algorithm: dict[str, Any] | None) -> list[str]:
     if algorithm is None:
         return ["spec.algorithm: must be specified"]
     name = algorithm.get("algorithmName", "")
@@ -102,7 +102,7 @@ def _algorithm(algorithm: dict | None) -> list[str]:
     return []
 
 
-def _early_stopping(early: dict | None) -> list[str]:
+def _early_stopping(early: dict[str, Any] | None) -> list[str]:
     if early is None:
         return []
     name = early.get("algorithmName", "")
@@ -113,7 +113,7 @@ def _early_stopping(early: dict | None) -> list[str]:
     return []
 
 
-def _parameters(parameters: list[dict]) -> list[str]:
+def _parameters(parameters: list[dict[str, Any]]) -> list[str]:
     errors = []
     for i, parameter in enumerate(parameters):
         path, kind = f"spec.parameters[{i}]", parameter.get("parameterType", "")
@@ -137,7 +137,7 @@ def _parameters(parameters: list[dict]) -> list[str]:
     return errors
 
 
-def _trial_template(spec: dict) -> list[str]:
+def _trial_template(spec: dict[str, Any]) -> list[str]:
     template = spec.get("trialTemplate")
     path = "spec.trialTemplate"
     if template is None:
@@ -158,7 +158,7 @@ def _trial_template(spec: dict) -> list[str]:
     return errors + _substitutions(spec, template)
 
 
-def _substitutions(spec: dict, template: dict) -> list[str]:
+def _substitutions(spec: dict[str, Any], template: dict[str, Any]) -> list[str]:
     """Every trial parameter used and defined once; then the Job the template becomes."""
     path = "spec.trialTemplate.trialParameters"
     text = json.dumps(template["trialSpec"])  # Katib reads the template as a string too
@@ -188,7 +188,7 @@ def _substitutions(spec: dict, template: dict) -> list[str]:
     return errors + _trial_job(json.loads(text))
 
 
-def _trial_job(job: dict) -> list[str]:
+def _trial_job(job: dict[str, Any]) -> list[str]:
     """Katib converts a ``batch/v1`` Job to the typed Job and back: nothing may be lost."""
     path = "spec.trialTemplate"
     metadata = job.get("metadata") or {}
@@ -235,7 +235,7 @@ def _is_meta_key(reference: str) -> bool:
     return key in META_KEYS or bool(indexed and indexed[1] in META_KEYS)
 
 
-def _metrics_collector(spec: dict) -> list[str]:
+def _metrics_collector(spec: dict[str, Any]) -> list[str]:
     path = "spec.metricsCollectorSpec"
     collector = spec.get("collector") or {}
     kind = collector.get("kind", "")
@@ -269,7 +269,7 @@ def _metrics_collector(spec: dict) -> list[str]:
     return errors + _filters(path, source)
 
 
-def _filters(path: str, source: dict) -> list[str]:
+def _filters(path: str, source: dict[str, Any]) -> list[str]:
     """Each filter a regular expression with two groups: the metric's name, its value."""
     errors = []
     for pattern in (source.get("filter") or {}).get("metricsFormat") or []:
