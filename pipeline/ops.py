@@ -3,9 +3,7 @@
 Each pipeline field of a step's schema is an input of its own, of the field's name and
 type: KFP shows each in its UI and hands each over as it was given, so no value can
 change another (``tests/pipeline/test_ops.py`` holds every component's inputs to its
-schema). A body builds the step's config from its arguments, which checks them; the
-training components, with 14 such inputs, take them from ``locals()`` before anything
-else is bound.
+schema). A body builds the step's config from its arguments by name, which checks them.
 
 The bodies run inside our images (kfp and this project already installed), or in this
 Python under ``kfp.local.SubprocessRunner``; they import what they need themselves, as
@@ -152,7 +150,23 @@ def train_op(
     Returns:
         The MLflow run id.
     """
-    recipe = dict(locals())
+    recipe = dict(
+        model=model,
+        epochs=epochs,
+        batch_size=batch_size,
+        lr=lr,
+        weight_decay=weight_decay,
+        schedule=schedule,
+        augment=augment,
+        min_crop_area=min_crop_area,
+        label_smoothing=label_smoothing,
+        mirror_average=mirror_average,
+        shift_average=shift_average,
+        amp=amp,
+        compile=compile,
+        seed=seed,
+        experiment=experiment,
+    )
     from components.core.tracking import kfp_task, use_tracking_uri
     from components.training.session import train_processes
     from pipeline.live import announce_combination
@@ -228,7 +242,23 @@ def trainjob_op(
     Returns:
         The MLflow run id.
     """
-    recipe = dict(locals())
+    recipe = dict(
+        model=model,
+        epochs=epochs,
+        batch_size=batch_size,
+        lr=lr,
+        weight_decay=weight_decay,
+        schedule=schedule,
+        augment=augment,
+        min_crop_area=min_crop_area,
+        label_smoothing=label_smoothing,
+        mirror_average=mirror_average,
+        shift_average=shift_average,
+        amp=amp,
+        compile=compile,
+        seed=seed,
+        experiment=experiment,
+    )
     from components.cluster import kube, trainjob
     from components.cluster.placement import Placement
     from components.core.tracking import kfp_task, use_tracking_uri
@@ -315,10 +345,25 @@ def tune_op(
     Returns:
         The best trial's MLflow run id.
     """
-    recipe = dict(locals())
+    recipe = dict(
+        model=model,
+        epochs=epochs,
+        batch_size=batch_size,
+        lr=lr,
+        weight_decay=weight_decay,
+        schedule=schedule,
+        augment=augment,
+        min_crop_area=min_crop_area,
+        label_smoothing=label_smoothing,
+        mirror_average=mirror_average,
+        shift_average=shift_average,
+        amp=amp,
+        compile=compile,
+        seed=seed,
+        experiment=experiment,
+    )
     from components.cluster import kube
     from components.cluster.placement import Placement
-    from components.core.schema import pick
     from components.core.search_space import SEARCH_SPACE
     from components.core.tracking import use_tracking_uri
     from components.tuning.cluster import tune_on_cluster
@@ -343,7 +388,15 @@ def tune_op(
         placement=Placement.from_json(placement),
         shared_pvc=shared_pvc,
     )
-    tune = TuneConfig(**pick(TuneConfig, recipe))
+    tune = TuneConfig(
+        algorithm=algorithm,
+        trials=trials,
+        parallel_trials=parallel_trials,
+        max_failed_trials=max_failed_trials,
+        min_trials_required=min_trials_required,
+        start_step=start_step,
+        search_seed=search_seed,
+    )
     run_id = tune_on_cluster(tune, cfg, target, SEARCH_SPACE, kube.in_cluster_client())
     trained_model.metadata["mlflow_run_id"] = run_id
     return run_id

@@ -30,11 +30,12 @@ STEP_SCHEMAS = (
 PARAMETERS = schema.signature_parameters((*STEP_SCHEMAS, PipelineOnly), *PIPELINE_ROLES)
 # the search's settings: pipeline parameters of the tune variant only
 TUNE_PARAMETERS = schema.signature_parameters((TuneConfig,), *PIPELINE_ROLES)
-# what the KFP UI shows beside each parameter when a run is launched from it
+# what the KFP UI shows beside each parameter when a run is launched from it: the pipeline
+# functions' docstrings say the same (tests/pipeline/test_parameters.py)
 DESCRIPTIONS = {
     **schema.descriptions((*STEP_SCHEMAS, PipelineOnly, TuneConfig), *PIPELINE_ROLES),
     "grid": "the combinations to train: a list of JSON strings, each an object of recipe "
-    'settings, e.g. ["{\\"lr\\": 0.001}", "{\\"lr\\": 0.003}"] (`python -m pipeline submit '
+    """settings, e.g. ['{"lr": 0.001}', '{"lr": 0.003}'] (`python -m pipeline submit """
     "--sweep lr=0.001,0.003` builds it); an empty list is refused before anything runs",
 }
 

@@ -27,11 +27,10 @@ import json
 import types
 import typing
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 RECIPE, PER_RUN, LOCAL = "recipe", "per_run", "local"
 PIPELINE_ROLES = (RECIPE, PER_RUN)  # the roles a pipeline parameter has
-T = TypeVar("T")
 _TRUE, _FALSE = {"true", "1", "yes"}, {"false", "0", "no"}
 
 
@@ -138,14 +137,6 @@ def params(config: Any) -> dict[str, Any]:
     return {field.name: getattr(config, field.name) for field in fields_of(type(config), RECIPE)}
 
 
-def pipeline_values(config: Any) -> dict[str, Any]:
-    """The fields of ``config`` that are pipeline parameters, by name: a task's inputs."""
-    return {
-        field.name: getattr(config, field.name)
-        for field in fields_of(type(config), *PIPELINE_ROLES)
-    }
-
-
 def pick(schema: type, values: Mapping[str, Any]) -> dict[str, Any]:
     """The entries of ``values`` that name a pipeline field of ``schema``."""
     return {
@@ -153,19 +144,6 @@ def pick(schema: type, values: Mapping[str, Any]) -> dict[str, Any]:
         for field in fields_of(schema, *PIPELINE_ROLES)
         if field.name in values
     }
-
-
-def unchecked(schema: type[T], values: Mapping[str, Any]) -> T:
-    """A ``schema`` instance holding the pipeline fields' ``values`` without its checks.
-
-    For the pipeline's wiring, where the values are KFP channels that no check can
-    read yet (they are checked where the task builds the real config); the fields that
-    are not pipeline parameters are left unset.
-    """
-    instance = object.__new__(schema)
-    for name, value in pick(schema, values).items():
-        object.__setattr__(instance, name, value)
-    return instance
 
 
 def decode(schema: type, text: str, names: Sequence[str]) -> dict[str, Any]:

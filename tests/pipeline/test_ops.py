@@ -7,6 +7,7 @@ artifacts on local paths); ``tests/pipeline/test_local.py`` runs them on kfp.loc
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 
 import pytest
 from kfp.dsl import Artifact, ClassificationMetrics, Dataset, Markdown, Metrics, Model
@@ -93,7 +94,7 @@ def test_download_and_preprocess_bodies_write_their_artifacts(sample_zip, tmp_pa
 
 
 def train_inputs(**changes) -> dict:
-    values = schema.pipeline_values(TrainConfig(data="-", output="-", epochs=1))
+    values = schema.pick(TrainConfig, asdict(TrainConfig(data="-", output="-", epochs=1)))
     return {**values, **changes}
 
 

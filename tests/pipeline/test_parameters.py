@@ -6,7 +6,13 @@ import inspect
 import pytest
 
 from components.core.schema import PIPELINE_ROLES, fields_of
-from pipeline.parameters import PARAMETERS, STEP_SCHEMAS, TUNE_PARAMETERS, parameters_of
+from pipeline.parameters import (
+    DESCRIPTIONS,
+    PARAMETERS,
+    STEP_SCHEMAS,
+    TUNE_PARAMETERS,
+    parameters_of,
+)
 from pipeline.pipeline import build_pipeline
 from pipeline.target import PipelineOnly
 
@@ -26,3 +32,11 @@ def test_each_pipeline_function_takes_exactly_its_parameters(variant):
     assert list(signature) == list(expected)
     for name, (kind, default) in expected.items():
         assert (signature[name].annotation, signature[name].default) == (kind, default), name
+
+
+@pytest.mark.parametrize("variant", [{}, {"sweep": True}, {"tune": True}])
+def test_each_parameters_docstring_says_what_its_schema_says(variant):
+    """The KFP UI shows the pipeline function's own words beside each parameter."""
+    inputs = build_pipeline(**variant).component_spec.inputs
+    for name in parameters_of(**variant):
+        assert " ".join(inputs[name].description.split()) == DESCRIPTIONS[name], name

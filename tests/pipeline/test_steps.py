@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 
 import pytest
 
@@ -11,7 +12,7 @@ from components.training.config import TrainConfig
 from pipeline.steps import pipeline_train_config
 from pipeline.sweep import combination_key
 
-RECIPE = schema.pipeline_values(TrainConfig(data="-", output="-", epochs=3))
+RECIPE = schema.pick(TrainConfig, asdict(TrainConfig(data="-", output="-", epochs=3)))
 
 
 def config(**changes) -> TrainConfig:
