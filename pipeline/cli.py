@@ -1,5 +1,7 @@
 """The command line of ``python -m pipeline``: its commands, flags and help."""
 
+from __future__ import annotations
+
 import argparse
 from pathlib import Path
 
@@ -137,7 +139,9 @@ def build_parser(description: str) -> argparse.ArgumentParser:
     return parser
 
 
-def _add_command(commands, name: str, summary: str) -> argparse.ArgumentParser:
+def _add_command(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], name: str, summary: str
+) -> argparse.ArgumentParser:
     """A subcommand whose help ends with the pipeline's parameters and their defaults."""
     return commands.add_parser(
         name,

@@ -6,6 +6,7 @@ import contextlib
 import os
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -24,7 +25,7 @@ class LocalRunError(RuntimeError):
 
 
 def run_local(
-    pipeline,
+    pipeline: Any,
     arguments: dict[str, Any],
     workdir: Path,
     verbose: bool = False,
@@ -112,5 +113,5 @@ def _run_page(tracking_uri: str, run_id: str) -> str:
     return run_url(ui_address(tracking_uri), experiment_id, run_id)
 
 
-def _newest(paths) -> Path | str:
+def _newest(paths: Iterable[Path]) -> Path | str:
     return max(paths, key=lambda path: path.stat().st_mtime, default="not found")

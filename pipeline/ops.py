@@ -31,7 +31,7 @@ component = dsl.component(base_image=IMAGE, install_kfp_package=False)
 
 
 @component
-def preflight_op(tracking_uri: str, grid: Optional[list] = None):  # noqa: UP045 (kfp reads it)
+def preflight_op(tracking_uri: str, grid: Optional[list] = None) -> None:  # noqa: UP045 (kfp reads it)
     """Fail before anything is downloaded when the run could not finish.
 
     Args:
@@ -48,7 +48,7 @@ def preflight_op(tracking_uri: str, grid: Optional[list] = None):  # noqa: UP045
 
 
 @component
-def download_op(source: str, sha256: str, dataset: Output[Dataset]):
+def download_op(source: str, sha256: str, dataset: Output[Dataset]) -> None:
     """Fetch and extract the PetImages archive.
 
     Args:
@@ -73,7 +73,7 @@ def preprocess_op(
     val_fraction: float,
     test_fraction: float,
     split_seed: int,
-):
+) -> None:
     """Decode, de-duplicate and split the images into uint8 arrays plus meta.json.
 
     Args:

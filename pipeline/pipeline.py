@@ -626,7 +626,7 @@ def _wire_tune(s: Settings, search: dict[str, Any], target: ClusterTarget) -> Tu
     )
 
 
-def _preflight_task(s: Settings, target: ClusterTarget, grid=None):
+def _preflight_task(s: Settings, target: ClusterTarget, grid: Any = None) -> Any:
     """Check the tracking server (and a sweep's grid) before anything is downloaded."""
     sweep = {} if grid is None else {"grid": grid}
     preflight = ops.preflight_op(tracking_uri=s.tracking_uri, **sweep)
@@ -635,7 +635,7 @@ def _preflight_task(s: Settings, target: ClusterTarget, grid=None):
     return preflight
 
 
-def _data_tasks(s: Settings, target: ClusterTarget, preflight):
+def _data_tasks(s: Settings, target: ClusterTarget, preflight: Any) -> Any:
     """Download and preprocess, once ``preflight`` passed; the arrays."""
     download = ops.download_op(**s.download).after(preflight)
     _cpu_task(download, target, cpu="1", memory="2Gi")
@@ -647,7 +647,7 @@ def _data_tasks(s: Settings, target: ClusterTarget, preflight):
     return preprocess.outputs["arrays"]
 
 
-def _training_inputs(s: Settings, arrays) -> dict[str, Any]:
+def _training_inputs(s: Settings, arrays: Any) -> dict[str, Any]:
     return dict(
         arrays=arrays,
         tracking_uri=s.tracking_uri,
@@ -658,7 +658,9 @@ def _training_inputs(s: Settings, arrays) -> dict[str, Any]:
     )
 
 
-def _evaluate_task(s: Settings, arrays, train, target: ClusterTarget, combination=""):
+def _evaluate_task(
+    s: Settings, arrays: Any, train: Any, target: ClusterTarget, combination: Any = ""
+) -> Any:
     evaluate = ops.evaluate_op(
         arrays=arrays,
         model=train.outputs["trained_model"],
@@ -672,7 +674,7 @@ def _evaluate_task(s: Settings, arrays, train, target: ClusterTarget, combinatio
     return evaluate
 
 
-def _register_task(s: Settings, run_id, test_accuracy, target: ClusterTarget):
+def _register_task(s: Settings, run_id: Any, test_accuracy: Any, target: ClusterTarget) -> Any:
     register = ops.register_op(
         mlflow_run_id=run_id,
         test_accuracy=test_accuracy,
@@ -684,7 +686,7 @@ def _register_task(s: Settings, run_id, test_accuracy, target: ClusterTarget):
     return register
 
 
-def _deploy_task(s: Settings, register, run_id, target: ClusterTarget):
+def _deploy_task(s: Settings, register: Any, run_id: Any, target: ClusterTarget) -> Any:
     """After the gate: serves the version it gave the alias when ``deploy`` is on; else it
     only says why not (a task either way, so the run's ``serving_url`` always has a value)."""
     deploy = ops.deploy_op(
@@ -701,7 +703,7 @@ def _deploy_task(s: Settings, register, run_id, target: ClusterTarget):
     return deploy
 
 
-def _cpu_task(task, target: ClusterTarget, cpu: str, memory: str):
+def _cpu_task(task: Any, target: ClusterTarget, cpu: str, memory: str) -> Any:
     """CPU image; requests as given, limits twice that."""
     task.set_container_image(target.image)
     return (
@@ -712,7 +714,7 @@ def _cpu_task(task, target: ClusterTarget, cpu: str, memory: str):
     )
 
 
-def _retry_training(task, target: ClusterTarget) -> None:
+def _retry_training(task: Any, target: ClusterTarget) -> None:
     """Retries of a training task (or of the TrainJob launcher): training resumes."""
     # Argo counts the retry window from the first attempt's start and cuts a retried pod
     # at its end; KFP's default of an hour would leave multi-hour training unretried
@@ -724,7 +726,7 @@ def _retry_training(task, target: ClusterTarget) -> None:
     )
 
 
-def _gpu_task(task, target: ClusterTarget, gpus) -> None:
+def _gpu_task(task: Any, target: ClusterTarget, gpus: Any) -> None:
     """CUDA image placed as ``target.training`` says: GPUs, toleration, shm, retries."""
     placement = target.training
     task.set_container_image(target.gpu_image)
@@ -750,11 +752,11 @@ def _gpu_task(task, target: ClusterTarget, gpus) -> None:
     _with_mlflow_secret(task, target)
 
 
-def _with_mlflow_secret(task, target: ClusterTarget) -> None:
+def _with_mlflow_secret(task: Any, target: ClusterTarget) -> None:
     _with_secret(task, target.training.mlflow_secret, MLFLOW_ENV, target)
 
 
-def _with_secret(task, secret: str, env: dict[str, str], target: ClusterTarget) -> None:
+def _with_secret(task: Any, secret: str, env: dict[str, str], target: ClusterTarget) -> None:
     """The secret's keys as env: optional where the backend allows, else it must exist."""
     if target.optional_secrets:
         kubernetes.use_secret_as_env(task, secret, env, optional=True)

@@ -8,7 +8,12 @@ from typing import Any
 
 
 def publish_evaluation(
-    result: dict[str, Any], evaluation_dir: str, mlflow_run_id: str, metrics, classification, report
+    result: dict[str, Any],
+    evaluation_dir: str,
+    mlflow_run_id: str,
+    metrics: Any,
+    classification: Any,
+    report: Any,
 ) -> None:
     """Fill the KFP ``Metrics``, ``ClassificationMetrics`` and ``Markdown`` output artifacts."""
     for name, value in result["metrics"].items():

@@ -216,12 +216,13 @@ def create_run(
     return client._run_api.run_service_create_run(run=body)
 
 
-def experiment_id(client, destination: Destination) -> str:
+def experiment_id(client: Any, destination: Destination) -> str:
     """The named experiment's id; the default experiment is created on first use, another
     that does not exist is refused (a typo would otherwise start a stray experiment)."""
     name, namespace = destination.experiment, destination.namespace
     try:
-        return client.get_experiment(experiment_name=name, namespace=namespace).experiment_id
+        found: str = client.get_experiment(experiment_name=name, namespace=namespace).experiment_id
+        return found
     except ValueError:  # kfp: "No experiment is found with name ..."
         if name != DEFAULT_EXPERIMENT:
             where = f" in namespace {namespace}" if namespace else ""
@@ -229,7 +230,8 @@ def experiment_id(client, destination: Destination) -> str:
                 f"no experiment named {name!r}{where}: create it in the KFP UI, or leave "
                 f"--experiment out to use {DEFAULT_EXPERIMENT!r}"
             ) from None
-    return client.create_experiment(name, namespace=namespace).experiment_id
+    made: str = client.create_experiment(name, namespace=namespace).experiment_id
+    return made
 
 
 @contextlib.contextmanager

@@ -33,7 +33,7 @@ from pipeline.target import CLUSTER_TRACKING_URI, GPU_IMAGE
 DEFAULT_NAME = "dogs-vs-cats-tune"
 
 
-def add_tune_command(commands) -> None:
+def add_tune_command(commands: Any) -> None:
     """The ``tune`` subcommand and its flags."""
     tune = commands.add_parser(
         "tune",
@@ -132,7 +132,9 @@ def run_tune(args: argparse.Namespace) -> None:
         _search_here(args, arguments, tune, recipe, space)
 
 
-def _write_experiment(args, tune: TuneConfig, recipe: TrainConfig, space) -> None:
+def _write_experiment(
+    args: argparse.Namespace, tune: TuneConfig, recipe: TrainConfig, space: tuple[Dimension, ...]
+) -> None:
     from components.tuning.experiment import ExperimentTarget, build_experiment, to_manifest
 
     tracking_uri, user, _ = split_credentials(args.tracking_uri)
@@ -167,7 +169,11 @@ def _write_experiment(args, tune: TuneConfig, recipe: TrainConfig, space) -> Non
 
 
 def _search_here(
-    args, arguments: dict[str, Any], tune: TuneConfig, recipe: TrainConfig, space
+    args: argparse.Namespace,
+    arguments: dict[str, Any],
+    tune: TuneConfig,
+    recipe: TrainConfig,
+    space: tuple[Dimension, ...],
 ) -> None:
     from pipeline.tune_here import search_and_register
 

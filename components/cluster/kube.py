@@ -150,9 +150,10 @@ def get_or_none(
 ) -> dict[str, Any] | None:
     """A namespaced custom resource, or None when there is none by that name."""
     try:
-        return objects.get_namespaced_custom_object(
+        found: dict[str, Any] = objects.get_namespaced_custom_object(
             group, version, namespace, plural, name, _request_timeout=REQUEST_TIMEOUT
         )
+        return found
     except ApiException as err:
         if err.status == 404:
             return None

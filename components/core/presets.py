@@ -7,6 +7,8 @@ ones its schema has, the pipeline all of them; a flag or pipeline parameter give
 explicitly still wins.
 """
 
+import argparse
+
 from components.core.schema import pick
 
 PRESETS: dict[str, dict[str, object]] = {
@@ -71,7 +73,7 @@ def preset_values(name: str) -> dict[str, object]:
     return dict(PRESETS[name])
 
 
-def apply_preset(parser, argv: list[str] | None, step: type) -> None:
+def apply_preset(parser: argparse.ArgumentParser, argv: list[str] | None, step: type) -> None:
     """Make ``--preset NAME`` in ``argv`` set ``parser``'s defaults for ``step``'s schema."""
     parser.add_argument(
         "--preset",

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
 
-def client(endpoint_url: str | None = None, *, timeout: float = 60.0, attempts: int = 5):
+
+def client(endpoint_url: str | None = None, *, timeout: float = 60.0, attempts: int = 5) -> Any:
     """A boto3 S3 client; the endpoint from ``$AWS_ENDPOINT_URL`` when None (MinIO and the like).
 
     Each connect and read waits at most ``timeout`` seconds; botocore's standard mode

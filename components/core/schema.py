@@ -27,10 +27,11 @@ import json
 import types
 import typing
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar, cast
 
 RECIPE, PER_RUN, LOCAL = "recipe", "per_run", "local"
 PIPELINE_ROLES = (RECIPE, PER_RUN)  # the roles a pipeline parameter has
+T = TypeVar("T")
 _TRUE, _FALSE = {"true", "1", "yes"}, {"false", "0", "no"}
 
 
@@ -70,7 +71,7 @@ def field_type(schema: type, field: dataclasses.Field[Any]) -> type:
     hint = typing.get_type_hints(schema)[field.name]
     if isinstance(hint, types.UnionType):
         (hint,) = [arg for arg in typing.get_args(hint) if arg is not type(None)]
-    return hint
+    return cast(type, hint)
 
 
 def flag(name: str) -> str:
@@ -106,7 +107,7 @@ def add_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup, sch
         )
 
 
-def from_namespace(schema: type, namespace: argparse.Namespace) -> Any:
+def from_namespace(schema: type[T], namespace: argparse.Namespace) -> T:
     """The schema instance that a parsed command line describes.
 
     Raises:

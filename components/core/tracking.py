@@ -25,8 +25,9 @@ import numpy as np
 import requests
 from mlflow.data.dataset_source_registry import resolve_dataset_source
 from mlflow.data.meta_dataset import MetaDataset
-from mlflow.data.numpy_dataset import from_numpy
-from mlflow.entities import LoggedModelOutput, LoggedModelStatus
+from mlflow.data.numpy_dataset import NumpyDataset, from_numpy
+from mlflow.entities import LoggedModel, LoggedModelOutput, LoggedModelStatus
+from mlflow.entities.model_registry import RegisteredModel
 from mlflow.environment_variables import MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING
 from mlflow.exceptions import MlflowException
 from mlflow.models import Model, ModelSignature, infer_signature
@@ -134,7 +135,7 @@ def logs_system_metrics() -> bool:
     (10), so a run shorter than that has none.
     """
     if MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING.is_set():
-        return MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING.get()
+        return bool(MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING.get())
     return importlib.util.find_spec("psutil") is not None
 
 
@@ -310,7 +311,7 @@ def _prune_checkpoints(client: MlflowClient, run_id: str, experiment_id: str) ->
             client.delete_logged_model(model.model_id)
 
 
-def _metric(model, key: str) -> float:
+def _metric(model: LoggedModel, key: str) -> float:
     values = [m.value for m in model.metrics or [] if m.key == key]
     return values[-1] if values else float("-inf")
 
@@ -354,7 +355,7 @@ def log_model(model: torch.nn.Module, example: np.ndarray, weights_sha256: str) 
         again = loaded(torch.from_numpy(example)).numpy()
     if not np.allclose(again, expected, atol=1e-5):
         raise RuntimeError(f"the model logged at {info.model_uri} predicts differently on reload")
-    return info.model_uri
+    return str(info.model_uri)
 
 
 def find_run_by_tags(experiment: str, tags: dict[str, str]) -> str | None:
@@ -394,7 +395,8 @@ def load_model(uri: str) -> torch.nn.Module:
     """
     mlflow.set_tracking_uri(tracking_uri())
     with _pickle_refused():
-        return mlflow.pytorch.load_model(uri, map_location="cpu")
+        model: torch.nn.Module = mlflow.pytorch.load_model(uri, map_location="cpu")
+        return model
 
 
 @contextlib.contextmanager
@@ -492,7 +494,9 @@ def log_source_input(source: dict[str, Any]) -> None:
     mlflow.log_input(dataset, context="source", tags={"bytes": str(source.get("bytes"))})
 
 
-def log_split_input(split: str, context: str, images: np.ndarray, labels: np.ndarray):
+def log_split_input(
+    split: str, context: str, images: np.ndarray, labels: np.ndarray
+) -> NumpyDataset:
     """Log one split of the ``.npy`` data as an input of the active run (an MLflow dataset
     named ``SPLIT-split``, with its digest and shape, in ``context``); the dataset."""
     dataset = from_numpy(images, targets=labels, name=f"{split}-split")
@@ -577,7 +581,7 @@ def _has_version(client: MlflowClient, name: str, version: str) -> bool:
     return True
 
 
-def _described(model) -> str:
+def _described(model: RegisteredModel) -> str:
     """``NAME (@alias → version 1, …)``: a registered model and its aliases."""
     held = sorted((model.aliases or {}).items())
     aliases = ", ".join(f"@{alias} → version {version}" for alias, version in held)
@@ -611,7 +615,8 @@ def create_run(experiment: str, run_name: str, tags: dict[str, str]) -> str:
     """A new run, left open for others to fill and end (a sweep's parent); its id."""
     mlflow.set_tracking_uri(tracking_uri())
     client = MlflowClient(tracking_uri())
-    return client.create_run(experiment_id(experiment), run_name=run_name, tags=tags).info.run_id
+    run = client.create_run(experiment_id(experiment), run_name=run_name, tags=tags)
+    return str(run.info.run_id)
 
 
 def finish_run(

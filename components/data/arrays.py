@@ -40,7 +40,7 @@ def read_meta(directory: Path) -> dict[str, Any]:
             f"expected {META} from the preprocess step in {directory}, found none"
         )
     try:
-        meta = json.loads(path.read_text())
+        meta: dict[str, Any] = json.loads(path.read_text())
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise ValueError(
             f"expected JSON written by the preprocess step in {path}, found text that is "

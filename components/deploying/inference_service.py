@@ -9,7 +9,7 @@ credential stands in the resource: the model server reads them from secrets by r
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from kserve import (
     V1beta1CanarySpec,
@@ -156,4 +156,4 @@ def _secret_env(secret: str, keys: tuple[str, ...]) -> list[k8s.V1EnvVar]:
 
 def manifest(service: V1beta1InferenceService) -> dict[str, Any]:
     """The resource as the Kubernetes API takes it (camelCase, no empty fields)."""
-    return k8s.ApiClient().sanitize_for_serialization(service)
+    return cast(dict[str, Any], k8s.ApiClient().sanitize_for_serialization(service))

@@ -267,7 +267,7 @@ def _read(
     refused: ApiError | None = None
     while True:
         try:
-            return deadline.call(
+            found: dict[str, Any] = deadline.call(
                 f"read InferenceService {service.namespace}/{service.name}",
                 objects.get_namespaced_custom_object,
                 GROUP,
@@ -276,6 +276,7 @@ def _read(
                 PLURAL,
                 service.name,
             )
+            return found
         except TimeoutError:
             if refused is not None:
                 raise refused from None

@@ -38,11 +38,13 @@ def _field(resource: Any, *path: str, kind: type = dict) -> Any:
 
 
 def labels_of(service: dict[str, Any]) -> dict[str, Any]:
-    return _field(service, "metadata", "labels")
+    labels: dict[str, Any] = _field(service, "metadata", "labels")
+    return labels
 
 
 def annotations_of(service: dict[str, Any]) -> dict[str, Any]:
-    return _field(service, "metadata", "annotations")
+    annotations: dict[str, Any] = _field(service, "metadata", "annotations")
+    return annotations
 
 
 def model_uri(service: dict[str, Any]) -> str | None:
@@ -54,7 +56,8 @@ def generation(service: dict[str, Any]) -> int:
 
 
 def observed(service: dict[str, Any]) -> int:
-    return _field(service, "status", "observedGeneration", kind=int)
+    generation: int = _field(service, "status", "observedGeneration", kind=int)
+    return generation
 
 
 def conditions(service: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -131,11 +134,12 @@ def rollout_pending(deployment: dict[str, Any]) -> str:
 
 
 def predictor(service: dict[str, Any]) -> dict[str, Any]:
-    return _field(service, "spec", "predictor")
+    spec: dict[str, Any] = _field(service, "spec", "predictor")
+    return spec
 
 
 def canaries(service: dict[str, Any]) -> list[dict[str, Any]]:
-    found = _field(service, "spec", "canary", kind=list)
+    found: list[dict[str, Any]] = _field(service, "spec", "canary", kind=list)
     if not all(isinstance(c, dict) and isinstance(c.get("predictor"), dict) for c in found):
         raise RuntimeError(
             f"expected spec.canary as KServe writes it, found {printable(repr(found))[:100]}"

@@ -123,7 +123,14 @@ def _reusable_record(output: Path, source: str, sha256: str | None) -> DownloadR
     return None
 
 
-def _cached_archive(source, sha256, s3_endpoint_url, cache_dir, retry, max_bytes) -> Path:
+def _cached_archive(
+    source: str,
+    sha256: str | None,
+    s3_endpoint_url: str | None,
+    cache_dir: Path | None,
+    retry: sources.RetryPolicy,
+    max_bytes: int,
+) -> Path:
     """The archive in the cache, downloaded unless a copy with the wanted digest is there."""
     name = Path(urlparse(source).path).name or "archive"
     key = hashlib.sha256(source.encode()).hexdigest()[:16]
@@ -142,7 +149,13 @@ def _cached_archive(source, sha256, s3_endpoint_url, cache_dir, retry, max_bytes
     return archive
 
 
-def _unpack(source, archive: Path, target: Path, sha256, limits) -> DownloadRecord:
+def _unpack(
+    source: str,
+    archive: Path,
+    target: Path,
+    sha256: str | None,
+    limits: archives.ExtractionLimits,
+) -> DownloadRecord:
     if archive.is_dir():
         if sha256:
             raise ValueError(

@@ -12,7 +12,8 @@ CLASS_LABELS = [0, 1]  # cat, dog: every matrix and score has both, present or n
 
 def confusion_matrix(labels: np.ndarray, predicted: np.ndarray) -> list[list[int]]:
     """Rows are the true class, columns the predicted class: [[TN, FP], [FN, TP]]."""
-    return sk.confusion_matrix(labels, predicted, labels=CLASS_LABELS).tolist()
+    matrix: list[list[int]] = sk.confusion_matrix(labels, predicted, labels=CLASS_LABELS).tolist()
+    return matrix
 
 
 def _both_classes(labels: np.ndarray) -> bool:

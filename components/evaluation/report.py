@@ -100,7 +100,9 @@ def _run_model_id(run_id: str, model_dir: Path, weights: str) -> str:
     return model_id
 
 
-def _figures(classes: list[str], images, labels, scores) -> dict[str, Figure]:
+def _figures(
+    classes: list[str], images: np.ndarray, labels: np.ndarray, scores: np.ndarray
+) -> dict[str, Figure]:
     """The evaluation's figures by file name: a confusion matrix, the misclassified."""
     matrix = scoring.confusion_matrix(labels, (scores >= 0.5).astype(np.int64))
     wrong, _ = plots.misclassified_figure(images, labels, scores, classes)
@@ -111,7 +113,12 @@ def _figures(classes: list[str], images, labels, scores) -> dict[str, Figure]:
 
 
 def _write_report(
-    output_dir: Path, classes, labels, scores, weights: str, figures: dict[str, Figure]
+    output_dir: Path,
+    classes: list[str],
+    labels: np.ndarray,
+    scores: np.ndarray,
+    weights: str,
+    figures: dict[str, Figure],
 ) -> dict[str, Any]:
     """The report files, written into ``output_dir`` whole (a folder this step wrote, or none).
 

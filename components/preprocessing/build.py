@@ -7,6 +7,7 @@ import json
 import logging
 import multiprocessing
 import threading
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -143,7 +144,7 @@ def _check_both_classes(decoded: DecodedImages, input_dir: Path) -> None:
         )
 
 
-def _decode_in_order(paths: list[Path], cfg: PreprocessConfig):
+def _decode_in_order(paths: list[Path], cfg: PreprocessConfig) -> Iterator[images.Decoded]:
     work = functools.partial(images.decode_file, size=cfg.image_size, channels=cfg.channels)
     progress = functools.partial(progress_bar, total=len(paths), unit="img", desc="decode")
     workers = min(cfg.workers or available_cores(), available_cores())  # no more than the cores
@@ -198,7 +199,14 @@ def channel_stats(pixels: np.ndarray, chunk: int = 2048) -> tuple[list[float], l
     return mean.round(6).tolist(), std.round(6).tolist()
 
 
-def _meta(found, decoded, splits, cfg, mean, std) -> dict[str, Any]:
+def _meta(
+    found: LabelledFiles,
+    decoded: DecodedImages,
+    splits: dict[str, np.ndarray],
+    cfg: PreprocessConfig,
+    mean: list[float],
+    std: list[float],
+) -> dict[str, Any]:
     counts = {
         split: {
             name: int((decoded.labels[index] == label).sum()) for label, name in enumerate(CLASSES)

@@ -11,7 +11,7 @@ DATA = ("image_size", "channels", "split_seed")
 
 def model_card(
     run_id: str, report: dict[str, Any], params: dict[str, str], digests: dict[str, str]
-):
+) -> tuple[str, dict[str, str]]:
     """(description, tags) for the version the gate registers from ``run_id``.
 
     Args:

@@ -43,7 +43,8 @@ class MicroBatcher:
             self._worker = asyncio.create_task(self._serve_batches())
         done = asyncio.get_running_loop().create_future()
         await self._queue.put((pixels, done))
-        return await done
+        rows: np.ndarray = await done
+        return rows
 
     async def _serve_batches(self) -> None:
         assert self._queue is not None

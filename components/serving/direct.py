@@ -16,6 +16,7 @@ from typing import Any
 from kserve.protocol.rest.v1_endpoints import V1Endpoints
 from starlette.middleware.exceptions import ExceptionMiddleware
 from starlette.requests import Request
+from starlette.types import ASGIApp
 
 from components.serving.limits import Receive, Scope, Send
 
@@ -35,7 +36,7 @@ class DirectPredict:
     limit's own signal among them).
     """
 
-    def __init__(self, app, endpoints: V1Endpoints, handlers: Mapping[Any, Any]):
+    def __init__(self, app: ASGIApp, endpoints: V1Endpoints, handlers: Mapping[Any, Any]):
         self.app, self.endpoints = app, endpoints
         specific = {kind: handler for kind, handler in handlers.items() if kind not in ANY_ERROR}
         self.answer = ExceptionMiddleware(self._predict, handlers=specific)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from starlette.types import ASGIApp
+
 from components.serving.limits import Message, Receive, Scope, Send
 
 log = logging.getLogger(__name__)
@@ -20,7 +22,7 @@ log = logging.getLogger(__name__)
 class StopWhenClientLeaves:
     """ASGI middleware: cancel a request's handling when its client disconnects."""
 
-    def __init__(self, app):
+    def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from kserve import Model
 from kserve.errors import InvalidInput
-from kserve.protocol.infer_type import InferRequest
+from kserve.protocol.infer_type import InferRequest, InferResponse
 
 from components.core.cores import available_cores
 from components.core.names import CLASSES
@@ -68,7 +68,12 @@ class DogsVsCats(Model):
         with torch.no_grad():
             return torch.softmax(self.net(torch.from_numpy(pixels).float()), dim=1).numpy()
 
-    async def predict(self, payload, headers=None, response_headers=None):
+    async def predict(
+        self,
+        payload: dict[str, Any] | InferRequest,
+        headers: dict[str, str] | None = None,
+        response_headers: dict[str, str] | None = None,
+    ) -> dict[str, Any] | InferResponse:
         """Answer a V1 body (a dict) or a v2 ``InferRequest``, one answer per photo, in order."""
         v2 = isinstance(payload, InferRequest)
         limit = self.cfg.max_instances

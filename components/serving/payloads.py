@@ -83,7 +83,9 @@ def v1_answer(classes: list[str], probabilities: list[float]) -> dict[str, Any]:
     }
 
 
-def v2_answer(model: str, request: InferRequest, classes: list[str], probabilities: list[float]):
+def v2_answer(
+    model: str, request: InferRequest, classes: list[str], probabilities: list[float]
+) -> InferResponse:
     count = [len(classes)]
     return InferResponse(
         response_id=request.id or "",

@@ -9,6 +9,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from starlette.types import ASGIApp
+
 from components.serving.limits import Receive, Scope, Send
 
 REPOSITORY = "/v2/repository/"
@@ -20,7 +22,7 @@ class RouteGuard:
     """ASGI middleware: 404 for the model repository's routes, 415 for the v2 binary data
     extension; ``GET /`` answers 200 while ``serving()`` is true, 503 else."""
 
-    def __init__(self, app, serving: Callable[[], bool]):
+    def __init__(self, app: ASGIApp, serving: Callable[[], bool]):
         self.app, self.serving = app, serving
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

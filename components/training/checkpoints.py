@@ -103,7 +103,7 @@ class CheckpointStore:
         shutil.copyfile(source, destination)
         return True
 
-    def _client(self):
+    def _client(self) -> Any:
         return s3.client()
 
 

@@ -7,7 +7,7 @@ import torch
 from components.training.batches import DeviceSplit
 
 
-def autocast(device: torch.device, enabled: bool = True, on_cpu: bool = False):
+def autocast(device: torch.device, enabled: bool = True, on_cpu: bool = False) -> torch.autocast:
     """bf16 autocast when ``enabled``: on CUDA, and with ``on_cpu`` on a CPU with native
     bf16; a no-op elsewhere (one code path).
 

@@ -179,7 +179,7 @@ def train_one_epoch(
             logits = learner.parallel(inputs)
             loss = F.cross_entropy(logits, labels, label_smoothing=cfg.label_smoothing)
         learner.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        loss.backward()  # type: ignore[no-untyped-call]  # torch leaves it unannotated
         learner.optimizer.step()
         learner.scheduler.step()
         loss_sum += loss.detach().float() * len(labels)

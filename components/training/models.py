@@ -45,7 +45,8 @@ class TutorialCNN(nn.Module):
         x = F.relu(F.max_pool2d(self.conv1(x), 2))
         x = F.relu(F.max_pool2d(self.conv2(x), 2))
         x = F.relu(F.max_pool2d(self.conv3(x), 2))
-        return self.fc2(F.relu(self.fc1(torch.flatten(x, 1))))
+        logits: torch.Tensor = self.fc2(F.relu(self.fc1(torch.flatten(x, 1))))
+        return logits
 
 
 def _conv_block(in_channels: int, out_channels: int) -> nn.Sequential:
@@ -74,7 +75,8 @@ class BatchNormCNN(nn.Module):
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(self.features(x))
+        logits: torch.Tensor = self.head(self.features(x))
+        return logits
 
 
 class CompactCNN(nn.Module):
@@ -106,7 +108,8 @@ class CompactCNN(nn.Module):
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(self.features(x))
+        logits: torch.Tensor = self.head(self.features(x))
+        return logits
 
 
 def five_conv_cnn(in_channels: int, image_size: int) -> nn.Module:
@@ -126,7 +129,8 @@ def small_input_resnet18(in_channels: int, image_size: int) -> nn.Module:
         net.maxpool = nn.Identity()
     else:
         net.conv1 = nn.Conv2d(in_channels, 64, 7, stride=2, padding=3, bias=False)
-    return net
+    module: nn.Module = net
+    return module
 
 
 MODELS: dict[str, Callable[[int, int], nn.Module]] = {
@@ -188,7 +192,8 @@ class Classifier(nn.Module):
     def forward(self, pixels: torch.Tensor) -> torch.Tensor:
         inputs = ((pixels.float() - self.shift) * self.scale).contiguous(memory_format=self.layout)
         if self.training or not (self.mirror_average or self.shift_average):
-            return self.net(inputs)
+            logits: torch.Tensor = self.net(inputs)
+            return logits
         views = shifted_views(inputs) if self.shift_average else [inputs]
         if self.mirror_average:
             views += [view.flip(3) for view in views]

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import TypeVar
 
 import torch
 from torch import distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from components.core.cores import available_cores
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -88,7 +91,7 @@ def sum_across(workers: Workers, *tensors: torch.Tensor) -> tuple[torch.Tensor, 
     return tensors
 
 
-def share(workers: Workers, value):
+def share(workers: Workers, value: T) -> T:
     """Rank 0's ``value``, on every rank (tensors inside arrive on the CPU)."""
     if workers.world_size == 1:
         return value

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 from kubeflow import katib
 from kubernetes import client as k8s
@@ -162,7 +162,7 @@ def to_manifest(experiment: katib.V1beta1Experiment) -> dict[str, Any]:
     errors = webhook.validate(manifest)
     if errors:
         raise ValueError("Katib's webhook would refuse the Experiment: " + "; ".join(errors))
-    return manifest
+    return cast(dict[str, Any], manifest)
 
 
 def trial_arguments(

@@ -13,6 +13,7 @@ train step's own MLflow run, nested under the search's parent run.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -117,7 +118,7 @@ def suggest(trial: optuna.Trial, dimension: Dimension) -> object:
     )
 
 
-def _pruner_of(trial: optuna.Trial):
+def _pruner_of(trial: optuna.Trial) -> Callable[[int, dict[str, float]], None]:
     """Report each epoch's validation accuracy; stop the trial when the pruner says so."""
 
     def report(epoch: int, metrics: dict[str, float]) -> None:

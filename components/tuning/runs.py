@@ -30,7 +30,9 @@ class Trial(NamedTuple):
     stopped_early: bool
 
 
-def start_parent(experiment: str, name: str, tune: TuneConfig, space, tags: dict[str, Any]) -> str:
+def start_parent(
+    experiment: str, name: str, tune: TuneConfig, space: tuple[Dimension, ...], tags: dict[str, Any]
+) -> str:
     """The search's parent run, holding its settings and search space; its id.
 
     Where KFP tracks the pipeline run in MLflow, the search task's own run is the parent.
