@@ -38,9 +38,10 @@ def main(argv: list[str] | None = None) -> None:
     setup_logging()
     # torch and mlflow load only now: --help and a wrong flag answer at once
     from components.training.session import train
+    from components.tuning.report import print_metrics_line
 
     with one_line_errors():
-        result = train(cfg)
+        result = train(cfg, on_epoch=print_metrics_line if cfg.metrics_stdout else None)
     if result.run_id:  # rank 0 alone reports
         print(
             json.dumps(

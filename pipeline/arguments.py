@@ -9,10 +9,10 @@ from components.core import schema
 from components.core.presets import preset_values
 from components.core.uris import redact, split_credentials
 from components.data.sources import check_local_source
+from components.sweeping.grid import SWEEPABLE, grid, split_pairs
 from components.training.config import TrainConfig
 from components.tuning.config import TuneConfig
 from pipeline.parameters import STEP_SCHEMAS
-from pipeline.sweep import SWEEPABLE, grid, split_pairs
 from pipeline.target import PipelineOnly
 
 Parameters = dict[str, tuple[type, Any]]  # {name: (type, default)}, as pipeline.parameters

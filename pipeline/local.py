@@ -15,9 +15,9 @@ from kfp import local
 from components.core import tracking
 from components.core.names import DEFAULT_EXPERIMENT
 from components.core.uris import split_credentials
-from pipeline.live import LiveView
+from components.sweeping.grid import run_url, ui_address
+from components.sweeping.live import LiveView
 from pipeline.next_steps import closing_lines
-from pipeline.sweep import run_url, ui_address
 
 
 class LocalRunError(RuntimeError):

@@ -17,9 +17,9 @@ from components.data.arrays import load_split, save_split
 from components.downloading.fetch import fetch
 from components.preprocessing.build import build_arrays
 from components.preprocessing.config import PreprocessConfig
-from tests import processes
+from tests.support import processes
 
-pytest_plugins = ("tests.tracking_stack",)  # the real tracking server, for any module
+pytest_plugins = ("tests.support.tracking_stack",)  # the real tracking server, for any module
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL_SAMPLE_PER_CLASS = 200  # photos of each class in ``small_sample_zip``

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from tests.conftest import REPO
-from tests.processes import HANG_SECONDS
+from tests.support.processes import HANG_SECONDS
 
 STEPS = sorted(p.stem for p in (REPO / "components").glob("*.py") if p.stem != "__init__")
 
@@ -103,7 +103,7 @@ def test_deploy_without_a_kubeconfig_ends_in_one_line(tmp_path):
 def test_deploy_against_an_api_that_never_answers_ends_within_its_timeout(tmp_path):
     """The deadline ends the wait (the stand-in hangs for a minute): the step's own line
     says so; a hang would only meet the subprocess's limit."""
-    from tests.kube_api import FakeKServeApi, write_kubeconfig
+    from tests.support.kube_api import FakeKServeApi, write_kubeconfig
 
     with FakeKServeApi() as api:
         api.hang = True

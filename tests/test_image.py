@@ -2,7 +2,7 @@
 
 Marked ``image``: left out of the default run (the build reaches Debian's mirror and PyPI
 and takes minutes; ``make image-test`` runs it), skipped where buildah or debootstrap is
-missing. What stands in for what, and why, is in ``tests/imagebuild.py``: the base image
+missing. What stands in for what, and why, is in ``tests/support/imagebuild.py``: the base image
 (no registry here) and the Docker engine (none here), nothing of the image itself.
 """
 
@@ -20,7 +20,7 @@ from components.core import tracking
 from components.core.names import DEFAULT_EXPERIMENT
 from pipeline.pipeline import build_pipeline
 from pipeline.target import ClusterTarget
-from tests import imagebuild
+from tests.support import imagebuild
 
 pytestmark = [pytest.mark.image, pytest.mark.slow]
 APP_UID = 10001  # images/Dockerfile's USER
@@ -112,8 +112,8 @@ def test_the_image_serves_the_registered_model_as_the_inference_service_runs_it(
 
     from components.deploying import inference_service
     from components.deploying.config import DeployConfig
-    from tests.servers import free_port, stop_process_group
-    from tests.tracking_stack import register_trained_model
+    from tests.support.servers import free_port, stop_process_group
+    from tests.support.tracking_stack import register_trained_model
 
     name = "dogs-vs-cats-image-test"
     register_trained_model(running_server.url, small_arrays, tmp_path, name)

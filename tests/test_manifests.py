@@ -9,7 +9,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from tests import crds
+from tests.support import crds
 from tests.conftest import REPO
 
 MANIFESTS = REPO / "manifests"

@@ -2,7 +2,7 @@
 
 No Kubernetes runs here (a stand-in by necessity): the rendered manifests and Kubeflow
 Pipelines' own SeaweedFS policy (tests/fixtures/kfp-seaweedfs) are evaluated by
-tests/network_policies.py, whose reading of the API's rules is tested first.
+tests/support/network_policies.py, whose reading of the API's rules is tested first.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO
-from tests.network_policies import Pod, allows, namespace_labels, selects
+from tests.support.network_policies import Pod, allows, namespace_labels, selects
 from tests.test_manifests import render
 
 KFP_STORE = REPO / "tests/fixtures/kfp-seaweedfs/kfp-seaweedfs.yaml"

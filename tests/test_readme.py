@@ -11,7 +11,7 @@ import subprocess
 import pytest
 
 from tests.conftest import REPO, SAMPLE_ZIP
-from tests.processes import HANG_SECONDS
+from tests.support.processes import HANG_SECONDS
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 

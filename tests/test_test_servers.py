@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from tests import processes
-from tests.servers import MlflowServer, process_group_members
+from tests.support import processes
+from tests.support.servers import MlflowServer, process_group_members
 
 
 def test_a_server_that_misses_its_deadline_is_stopped_with_its_whole_group(tmp_path):

@@ -30,7 +30,6 @@ from components.training.config import TrainConfig
 from components.training.loop import DivergedError, new_learner, run_epoch
 from components.training.models import Classifier, save_classifier, weights_digest
 from components.training.runtime import Workers
-from components.tuning.report import metrics_line
 
 log = logging.getLogger(__name__)
 
@@ -122,8 +121,6 @@ def _train(
                 model_id = tracking.log_epoch(metrics, epoch)
                 saved = checkpoints.save_everywhere(cfg, meta, learner, history, run_id)
                 tracking.log_checkpoint(model_id, saved, epoch)
-                if cfg.metrics_stdout:
-                    print(metrics_line(epoch, metrics), flush=True)
                 if on_epoch:
                     on_epoch(epoch, metrics)
             if cfg.dry_run:

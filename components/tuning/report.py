@@ -16,6 +16,12 @@ OBJECTIVE = "val_accuracy"
 ADDITIONAL = ("val_loss", "train_loss", "train_accuracy")
 
 
+def print_metrics_line(epoch: int, metrics: dict[str, float]) -> None:
+    """Print the epoch's line for Katib's collector: the train step's ``on_epoch`` hook
+    with ``--metrics-stdout``."""
+    print(metrics_line(epoch, metrics), flush=True)
+
+
 def metrics_line(epoch: int, metrics: dict[str, float], now: datetime | None = None) -> str:
     """``2026-11-25T10:00:00.000000Z epoch=3 val_accuracy=0.912300 val_loss=…``."""
     stamp = (now or datetime.now(UTC)).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

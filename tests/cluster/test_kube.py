@@ -7,7 +7,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from components.cluster import kube
-from tests.kube_api import FakeKServeApi, write_kubeconfig
+from tests.support.kube_api import FakeKServeApi, write_kubeconfig
 
 ISVC = ("serving.kserve.io", "v1beta1", "team-a", "inferenceservices", "dogs-vs-cats")
 

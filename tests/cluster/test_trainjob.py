@@ -1,7 +1,7 @@
 """Multi-node training as a Kubeflow Trainer v2 TrainJob: its shape and its launcher's life.
 
 The TrainJob is checked against Trainer's own API models (kubeflow-trainer-api 2.3) and
-its pods against the Kubernetes schema. The launcher runs against ``tests/kube_api.py``,
+its pods against the Kubernetes schema. The launcher runs against ``tests/support/kube_api.py``,
 a stand-in for the Kubernetes API server (none runs on these machines).
 """
 
@@ -19,7 +19,7 @@ from kubernetes.client import ApiClient, Configuration
 from components.cluster import kube, trainjob
 from components.cluster.placement import Placement
 from components.training.config import TrainConfig
-from tests.kube_api import FakeKubeApi, condition
+from tests.support.kube_api import FakeKubeApi, condition
 
 GPU_IMAGE = "registry.example/dogs-vs-cats-cuda:1.2.3"
 RUN_ID = "8d6f3c1e-5b7a-4e2f-9c0d-1a2b3c4d5e6f"
@@ -150,7 +150,7 @@ def test_the_trainjob_is_valid_for_trainer_v2_and_its_pods_for_kubernetes():
 
 
 def test_the_trainjob_validates_strictly_against_trainers_own_crd():
-    from tests.crds import TRAIN_JOB, errors
+    from tests.support.crds import TRAIN_JOB, errors
 
     manifest = built()
     assert errors(manifest, TRAIN_JOB) == []

@@ -18,10 +18,10 @@ from components.downloading.config import DownloadConfig
 from components.evaluation.config import EvaluateConfig
 from components.preprocessing.config import PreprocessConfig
 from components.registration.config import RegisterConfig
+from components.sweeping.grid import SWEEPABLE
 from components.training.config import MODEL_NAMES, TrainConfig
 from components.training.models import MODELS
 from pipeline.parameters import STEP_SCHEMAS
-from pipeline.sweep import SWEEPABLE
 from pipeline.target import PipelineOnly
 
 STEPS = {

@@ -27,15 +27,15 @@ from components.evaluation.report import evaluate
 from components.training import session
 from components.training.config import TrainConfig
 from tests.conftest import REPO
-from tests.helpers import train_cli
-from tests.processes import HANG_SECONDS
-from tests.servers import (
+from tests.support.helpers import train_cli
+from tests.support.processes import HANG_SECONDS
+from tests.support.servers import (
     S3_KEYS,
     PostgresServer,
     deployment_container,
     free_port,
 )
-from tests.tracking_stack import BUCKET
+from tests.support.tracking_stack import BUCKET
 
 pytestmark = pytest.mark.integration
 ARTIFACTS = REPO / "test-artifacts"

@@ -17,8 +17,8 @@ import pytest
 
 from components.data.archives import DamagedArchiveError, ExtractionLimits, UnsafeArchiveError
 from components.downloading import fetch as fetching
-from tests.downloads import PAYLOAD, fetch
-from tests.helpers import tar_gz_bytes, zip_bytes, zip_with_symlink
+from tests.support.downloads import PAYLOAD, fetch
+from tests.support.helpers import tar_gz_bytes, zip_bytes, zip_with_symlink
 
 
 def test_directory_source_is_copied(tmp_path):

@@ -16,8 +16,8 @@ import pytest
 from PIL import Image
 
 from components.data import images
-from tests.helpers import png_of_zeros
-from tests.processes import START_HANG_SECONDS
+from tests.support.helpers import png_of_zeros
+from tests.support.processes import START_HANG_SECONDS
 
 
 def encoded(array: np.ndarray, fmt: str, mode: str | None = None) -> bytes:

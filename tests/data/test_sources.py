@@ -13,9 +13,9 @@ from components.data import sources
 from components.data.archives import ExtractionLimits
 from components.download import main as download_main
 from components.downloading import fetch as fetching
-from tests.downloads import DIGEST, PAYLOAD, fetch
-from tests.helpers import ScriptedServer, tar_gz_bytes, zip_bytes
-from tests.servers import S3_KEYS, SeaweedS3
+from tests.support.downloads import DIGEST, PAYLOAD, fetch
+from tests.support.helpers import ScriptedServer, tar_gz_bytes, zip_bytes
+from tests.support.servers import S3_KEYS, SeaweedS3
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import pytest
 
 from components.deploying import inference_service
 from components.deploying.config import DeployConfig
-from tests import crds
+from tests.support import crds
 
 CFG = DeployConfig(model_version="4", tracking_uri="http://mlflow:5000", image="img")
 KNATIVE = dataclasses.replace(CFG, deployment_mode="Knative", canary_percent=10)

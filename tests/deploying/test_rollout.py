@@ -13,8 +13,8 @@ from kubernetes import client as k8s
 from components.cluster import kube
 from components.deploying import inference_service, rollout
 from components.deploying.config import DeployConfig, RolloutConfig
-from tests import crds
-from tests.kube_api import FakeKServeApi
+from tests.support import crds
+from tests.support.kube_api import FakeKServeApi
 
 CFG = DeployConfig(
     model_version="2",

@@ -9,7 +9,7 @@ from mlflow.tracking import MlflowClient
 from components.core import tracking
 from components.deploying.config import DeployConfig
 from components.deploying.steps import serve_and_record
-from tests.kube_api import FakeKServeApi
+from tests.support.kube_api import FakeKServeApi
 
 CFG = DeployConfig(
     model_version="5", tracking_uri="http://mlflow:5000", image="img", poll_seconds=0.01

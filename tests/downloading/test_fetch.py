@@ -9,8 +9,8 @@ import pytest
 
 from components.data import sources
 from components.download import main as download_main
-from tests.downloads import DIGEST, PAYLOAD, fetch
-from tests.helpers import ScriptedServer
+from tests.support.downloads import DIGEST, PAYLOAD, fetch
+from tests.support.helpers import ScriptedServer
 
 
 def test_http_download_extracts_and_records(tmp_path):

@@ -13,7 +13,7 @@ from components import predict
 from components.core import tracking
 from components.evaluation import predictions
 from components.training.models import Classifier, build_model
-from tests.models import always_dog_model
+from tests.support.models import always_dog_model
 
 
 def test_predict_cli_prints_one_line_per_image(sample_images, tmp_path, capsys):
@@ -93,7 +93,7 @@ def test_a_model_that_is_neither_a_folder_nor_a_uri_is_one_line(tmp_path, model,
 
 
 def test_a_runs_uri_whose_server_does_not_answer_is_one_line_at_once(tmp_path, monkeypatch):
-    from tests.servers import free_port
+    from tests.support.servers import free_port
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{free_port()}")
     with pytest.raises(SystemExit, match="^error: the MLflow tracking server at .* unreachable"):

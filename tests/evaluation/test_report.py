@@ -17,7 +17,7 @@ from components.evaluation.config import EvaluateConfig
 from components.evaluation.report import evaluate
 from components.training import session
 from components.training.config import TrainConfig
-from tests.models import always_dog_model
+from tests.support.models import always_dog_model
 
 
 def test_known_predictions_give_the_expected_confusion_matrix(sample_arrays, tmp_path):

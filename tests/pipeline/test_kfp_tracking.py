@@ -1,6 +1,6 @@
 """The pipeline under Kubeflow Pipelines 2.17's own MLflow tracking.
 
-KFP's API server, driver and launcher are played by ``tests.kfp_tracking`` (a stand-in
+KFP's API server, driver and launcher are played by ``tests.support.kfp_tracking`` (a stand-in
 built from kubeflow/pipelines' proposal 12862 and its plugin code); the tracking server
 is real (PostgreSQL, artifacts proxied into SeaweedFS) and runs with MLflow's workspaces
 on, as a multi-user Kubeflow's does; every task runs its own command from the compiled
@@ -24,10 +24,10 @@ from mlflow.tracking import MlflowClient
 from components.core.names import REGISTERED_MODEL_NAME
 from pipeline.__main__ import LOCAL_TARGET
 from pipeline.pipeline import build_pipeline
-from tests.kfp_tracking import KfpMlflow
-from tests.processes import _command, descendants
-from tests.servers import MlflowServer
-from tests.tracking_stack import BUCKET, BUCKET_KEYS, server_flags
+from tests.support.kfp_tracking import KfpMlflow
+from tests.support.processes import _command, descendants
+from tests.support.servers import MlflowServer
+from tests.support.tracking_stack import BUCKET, BUCKET_KEYS, server_flags
 
 WORKSPACE = "kubeflow-user-example-com"  # KFP names the workspace after the profile
 EXPERIMENT = "dogs-vs-cats"  # what `submit` names in plugins_input; a test's own beside

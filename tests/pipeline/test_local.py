@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.processes import HANG_SECONDS
+from tests.support.processes import HANG_SECONDS
 
 # quotes, a backslash before a letter JSON would read as a TAB, a newline, non-ASCII: a
 # value that a settings string built by concatenation broke or turned into another setting
@@ -96,7 +96,7 @@ def served_as_the_readme_says(store: str, sample_images: Path, tmp_path: Path) -
     import requests
 
     from components.evaluation.predictions import predict_files
-    from tests.servers import ModelServerProcess
+    from tests.support.servers import ModelServerProcess
 
     photo = sample_images / "PetImages/Dog/101.jpg"
     encoded = base64.b64encode(photo.read_bytes()).decode()

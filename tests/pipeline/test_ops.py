@@ -64,7 +64,7 @@ def test_preflight_refuses_a_tracking_server_that_does_not_answer_and_an_empty_g
     mlflow_store,
 ):
     from components.core.tracking import TrackingUnavailableError
-    from tests.servers import free_port
+    from tests.support.servers import free_port
 
     ops.preflight_op.python_func(tracking_uri=mlflow_store)
     ops.preflight_op.python_func(tracking_uri=mlflow_store, grid=['{"lr": 0.01}'])
@@ -230,7 +230,7 @@ def test_deploy_serves_the_registered_version_and_tags_its_url_on_the_run(
 
     from components.cluster import kube
     from components.core import tracking
-    from tests.kube_api import FakeKServeApi
+    from tests.support.kube_api import FakeKServeApi
 
     # the model server in the pod loads through a tracking server, so the step takes one
     mlflow_store = running_server.url

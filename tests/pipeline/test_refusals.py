@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from tests.processes import HANG_SECONDS
+from tests.support.processes import HANG_SECONDS
 
 # the command's own entry point, then which heavy libraries it had loaded when it ended
 ENTRY = """

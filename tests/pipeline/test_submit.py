@@ -8,8 +8,8 @@ import subprocess
 import pytest
 
 from pipeline.__main__ import main as pipeline_main
-from tests.kfp_api import FakeKfpApi
-from tests.processes import HANG_SECONDS
+from tests.support.kfp_api import FakeKfpApi
+from tests.support.processes import HANG_SECONDS
 
 
 def test_kfp_run_submit_sends_the_spec_and_parameters_intact(compiled):
@@ -63,7 +63,7 @@ def test_python_submit_converts_parameter_types(capsys):
 
 
 def test_an_unreachable_kfp_api_is_one_line_that_says_what_was_tried():
-    from tests.servers import free_port
+    from tests.support.servers import free_port
 
     host = f"http://127.0.0.1:{free_port()}"
     with pytest.raises(SystemExit) as stopped:

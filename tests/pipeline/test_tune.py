@@ -9,7 +9,7 @@ import yaml
 from components.core.search_space import searched
 from components.tuning import webhook
 from pipeline.tune import _enqueued
-from tests.processes import HANG_SECONDS
+from tests.support.processes import HANG_SECONDS
 
 
 def _container(spec: dict) -> dict:

@@ -8,7 +8,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from components.core import tracking
-from tests.processes import HANG_SECONDS
+from tests.support.processes import HANG_SECONDS
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 

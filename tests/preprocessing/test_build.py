@@ -17,7 +17,7 @@ from components.data.images import decode_bytes
 from components.preprocessing import build as building
 from components.preprocessing.build import build_arrays
 from components.preprocessing.config import PreprocessConfig
-from tests.helpers import write_jpeg
+from tests.support.helpers import write_jpeg
 
 BROKEN = {
     "PetImages/Cat/666.jpg": "empty file",

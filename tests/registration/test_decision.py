@@ -226,7 +226,7 @@ def test_a_tracking_server_that_does_not_answer_is_one_line_at_once(monkeypatch)
     """The health check's own error: MLflow's client, which retries for minutes, was
     never asked."""
     from components.core.tracking import TrackingUnavailableError
-    from tests.servers import free_port
+    from tests.support.servers import free_port
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{free_port()}")
     with pytest.raises(TrackingUnavailableError, match="unreachable"):

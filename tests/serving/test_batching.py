@@ -9,7 +9,7 @@ import time
 import numpy as np
 
 from components.serving.batching import MicroBatcher
-from tests.processes import START_HANG_SECONDS
+from tests.support.processes import START_HANG_SECONDS
 
 
 def doubled(pixels: np.ndarray, calls: list[int]) -> np.ndarray:

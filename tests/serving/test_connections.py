@@ -12,10 +12,10 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import requests
 
-from tests.helpers import png_of_zeros
-from tests.models import seeded_model
-from tests.servers import ModelServerProcess
 from tests.serving.test_server import V1, b64, good_answer, read_reply
+from tests.support.helpers import png_of_zeros
+from tests.support.models import seeded_model
+from tests.support.servers import ModelServerProcess
 
 pytestmark = pytest.mark.integration
 TIGHT = (

@@ -12,8 +12,8 @@ from kserve.protocol.infer_type import InferInput, InferRequest
 from components.evaluation.predictions import predict_files
 from components.serving.config import ServeConfig
 from components.serving.model import DogsVsCats
-from tests.helpers import png_of_zeros
-from tests.models import seeded_model
+from tests.support.helpers import png_of_zeros
+from tests.support.models import seeded_model
 
 
 @pytest.fixture(scope="module")

@@ -14,9 +14,9 @@ import requests
 
 from components import fetch_model
 from components.evaluation.predictions import predict_files
-from tests.processes import HANG_SECONDS
-from tests.servers import S3_KEYS, ModelServerProcess
-from tests.tracking_stack import register_trained_model
+from tests.support.processes import HANG_SECONDS
+from tests.support.servers import S3_KEYS, ModelServerProcess
+from tests.support.tracking_stack import register_trained_model
 
 pytestmark = pytest.mark.integration
 NAME = "dogs-vs-cats-serving-test"

@@ -16,10 +16,10 @@ import pytest
 import requests
 
 from components.evaluation.predictions import predict_files
-from tests.helpers import png_of_zeros
-from tests.models import seeded_model
-from tests.processes import HANG_SECONDS
-from tests.servers import ModelServerProcess, process_group_members
+from tests.support.helpers import png_of_zeros
+from tests.support.models import seeded_model
+from tests.support.processes import HANG_SECONDS
+from tests.support.servers import ModelServerProcess, process_group_members
 
 pytestmark = pytest.mark.integration
 V1 = "/v1/models/dogs-vs-cats:predict"

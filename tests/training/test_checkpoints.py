@@ -21,9 +21,9 @@ from components.data.arrays import SPLITS, load_split, save_split
 from components.training import checkpoints, session
 from components.training.checkpoints import load_checkpoint
 from components.training.config import TrainConfig
-from tests.helpers import run_to_end, train_cli
-from tests.helpers import train_config as config
-from tests.processes import HANG_SECONDS
+from tests.support.helpers import run_to_end, train_cli
+from tests.support.helpers import train_config as config
+from tests.support.processes import HANG_SECONDS
 
 
 def test_resume_from_a_durable_store_after_losing_the_pod(sample_arrays, tmp_path, mlflow_store):
@@ -146,7 +146,7 @@ def test_killed_and_resumed_run_ends_with_the_same_weights(small_arrays, tmp_pat
 
 @pytest.mark.integration
 def test_checkpoints_survive_the_pod_in_s3(sample_arrays, tmp_path, mlflow_store, monkeypatch):
-    from tests.servers import S3_KEYS, SeaweedS3
+    from tests.support.servers import S3_KEYS, SeaweedS3
 
     for key, value in S3_KEYS.items():
         monkeypatch.setenv(key, value)

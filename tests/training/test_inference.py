@@ -7,7 +7,7 @@ import torch
 from components.training import inference
 from components.training.inference import predict_logits
 from components.training.models import Classifier, build_model
-from tests.models import tiny_model, tiny_split
+from tests.support.models import tiny_model, tiny_split
 
 
 def test_batched_inference_equals_the_one_image_at_a_time_loop():

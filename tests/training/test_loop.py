@@ -9,7 +9,7 @@ from components.training import runtime
 from components.training.config import TrainConfig
 from components.training.inference import predict_logits
 from components.training.loop import Learner, make_optimizer, new_learner, train_one_epoch
-from tests.models import tiny_model, tiny_split
+from tests.support.models import tiny_model, tiny_split
 
 
 @pytest.mark.gpu

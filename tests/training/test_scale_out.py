@@ -16,7 +16,7 @@ from mlflow.tracking import MlflowClient
 from components import train
 from components.training import session
 from components.training.models import build_model
-from tests.helpers import run_to_end
+from tests.support.helpers import run_to_end
 
 
 def history(output) -> list[dict]:

@@ -23,9 +23,9 @@ from components.training import session
 from components.training.loop import DivergedError
 from components.training.models import load_classifier, shifted_views
 from tests.conftest import REPO
-from tests.helpers import train_config as config
-from tests.local_http import LocalHTTPServer
-from tests.processes import HANG_SECONDS
+from tests.support.helpers import train_config as config
+from tests.support.local_http import LocalHTTPServer
+from tests.support.processes import HANG_SECONDS
 
 METRICS = {
     "train_loss",

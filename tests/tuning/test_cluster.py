@@ -1,6 +1,6 @@
 """A search on the cluster's Katib, end to end against a stand-in Katib API.
 
-No Kubernetes API server or Katib controller runs here: ``tests/katib_api.py`` stands in
+No Kubernetes API server or Katib controller runs here: ``tests/support/katib_api.py`` stands in
 for both, and each trial is the train step itself, started with the very command and
 flags of the trial's Job (the Experiment's template with Katib's substitutions), so the
 trials' MLflow runs, outputs and metrics are real.
@@ -22,8 +22,8 @@ from components.training.config import TrainConfig
 from components.tuning.cluster import tune_on_cluster
 from components.tuning.config import TuneConfig
 from components.tuning.experiment import ExperimentTarget
-from tests.katib_api import FakeKatibApi
-from tests.processes import HANG_SECONDS
+from tests.support.katib_api import FakeKatibApi
+from tests.support.processes import HANG_SECONDS
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 SPACE = searched({"label_smoothing": 0, "min_crop_area": 1, "weight_decay": 0})  # lr, batch

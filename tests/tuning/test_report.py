@@ -1,4 +1,5 @@
-"""The trial's output, read by Katib's StdOut collector's own rule (tests/katib_collector.py)."""
+"""The trial's output, read by Katib's StdOut collector's own rule
+(tests/support/katib_collector.py)."""
 
 import json
 import math
@@ -10,8 +11,8 @@ from datetime import UTC, datetime
 import pytest
 
 from components.tuning.report import ADDITIONAL, OBJECTIVE, metrics_line
-from tests.katib_collector import UNAVAILABLE, parse
-from tests.processes import HANG_SECONDS
+from tests.support.katib_collector import UNAVAILABLE, parse
+from tests.support.processes import HANG_SECONDS
 
 METRICS = [OBJECTIVE, *ADDITIONAL]
 

@@ -26,7 +26,7 @@ import requests
 import yaml
 
 from tests.conftest import REPO
-from tests.processes import HANG_SECONDS, START_HANG_SECONDS
+from tests.support.processes import HANG_SECONDS, START_HANG_SECONDS
 
 S3_KEYS = {
     "AWS_ACCESS_KEY_ID": "testing",

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.servers import S3_KEYS, MlflowServer, PostgresServer, SeaweedS3, deployment_flags
+from tests.support.servers import S3_KEYS, MlflowServer, PostgresServer, SeaweedS3, deployment_flags
 
 BUCKET = "mlflow-artifacts"
 # what a step's pod does not hold: the server proxies artifacts into the bucket

@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from tests.local_http import LocalHTTPServer
-from tests.processes import HANG_SECONDS
+from tests.support.local_http import LocalHTTPServer
+from tests.support.processes import HANG_SECONDS
 
 
 def write_jpeg(path: Path, seed: int, size=(64, 48), mode="RGB") -> Path:

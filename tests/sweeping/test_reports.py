@@ -6,7 +6,7 @@ import json
 
 from kfp.dsl import ClassificationMetrics, Markdown, Metrics
 
-from pipeline.reports import markdown_report, publish_evaluation
+from components.sweeping.reports import markdown_report, publish_evaluation
 
 RESULT = {
     "count": 20,

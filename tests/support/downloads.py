@@ -6,7 +6,7 @@ import hashlib
 
 from components.data import sources
 from components.downloading import fetch as fetching
-from tests.helpers import zip_bytes
+from tests.support.helpers import zip_bytes
 
 FAST = sources.RetryPolicy(attempts=4, backoff_seconds=0.01, stall_seconds=10)
 PAYLOAD = zip_bytes({f"PetImages/Cat/{i}.jpg": bytes([i]) * 50_000 for i in range(8)})

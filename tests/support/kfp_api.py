@@ -12,7 +12,7 @@ import json
 import threading
 from urllib.parse import parse_qs, urlparse
 
-from tests.local_http import JSONHandler, LocalHTTPServer
+from tests.support.local_http import JSONHandler, LocalHTTPServer
 
 PREFIX = "/apis/v2beta1"
 CREATED = "2026-11-22T00:00:00Z"

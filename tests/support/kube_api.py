@@ -20,7 +20,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import yaml
 
-from tests.local_http import JSONHandler, LocalHTTPServer
+from tests.support.local_http import JSONHandler, LocalHTTPServer
 
 TRAINER = "/apis/trainer.kubeflow.org/v1alpha1"
 JOBS = re.compile(rf"^{TRAINER}/namespaces/([^/]+)/trainjobs(?:/([^/]+))?$")

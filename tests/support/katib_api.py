@@ -17,8 +17,8 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
 from urllib.parse import urlsplit
 
-from tests.kube_api import condition
-from tests.local_http import JSONHandler, LocalHTTPServer
+from tests.support.kube_api import condition
+from tests.support.local_http import JSONHandler, LocalHTTPServer
 
 EXPERIMENTS = re.compile(
     r"^/apis/kubeflow\.org/v1beta1/namespaces/([^/]+)/experiments(?:/([^/]+))?$"
