@@ -9,8 +9,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from tests.support import crds
 from tests.conftest import REPO
+from tests.support import crds
 
 MANIFESTS = REPO / "manifests"
 KUSTOMIZATIONS = [
