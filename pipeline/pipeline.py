@@ -178,9 +178,9 @@ def _pipeline(target: ClusterTarget) -> Any:
             tracking_uri: MLflow tracking server every step logs to
             checkpoint_root: durable checkpoints: s3://BUCKET/PREFIX or a path; empty:
                 MLflow's
-            deploy: serve the model on KServe in the run's namespace once the gate registers
-                it (an InferenceService named dogs-vs-cats; a canary when another version
-                serves)
+            deploy: serve the model on KServe in the run's namespace once the gate gives it
+                the alias (an InferenceService named dogs-vs-cats; a canary when another
+                version serves)
         """
         settings = Settings(
             download=dict(source=source, sha256=sha256),
@@ -312,9 +312,9 @@ def _sweep_pipeline(target: ClusterTarget) -> Any:
             tracking_uri: MLflow tracking server every step logs to
             checkpoint_root: durable checkpoints: s3://BUCKET/PREFIX or a path; empty:
                 MLflow's
-            deploy: serve the model on KServe in the run's namespace once the gate registers
-                it (an InferenceService named dogs-vs-cats; a canary when another version
-                serves)
+            deploy: serve the model on KServe in the run's namespace once the gate gives it
+                the alias (an InferenceService named dogs-vs-cats; a canary when another
+                version serves)
             grid: the combinations to train: a list of JSON strings, each an object of
                 recipe settings, e.g. ['{"lr": 0.001}', '{"lr": 0.003}'] (`python -m pipeline
                 submit --sweep lr=0.001,0.003` builds it); an empty list is refused before
@@ -456,9 +456,9 @@ def _tune_pipeline(target: ClusterTarget) -> Any:
             tracking_uri: MLflow tracking server every step logs to
             checkpoint_root: durable checkpoints: s3://BUCKET/PREFIX or a path; empty:
                 MLflow's
-            deploy: serve the model on KServe in the run's namespace once the gate registers
-                it (an InferenceService named dogs-vs-cats; a canary when another version
-                serves)
+            deploy: serve the model on KServe in the run's namespace once the gate gives it
+                the alias (an InferenceService named dogs-vs-cats; a canary when another
+                version serves)
             algorithm: search algorithm (Katib's names); tpe learns from earlier trials (one
                 of: tpe, multivariate-tpe, random)
             trials: trials in all (Katib's maxTrialCount)

@@ -92,8 +92,8 @@ class PipelineOnly:
     )
     deploy: bool = setting(
         False,
-        "serve the model on KServe in the run's namespace once the gate registers it (an "
-        "InferenceService named dogs-vs-cats; a canary when another version serves)",
+        "serve the model on KServe in the run's namespace once the gate gives it the alias "
+        "(an InferenceService named dogs-vs-cats; a canary when another version serves)",
         role=PER_RUN,
     )
 

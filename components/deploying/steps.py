@@ -1,4 +1,4 @@
-"""The deploy step's work once the gate registered a version: roll out, then record."""
+"""The deploy step's work once the gate gave a version the alias: roll out, then record."""
 
 from __future__ import annotations
 
