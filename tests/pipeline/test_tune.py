@@ -17,20 +17,20 @@ def _container(spec: dict) -> dict:
 
 
 def test_the_readmes_tune_command_writes_an_experiment_katib_admits(tmp_path):
-    """README: ``python -m pipeline tune --output experiment.yaml --preset cpu --namespace
-    team-a --trials 16``, as typed, in a working directory of its own."""
+    """README: ``python -m pipeline tune --output scratch/experiment.yaml --preset cpu --namespace
+    team-a --trials 16``, as typed, in a clone of its own (``scratch/`` not there yet)."""
     done = subprocess.run(
-        [sys.executable, "-m", "pipeline", "tune", "--output", "experiment.yaml", "--preset",
-         "cpu", "--namespace", "team-a", "--trials", "16"],
+        [sys.executable, "-m", "pipeline", "tune", "--output", "scratch/experiment.yaml",
+         "--preset", "cpu", "--namespace", "team-a", "--trials", "16"],
         capture_output=True, text=True, timeout=HANG_SECONDS, cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    written = yaml.safe_load((tmp_path / "experiment.yaml").read_text())
+    written = yaml.safe_load((tmp_path / "scratch/experiment.yaml").read_text())
     assert webhook.validate(written) == []
     assert written["spec"]["maxTrialCount"] == 16 and written["metadata"]["namespace"] == "team-a"
     args = _container(written["spec"])["args"]
     assert "--epochs=32" in args and "--mirror-average" in args  # the cpu preset's recipe
-    assert "kubectl apply -f experiment.yaml" in done.stdout
+    assert "kubectl apply -f scratch/experiment.yaml" in done.stdout
 
 
 def test_a_searched_name_given_one_value_is_fixed_in_the_experiment(tmp_path):
