@@ -93,9 +93,8 @@ def fetch(
             source, sha256, s3_endpoint_url, cache_dir, retry, limits.max_bytes
         )
     else:
+        sources.check_local_source(source)
         archive = sources.local_path(source)
-        if not archive.exists():
-            raise FileNotFoundError(f"expected an archive or directory at {archive}, found nothing")
     try:
         with atomic_directory(output, "download") as staging:
             record = _unpack(source, archive, staging, sha256, limits)

@@ -198,7 +198,7 @@ def test_a_worse_model_is_registered_without_the_alias_and_the_card_says_why(
 
 
 def test_a_model_tested_on_another_split_takes_the_alias_only_when_forced(
-    small_arrays, sample_arrays, tmp_path, mlflow_store
+    small_arrays, sample_arrays, tmp_path, mlflow_store, capsys
 ):
     holder = trained(small_arrays, tmp_path / "holder")
     evaluated(small_arrays, tmp_path / "holder")
@@ -214,10 +214,11 @@ def test_a_model_tested_on_another_split_takes_the_alias_only_when_forced(
     assert not kept.took_alias and "which cannot be compared" in kept.reason
     client = MlflowClient(mlflow_store)
     assert str(client.get_model_version_by_alias("dogs-vs-cats", "candidate").version) == "1"
-    forced = register_if_accurate(
-        RegisterConfig(mlflow_run_id=other.run_id, min_accuracy=0.0, force_alias=True)
-    )
-    assert forced.took_alias and "moved by force" in forced.reason
+    capsys.readouterr()
+    register.main(["--mlflow-run-id", other.run_id, "--min-accuracy", "0", "--force-alias"])
+    forced = capsys.readouterr().out.strip()  # the README's flag, on the step's command line
+    assert forced.startswith("registered dogs-vs-cats version 3 as @candidate")
+    assert "moved by force" in forced
     assert str(client.get_model_version_by_alias("dogs-vs-cats", "candidate").version) == "3"
     assert client.get_model_version("dogs-vs-cats", "3").tags["challenge.outcome"] == "forced"
 
