@@ -71,7 +71,8 @@ def test_a_digest_for_a_directory_source_is_an_error(tmp_path):
 
 
 def test_missing_local_source_says_what_was_expected(tmp_path):
-    with pytest.raises(FileNotFoundError, match="expected the source as a .zip, .tar.gz or folder at .*nope.zip, found nothing"):
+    expected = "expected the source as a .zip, .tar.gz or folder at .*nope.zip, found nothing"
+    with pytest.raises(FileNotFoundError, match=expected):
         fetch(str(tmp_path / "nope.zip"), tmp_path)
 
 
