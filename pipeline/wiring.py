@@ -79,10 +79,7 @@ def wire(s: Settings, target: ClusterTarget) -> PipelineOutputs:
             placement=target.training.to_json(),
             **training,
         )
-        _cpu_task(train, target, cpu="1", memory="4Gi").set_caching_options(False)
-        _retry_training(train, target)
-        kubernetes.mount_pvc(train, pvc_name=target.shared_pvc, mount_path="/shared")
-        _with_mlflow_secret(train, target)
+        _launcher_task(train, target, cpu="1", memory="4Gi")
     else:
         train = ops.train_op(gpus=s.gpus, **training)
         _gpu_task(train, target, s.gpus)
@@ -150,12 +147,8 @@ def wire_tune(s: Settings, search: dict[str, Any], target: ClusterTarget) -> Tun
         **training,
         **search,
     )
-    # it only waits on Katib: small, and retried like training (an attempt finds the
-    # Experiment of the one before and waits for it)
-    _cpu_task(tune, target, cpu="500m", memory="2Gi").set_caching_options(False)
-    _retry_training(tune, target)
-    kubernetes.mount_pvc(tune, pvc_name=target.shared_pvc, mount_path="/shared")
-    _with_mlflow_secret(tune, target)
+    # it only waits on Katib: an attempt finds the Experiment of the one before
+    _launcher_task(tune, target, cpu="500m", memory="2Gi")
     evaluate = _evaluate_task(s, arrays, tune, target)
     register = _register_task(s, tune.outputs["Output"], evaluate.outputs["accuracy"], target)
     deploy = _deploy_task(s, register, tune.outputs["Output"], target)
@@ -253,6 +246,15 @@ def _cpu_task(task: Any, target: ClusterTarget, cpu: str, memory: str) -> Any:
         .set_memory_request(memory)
         .set_memory_limit(twice_memory(memory))
     )
+
+
+def _launcher_task(task: Any, target: ClusterTarget, cpu: str, memory: str) -> None:
+    """A task that launches training elsewhere (a TrainJob, Katib's trials) and waits on it:
+    small, uncached, retried like training, with the shared volume and MLflow's secret."""
+    _cpu_task(task, target, cpu=cpu, memory=memory).set_caching_options(False)
+    _retry_training(task, target)
+    kubernetes.mount_pvc(task, pvc_name=target.shared_pvc, mount_path="/shared")
+    _with_mlflow_secret(task, target)
 
 
 def _retry_training(task: Any, target: ClusterTarget) -> None:

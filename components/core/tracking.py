@@ -542,6 +542,10 @@ def register_model(
     return str(version.version)
 
 
+# what the Model Registry answers for a name, alias or version it does not hold
+REGISTRY_ABSENT = {"RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE"}
+
+
 def check_registered(uri: str) -> None:
     """Refuse, at once, a ``models:/NAME@ALIAS`` or ``models:/NAME/VERSION`` that the
     registry does not hold, naming the models and aliases it does hold.
@@ -575,7 +579,7 @@ def _has_version(client: MlflowClient, name: str, version: str) -> bool:
     try:
         client.get_model_version(name, version)
     except MlflowException as err:
-        if err.error_code in {"RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE"}:
+        if err.error_code in REGISTRY_ABSENT:
             return False
         raise
     return True
@@ -595,7 +599,7 @@ def alias_holder(name: str, alias: str) -> tuple[str, dict[str, str]] | None:
     try:
         version = client.get_model_version_by_alias(name, alias)
     except MlflowException as err:
-        if err.error_code in {"RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE"}:
+        if err.error_code in REGISTRY_ABSENT:
             return None
         raise
     return str(version.version), dict(version.tags)
