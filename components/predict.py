@@ -15,6 +15,7 @@ from pathlib import Path
 
 from components.core.errors import one_line_errors, printable
 from components.core.logs import setup_logging
+from components.core.names import RUNTIMES
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +30,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="train output directory, or an MLflow model URI such as "
         "runs:/RUN_ID/model or models:/NAME@candidate",
     )
+    parser.add_argument(
+        "--runtime",
+        choices=RUNTIMES,
+        default="auto",
+        help="onnx (ONNX Runtime) or torch; auto (the default): onnx, this being a CPU",
+    )
     parser.add_argument("images", nargs="+", type=Path, help="image files (JPEG, PNG, ...)")
     return parser
 
@@ -40,7 +47,7 @@ def main(argv: list[str] | None = None) -> None:
     from components.evaluation.predictions import predict_files
 
     with one_line_errors():
-        result = predict_files(args.model, args.images)
+        result = predict_files(args.model, args.images, args.runtime)
     for path, label, probability in result.classified:
         print(f"{printable(str(path))}\t{label}\t{probability:.4f}")
     for path, reason in result.skipped:

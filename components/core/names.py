@@ -13,3 +13,6 @@ MLFLOW_WAITS = (
     "times with back-off (about 4 minutes in all), then the step stops with one line "
     "(MLFLOW_HTTP_REQUEST_TIMEOUT and MLFLOW_HTTP_REQUEST_MAX_RETRIES change this)"
 )
+# what scores photos: ONNX Runtime (its graph exported at train time) or eager torch
+RUNTIMES = ("auto", "onnx", "torch")
+RUNTIME_HELP = "onnx (ONNX Runtime) or torch; auto: onnx on a CPU, torch on a GPU"

@@ -324,8 +324,11 @@ def signature(example: np.ndarray, output: np.ndarray) -> ModelSignature:
     return ModelSignature(inputs=infer_signature(example).inputs, outputs=columns)
 
 
-def log_model(model: torch.nn.Module, example: np.ndarray, weights_sha256: str) -> str:
-    """Log ``model`` with a signature and input example; load it back and check it predicts.
+def log_model(
+    model: torch.nn.Module, example: np.ndarray, weights_sha256: str, onnx_file: Path
+) -> str:
+    """Log ``model`` with a signature and input example, and its ONNX graph ``onnx_file``
+    beside its MLmodel file; load it back and check it predicts.
 
     ``weights_sha256`` (of the train step's ``model.pt``) goes into the model's metadata:
     what an evaluation of this run must have scored. Returns the model URI.
@@ -350,6 +353,7 @@ def log_model(model: torch.nn.Module, example: np.ndarray, weights_sha256: str) 
         },
         pip_requirements=[f"torch=={torch.__version__.split('+')[0]}", "numpy"],
     )
+    MlflowClient(tracking_uri()).log_model_artifact(info.model_id, str(onnx_file))
     loaded = load_model(info.model_uri)
     with torch.no_grad():
         again = loaded(torch.from_numpy(example)).numpy()
@@ -414,16 +418,19 @@ def _pickle_refused() -> Iterator[None]:
             os.environ[key] = before
 
 
-def download_model(uri: str, folder: Path) -> None:
-    """A logged or registered model's files into ``folder``, as MLflow resolves ``uri``.
+def download_model(uri: str, folder: Path) -> Path:
+    """A logged or registered model's files into ``folder``, as MLflow resolves ``uri``;
+    the folder that holds them: ``folder`` for ``models:/``, a folder in it named as the
+    URI's last part for the others (``runs:/RUN/model``: ``folder/model``).
 
     Raises:
         ValueError: what arrived is not an MLflow model (no MLmodel file).
     """
     mlflow.set_tracking_uri(tracking_uri())
-    mlflow.artifacts.download_artifacts(artifact_uri=uri, dst_path=str(folder))
-    if not (folder / "MLmodel").is_file():
+    where = Path(mlflow.artifacts.download_artifacts(artifact_uri=uri, dst_path=str(folder)))
+    if not (where / "MLmodel").is_file():
         raise ValueError(f"expected an MLflow model at {uri}, found no MLmodel file in it")
+    return where
 
 
 def model_input_shape(uri: str) -> tuple[int, ...]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from components.core.names import DEFAULT_EXPERIMENT
+from components.core.names import DEFAULT_EXPERIMENT, RUNTIME_HELP, RUNTIMES
 from components.core.schema import LOCAL, PER_RUN, setting
 from components.data.arrays import SPLITS
 
@@ -22,3 +22,4 @@ class EvaluateConfig:
         None, "MLflow run to log into (default: the one in MODEL/mlflow_run_id)", role=LOCAL
     )
     device: str = setting("auto", "auto, cpu, cuda or cuda:N", role=LOCAL)
+    runtime: str = setting("auto", RUNTIME_HELP, choices=RUNTIMES, role=LOCAL)

@@ -21,6 +21,8 @@ from components.data.arrays import read_meta
 from components.evaluation import metrics as scoring
 from components.evaluation import plots
 from components.evaluation.config import EvaluateConfig
+from components.scoring.loading import load_scorer
+from components.scoring.scorers import pick_runtime, score_batches
 from components.training.batches import DeviceSplit
 from components.training.inference import predict_logits
 from components.training.models import load_classifier, weights_digest
@@ -50,7 +52,12 @@ def evaluate(cfg: EvaluateConfig) -> dict[str, Any]:
     _check_inputs_fit(spec, read_meta(data_dir), data_dir)
     target = pick_device(cfg.device)
     data = DeviceSplit.load(data_dir, cfg.split, target)
-    scores = torch.softmax(predict_logits(model.to(target), data), dim=1)[:, 1].cpu().numpy()
+    if pick_runtime(cfg.runtime, target) == "onnx":
+        scorer = load_scorer(str(model_dir), "onnx").scorer
+        logits = torch.from_numpy(score_batches(scorer, data.images.numpy()))
+    else:
+        logits = predict_logits(model.to(target), data)
+    scores = torch.softmax(logits, dim=1)[:, 1].cpu().numpy()
     labels = data.labels.cpu().numpy()
     images = data.images.cpu().numpy()
     figures = _figures(spec["classes"], images, labels, scores)

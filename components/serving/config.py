@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from components.core.names import RUNTIMES
 from components.core.schema import LOCAL, setting
 
 MODEL_NAME = "dogs-vs-cats"  # the name in KServe's routes: /v1/models/dogs-vs-cats:predict
@@ -77,6 +78,13 @@ class ServeConfig:
         "batches run through the network at once, the cores shared out among them; 0: one "
         "a core the server may use, each pass on one core (on a small CPU, two one-core "
         "passes at once outrun one pass on two cores)",
+        role=LOCAL,
+    )
+
+    runtime: str = setting(
+        "auto",
+        "onnx (ONNX Runtime) or torch; auto: onnx (the server scores on its CPU)",
+        choices=RUNTIMES,
         role=LOCAL,
     )
 

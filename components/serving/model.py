@@ -17,7 +17,8 @@ from kserve.protocol.infer_type import InferRequest, InferResponse
 from components.core.cores import available_cores
 from components.core.names import CLASSES
 from components.data.images import decode_bytes, decode_pixels
-from components.evaluation.predictions import load_any
+from components.scoring.loading import load_scorer
+from components.scoring.scorers import OnnxScorer, TorchScorer
 from components.serving import payloads
 from components.serving.batching import MicroBatcher
 from components.serving.config import MODEL_NAME, ServeConfig
@@ -35,7 +36,7 @@ class DogsVsCats(Model):
     def __init__(self, cfg: ServeConfig):
         super().__init__(MODEL_NAME)
         self.cfg = cfg
-        self.net: torch.nn.Module | None = None
+        self.scorer: OnnxScorer | TorchScorer | None = None
         self.channels = self.image_size = 0
         self.batcher: MicroBatcher | None = None
         # a request's photos are decoded by one thread, a thread a core: one client's
@@ -43,15 +44,17 @@ class DogsVsCats(Model):
         self.decoding = ThreadPoolExecutor(available_cores(), "decode")
 
     def load(self) -> bool:
-        """Load the model as ``components.predict`` does (no pickle); ready once loaded.
-
-        A train output loads in eval mode; an MLflow URI as the ``torch.export`` program
-        it was logged as, which has no modes (``.eval()`` on it raises).
-        """
-        self.net, self.channels, self.image_size = load_any(self.cfg.model)
-        wait = self.cfg.batch_wait_ms / 1000
+        """Load the model as ``components.predict`` does (no pickle, an ONNX file checked
+        as data); ready once loaded."""
         cores = available_cores()
         passes = self.cfg.forward_passes or cores
+        loaded = load_scorer(self.cfg.model, self.cfg.runtime, passes)
+        self.scorer, self.channels, self.image_size = (
+            loaded.scorer,
+            loaded.channels,
+            loaded.image_size,
+        )
+        wait = self.cfg.batch_wait_ms / 1000
         threads = max(1, cores // passes)  # torch's threads for each pass
         self.batcher = MicroBatcher(
             self._probabilities,
@@ -64,9 +67,9 @@ class DogsVsCats(Model):
         return self.ready
 
     def _probabilities(self, pixels: np.ndarray) -> np.ndarray:
-        assert self.net is not None
-        with torch.no_grad():
-            return torch.softmax(self.net(torch.from_numpy(pixels).float()), dim=1).numpy()
+        assert self.scorer is not None
+        logits = self.scorer(pixels.astype(np.float32, copy=False))
+        return torch.softmax(torch.from_numpy(logits), dim=1).numpy()
 
     async def predict(
         self,

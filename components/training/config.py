@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from components.core.names import DEFAULT_EXPERIMENT
+from components.core.names import DEFAULT_EXPERIMENT, RUNTIME_HELP, RUNTIMES
 from components.core.schema import LOCAL, PER_RUN, check_seed, setting
 
 MODEL_NAMES = ("tutorial_cnn", "compact_cnn", "five_conv_cnn", "bn_cnn", "resnet18")
@@ -60,6 +60,12 @@ class TrainConfig:
     # per run
     experiment: str = setting(DEFAULT_EXPERIMENT, "MLflow experiment", role=PER_RUN)
     device: str = setting("auto", "auto, cpu, cuda or cuda:N", role=LOCAL)
+    runtime: str = setting(
+        "auto",
+        f"what scores the val split each epoch: {RUNTIME_HELP}",
+        choices=RUNTIMES,
+        role=LOCAL,
+    )
     resume: bool = setting(
         False, "continue from the newest checkpoint and its MLflow run", role=LOCAL
     )

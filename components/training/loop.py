@@ -14,11 +14,13 @@ from torch.optim.lr_scheduler import LRScheduler
 
 from components.core.names import CLASSES
 from components.core.progress import progress
+from components.scoring.scorers import pick_runtime, score_batches
 from components.training import runtime
 from components.training.batches import DeviceSplit, augment
 from components.training.config import TrainConfig
 from components.training.inference import autocast, predict_logits
 from components.training.models import WANTS_CROPS, Classifier, build_model
+from components.training.onnx_graph import OnnxGraph
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +42,7 @@ class Learner:
     parallel: torch.nn.Module  # ``model`` wrapped for DDP, or ``model`` itself
     optimizer: torch.optim.Optimizer
     scheduler: LRScheduler
+    onnx: OnnxGraph | None  # what scores the val split on a CPU, where the runtime is onnx
 
 
 def make_optimizer(
@@ -81,7 +84,8 @@ def new_learner(
     model = model.to(device)
     parallel = runtime.wrap(model, workers, device)
     compiled = cast(torch.nn.Module, torch.compile(parallel)) if cfg.compile else parallel
-    return Learner(model, compiled, *make_optimizer(model, cfg, steps_per_epoch))
+    onnx = OnnxGraph() if pick_runtime(cfg.runtime, device) == "onnx" else None
+    return Learner(model, compiled, *make_optimizer(model, cfg, steps_per_epoch), onnx)
 
 
 def epoch_seed(seed: int, epoch: int) -> int:
@@ -112,7 +116,7 @@ def run_epoch(
     sums = train_one_epoch(learner, train_data, cfg, epoch, workers)
     loss_sum, correct, seen = (t.item() for t in runtime.sum_across(workers, *sums))
     seconds = time.perf_counter() - started  # .item() above waited for the device
-    val_loss, val_correct, val_seen = validate(learner.model, val_data, cfg, workers)
+    val_loss, val_correct, val_seen = validate(learner, val_data, cfg, workers)
     metrics = {
         "train_loss": loss_sum / seen,
         "train_accuracy": correct / seen,
@@ -191,11 +195,16 @@ def train_one_epoch(
 
 
 def validate(
-    model: torch.nn.Module, data: DeviceSplit, cfg: TrainConfig, workers: runtime.Workers
+    learner: Learner, data: DeviceSplit, cfg: TrainConfig, workers: runtime.Workers
 ) -> tuple[float, float, float]:
-    """Summed val loss, correct count and count over all ranks, each scoring its shard."""
+    """Summed val loss, correct count and count over all ranks, each scoring its shard
+    (by ONNX Runtime where the learner has a graph, else by torch)."""
     shard = data.shard(workers.rank, workers.world_size)
-    logits = predict_logits(model, shard, amp=cfg.amp)
+    if learner.onnx:
+        scorer = learner.onnx.scorer(learner.model, shard.images)
+        logits = torch.from_numpy(score_batches(scorer, shard.images.numpy()))
+    else:
+        logits = predict_logits(learner.model, shard, amp=cfg.amp)
     sums = (
         F.cross_entropy(logits, shard.labels, reduction="sum"),
         (logits.argmax(1) == shard.labels).sum().float(),

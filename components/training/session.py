@@ -24,17 +24,20 @@ import torch
 from components.core import schema, tracking
 from components.core.atomic import atomic_file, claim_directory, exclusive, write_json
 from components.data.arrays import load_split, read_meta
+from components.scoring.onnx_file import ONNX_FILE
 from components.training import checkpoints, runtime
 from components.training.batches import DeviceSplit
 from components.training.config import TrainConfig
 from components.training.loop import DivergedError, new_learner, run_epoch
 from components.training.models import Classifier, save_classifier, weights_digest
+from components.training.onnx_graph import OnnxGraph
 from components.training.runtime import Workers
 
 log = logging.getLogger(__name__)
 
 EpochHook = Callable[[int, dict[str, float]], None]
-OUTPUT_FILES = ["model.pt", checkpoints.CHECKPOINT, "history.json", "mlflow_run_id"]
+OUTPUT_FILES = ["model.pt", ONNX_FILE, checkpoints.CHECKPOINT, "history.json", "mlflow_run_id"]
+CHECKED_PHOTOS = 64  # val photos on which ONNX Runtime must give eager torch's answers
 
 
 @dataclass(frozen=True)
@@ -127,7 +130,13 @@ def _train(
                 break
         if workers.is_main:  # saving and logging the model can take half a minute
             log.info("training done; saving the model to %s and logging it to MLflow", cfg.output)
-        model_uri = _write_outputs(cfg, model, meta, history, run_id) if workers.is_main else None
+        photos = val_data.images[:CHECKED_PHOTOS]
+        graph = learner.onnx or OnnxGraph()
+        model_uri = (
+            _write_outputs(cfg, model, graph, photos, meta, history, run_id)
+            if workers.is_main
+            else None
+        )
     return TrainResult(run_id, history, model_uri)
 
 
@@ -208,11 +217,14 @@ def _parent_run(cfg: TrainConfig) -> str | None:
 def _write_outputs(
     cfg: TrainConfig,
     model: Classifier,
+    graph: OnnxGraph,
+    photos: torch.Tensor,
     meta: dict[str, Any],
     history: list[dict[str, Any]],
     run_id: str | None,
 ) -> str:
-    """model.pt, history.json and mlflow_run_id in the output; the model logged to MLflow."""
+    """model.pt, model.onnx (once it gives eager torch's answers on ``photos``),
+    history.json and mlflow_run_id in the output; the model logged to MLflow."""
     output = Path(cfg.output)
     spec = {
         "model": cfg.model,
@@ -225,6 +237,7 @@ def _write_outputs(
         "shift_average": cfg.shift_average,
     }
     save_classifier(output / "model.pt", model, spec)
+    graph.write(output / ONNX_FILE, model, photos)
     write_json(output / "history.json", history)
     with atomic_file(output / "mlflow_run_id", "w") as handle:
         handle.write(run_id or "")
@@ -232,7 +245,9 @@ def _write_outputs(
     side = meta["image_size"]
     # a batch of two, so the exported model keeps a dynamic batch dimension
     example = np.full((2, meta["channels"], side, side), 128, np.float32)
-    return tracking.log_model(model, example, weights_digest(output / "model.pt"))
+    return tracking.log_model(
+        model, example, weights_digest(output / "model.pt"), output / ONNX_FILE
+    )
 
 
 def train_processes(cfg: TrainConfig, processes: int) -> str:

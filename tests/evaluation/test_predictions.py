@@ -12,6 +12,7 @@ import torch
 from components import predict
 from components.core import tracking
 from components.evaluation import predictions
+from components.scoring.loading import load_scorer
 from components.training.models import Classifier, build_model
 from tests.support.models import always_dog_model
 
@@ -24,14 +25,17 @@ def test_predict_cli_prints_one_line_per_image(sample_images, tmp_path, capsys):
 
 
 def test_an_mlflow_model_taking_huge_images_is_refused_before_any_decoding(
-    sample_images, mlflow_store
+    sample_images, mlflow_store, tmp_path
 ):
-    """A registry model whose signature asks for 520×520 (over the 512 limit) input."""
+    """A registry model whose signature asks for 520×520 (over the 512 limit) input,
+    scored by torch (its ONNX file is refused in tests/scoring/test_loading.py)."""
     net = Classifier(build_model("compact_cnn", 1, 520), [0.5], [0.25])
+    (tmp_path / "model.onnx").write_bytes(b"not read")
     with tracking.start_run("dogs-vs-cats"):
-        uri = tracking.log_model(net, np.full((2, 1, 520, 520), 128, np.float32), "0" * 64)
+        example = np.full((2, 1, 520, 520), 128, np.float32)
+        uri = tracking.log_model(net, example, "0" * 64, tmp_path / "model.onnx")
     with pytest.raises(ValueError, match=r"found input shape \(-1, 1, 520, 520\)"):
-        predictions.predict_files(uri, [sample_images / "PetImages/Dog/1.jpg"])
+        predictions.predict_files(uri, [sample_images / "PetImages/Dog/1.jpg"], "torch")
 
 
 def test_predict_names_files_it_cannot_classify_and_classifies_the_rest(
@@ -77,7 +81,7 @@ def test_a_pickled_mlflow_model_is_refused_and_its_code_never_runs(tmp_path, mlf
     with pytest.raises(Exception, match="Deserializing model using pickle is disallowed"):
         tracking.load_model(model_dir.as_uri())  # how predict and serving load MLflow models
     with pytest.raises(ValueError, match="signature of one input tensor at .*, found no signature"):
-        predictions.load_any(model_dir.as_uri())  # predict's own path: refused before loading
+        load_scorer(model_dir.as_uri())  # predict's own path: refused before loading
     assert not (tmp_path / "pwned").exists()
 
 

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import requests
 
@@ -25,9 +26,10 @@ NAME = "dogs-vs-cats-serving-test"
 @pytest.fixture(scope="module")
 def registered(running_server, small_arrays, tmp_path_factory):
     """A model trained and logged through the server, registered as version 1 @candidate;
-    (the run id, the tracking server's URL)."""
+    (the run id, the tracking server's URL). The tutorial preset's net and ten views."""
     workdir = tmp_path_factory.mktemp("registry")
-    run_id = register_trained_model(running_server.url, small_arrays, workdir, NAME)
+    recipe = {"model": "five_conv_cnn", "mirror_average": True, "shift_average": True}
+    run_id = register_trained_model(running_server.url, small_arrays, workdir, NAME, **recipe)
     return run_id, running_server.url
 
 
@@ -37,17 +39,26 @@ def photos(sample_images) -> list:
     return [*cats, *sorted((sample_images / "PetImages/Dog").glob("*.jpg"))[:3]]
 
 
-def served_answers(model: str, photos: list, workdir, env: dict) -> list[dict]:
-    """What ``components.serve --model MODEL`` answers to one V1 request of ``photos``."""
-    body = {
-        "instances": [{"image": {"b64": base64.b64encode(p.read_bytes()).decode()}} for p in photos]
-    }
+def served_answers(
+    model: str, photos: list, workdir, env: dict, per_request: int = 64
+) -> list[dict]:
+    """What ``components.serve --model MODEL`` answers to V1 requests of ``photos``,
+    ``per_request`` photos each, in order."""
+    answers = []
     with ModelServerProcess(model, workdir, env=env) as server:
-        answer = requests.post(
-            f"{server.url}/v1/models/dogs-vs-cats:predict", json=body, timeout=60
-        )
-    assert answer.status_code == 200, answer.text
-    return answer.json()["predictions"]
+        for start in range(0, len(photos), per_request):
+            chunk = photos[start : start + per_request]
+            body = {
+                "instances": [
+                    {"image": {"b64": base64.b64encode(p.read_bytes()).decode()}} for p in chunk
+                ]
+            }
+            answer = requests.post(
+                f"{server.url}/v1/models/dogs-vs-cats:predict", json=body, timeout=HANG_SECONDS
+            )
+            assert answer.status_code == 200, answer.text
+            answers += answer.json()["predictions"]
+    return answers
 
 
 @pytest.mark.parametrize(
@@ -66,6 +77,29 @@ def test_a_registered_model_is_served_as_predict_classifies_it(
     served = served_answers(uri, photos, tmp_path, env)
     assert [a["class"] for a in served] == [c for c, _ in expected]
     assert [a["probability"] for a in served] == pytest.approx([p for _, p in expected], abs=1e-4)
+
+
+def test_onnx_runtime_and_torch_answer_alike_for_every_photo_of_the_sample(
+    registered, sample_images, tmp_path, monkeypatch, caplog
+):
+    """``models:/NAME@candidate`` through the tracking server: ``predict`` by ONNX Runtime
+    (its default here) and by torch, and the server (ONNX Runtime), agree on each photo's
+    class, their probabilities within 1e-4."""
+    _, tracking_url = registered
+    uri = f"models:/{NAME}@candidate"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", tracking_url)
+    photos = sorted(sample_images.glob("PetImages/*/*"))
+    by_onnx = predict_files(uri, photos).classified
+    assert "holds no model.onnx" not in caplog.text  # the registry's model carries it
+    by_torch = predict_files(uri, photos, "torch").classified
+    assert len(by_onnx) == len(by_torch) > 1900  # the sample's broken files skipped alike
+    assert [(f, c) for f, c, _ in by_onnx] == [(f, c) for f, c, _ in by_torch]
+    onnx_p, torch_p = (np.array([p for *_, p in rows]) for rows in (by_onnx, by_torch))
+    assert np.abs(onnx_p - torch_p).max() <= 1e-4
+    env = {k: v for k, v in os.environ.items() if k not in S3_KEYS and k != "MLFLOW_RUN_ID"}
+    served = served_answers(uri, [f for f, *_ in by_onnx], tmp_path, env, per_request=64)
+    assert [a["class"] for a in served] == [c for _, c, _ in by_torch]
+    assert np.abs(np.array([a["probability"] for a in served]) - torch_p).max() <= 1e-4
 
 
 def test_a_model_fetched_as_kserves_storage_initializer_fetches_it_is_served_from_its_folder(

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import torch
 
+from components.scoring.onnx_file import ONNX_FILE
 from components.training.batches import DeviceSplit
 from components.training.models import Classifier, build_model, save_classifier
+from components.training.onnx_graph import OnnxGraph
 
 
 def always_dog_model(directory, channels=1, size=40):
@@ -38,7 +40,8 @@ def seeded_model(directory, channels=1, size=40, seed=0):
 
 
 def _saved(directory, net, channels: int, size: int, mean: float):
-    """``net`` saved as the train step saves a tutorial net: model.pt in ``directory``."""
+    """``net`` saved as the train step saves a tutorial net: model.pt and model.onnx in
+    ``directory``."""
     spec = {
         "model": "tutorial_cnn",
         "channels": channels,
@@ -48,5 +51,10 @@ def _saved(directory, net, channels: int, size: int, mean: float):
         "classes": ["cat", "dog"],
     }
     directory.mkdir(parents=True, exist_ok=True)
-    save_classifier(directory / "model.pt", Classifier(net, spec["mean"], spec["std"]), spec)
+    model = Classifier(net, spec["mean"], spec["std"]).eval()
+    save_classifier(directory / "model.pt", model, spec)
+    photos = torch.randint(
+        0, 256, (4, channels, size, size), generator=torch.Generator().manual_seed(0)
+    )
+    OnnxGraph().write(directory / ONNX_FILE, model, photos.float())
     return directory

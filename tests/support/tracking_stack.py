@@ -67,9 +67,12 @@ def tracking_server(running_server, tmp_path, monkeypatch):
     return running_server
 
 
-def register_trained_model(tracking_url: str, arrays: Path, workdir: Path, name: str) -> str:
+def register_trained_model(
+    tracking_url: str, arrays: Path, workdir: Path, name: str, **recipe: object
+) -> str:
     """Train one batch on ``arrays`` through the server, as a step without bucket keys
-    does, and register the model as ``name`` version 1 @candidate; the run's id."""
+    does (with the settings ``recipe`` gives), and register the model as ``name`` version
+    1 @candidate; the run's id."""
     from components.core import tracking
     from components.training import session
     from components.training.config import TrainConfig
@@ -80,7 +83,7 @@ def register_trained_model(tracking_url: str, arrays: Path, workdir: Path, name:
         patch.setenv("MLFLOW_TRACKING_URI", tracking_url)
         patch.chdir(workdir)
         result = session.train(
-            TrainConfig(data=str(arrays), output=str(workdir / "model"), dry_run=True)
+            TrainConfig(data=str(arrays), output=str(workdir / "model"), dry_run=True, **recipe)
         )
         version = tracking.register_model(result.run_id, name, "candidate", "a test model", {})
         assert version == "1"

@@ -19,6 +19,9 @@ from mlflow.tracking import MlflowClient
 
 from components import train
 from components.core import tracking
+from components.scoring.loading import load_scorer
+from components.scoring.onnx_file import ONNX_FILE
+from components.scoring.scorers import OnnxScorer
 from components.training import session
 from components.training.loop import DivergedError
 from components.training.models import load_classifier, shifted_views
@@ -73,6 +76,9 @@ def test_train_logs_everything_to_mlflow(sample_arrays, tmp_path, mlflow_store):
     assert {(m.model_id, int(m.tags["epoch"])) for m in checkpoints} <= outputs
     logged = tracking.load_model(result.model_uri)  # pickle refused: it must load without
     assert logged(torch.full((5, 1, 40, 40), 128.0)).shape == (5, 2)
+    model_id = result.model_uri.removeprefix("models:/")
+    carried = {a.path for a in client.list_logged_model_artifacts(model_id)}
+    assert {"MLmodel", ONNX_FILE} <= carried  # the graph travels with the model
     info = mlflow.models.get_model_info(result.model_uri)  # the class order travels with it
     assert [c["name"] for c in info.signature.outputs.to_dict()] == ["logit_cat", "logit_dog"]
     assert info.metadata["classes"] == ["cat", "dog"]
@@ -123,6 +129,26 @@ def test_a_mirror_averaging_model_keeps_it_when_saved_and_logged(
     for model in (saved, tracking.load_model(result.model_uri)):
         out, mirrored = model(pixels.float()), model(pixels.flip(3).float())
         assert torch.allclose(out, mirrored, atol=1e-6) and not torch.allclose(out[0], out[1])
+    for where in (str(tmp_path / "out"), result.model_uri):  # its ONNX graph, both places
+        scorer = load_scorer(where).scorer
+        assert isinstance(scorer, OnnxScorer)
+        out, mirrored = scorer(pixels.float().numpy()), scorer(pixels.flip(3).float().numpy())
+        np.testing.assert_allclose(out, mirrored, atol=1e-5)
+        np.testing.assert_allclose(out, saved(pixels.float()).detach().numpy(), atol=1e-5)
+
+
+def test_validation_by_onnx_runtime_scores_as_validation_by_torch(
+    small_arrays, tmp_path, mlflow_store
+):
+    """Two epochs, so the second validation scores weights swapped into the first export."""
+    histories = [
+        session.train(config(small_arrays, tmp_path / runtime, epochs=2, runtime=runtime)).history
+        for runtime in ("onnx", "torch")
+    ]
+    for by_onnx, by_torch in zip(*histories, strict=True):
+        assert by_onnx["val_accuracy"] == by_torch["val_accuracy"]
+        assert by_onnx["val_loss"] == pytest.approx(by_torch["val_loss"], abs=1e-5)
+        assert by_onnx["train_loss"] == by_torch["train_loss"]  # the same training
 
 
 def test_a_shift_averaging_model_keeps_it_when_saved_and_logged(

@@ -1,0 +1,1 @@
+"""Scoring photos with a trained classifier: eager torch or ONNX Runtime."""

@@ -1,0 +1,125 @@
+"""Loading a model to score with, from a train output, an MLflow model's folder or an MLflow
+URI (runs:/…, models:/…, s3://…): its ONNX graph in ONNX Runtime where it has one and the
+runtime is onnx, else its torch program."""
+
+from __future__ import annotations
+
+import logging
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from components.data.arrays import shape_problems
+from components.scoring.onnx_export import INPUT, OUTPUT
+from components.scoring.onnx_file import ONNX_FILE, read_onnx
+from components.scoring.scorers import OnnxScorer, TorchScorer, pick_runtime, session_threads
+from components.training.models import load_classifier
+
+log = logging.getLogger(__name__)
+
+URI_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+:")  # runs:, models:, s3:, file: (not C:)
+CPU = torch.device("cpu")
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """A scorer and the photos it takes: ``channels``×``image_size``² pixels."""
+
+    scorer: OnnxScorer | TorchScorer
+    channels: int
+    image_size: int
+
+
+def load_scorer(model: str, runtime: str = "auto", passes: int = 1) -> LoadedModel:
+    """The model at ``model`` as a scorer on this CPU, with the input it takes.
+
+    Args:
+        model: a train output folder, an MLflow model's folder (what
+            ``components.fetch_model`` writes) or an MLflow model URI.
+        runtime: onnx, torch or auto (onnx here); a model without an ONNX file is
+            scored by torch, and the log says so.
+        passes: forward passes that run at once, sharing the cores (ONNX Runtime).
+
+    Raises:
+        FileNotFoundError: ``model`` is neither a URI nor an existing folder.
+        ValueError: a file, a model outside the data contract, or an ONNX file refused.
+        TrackingUnavailableError: a ``runs:/`` or ``models:/`` URI whose tracking server
+            does not answer (at once, not after MLflow's retries).
+    """
+    runtime = pick_runtime(runtime, CPU)
+    if URI_SCHEME.match(model):
+        return _from_uri(model, runtime, passes)
+    folder = Path(model)
+    if not folder.is_dir():
+        found = "a file" if folder.exists() else "nothing there"
+        raise FileNotFoundError(
+            f"expected a train output folder, an MLflow model's folder or an MLflow "
+            f"model URI (runs:/RUN/model, models:/NAME@ALIAS) as --model, found {found}: "
+            f"{model}"
+        )
+    if runtime == "onnx" and (folder / ONNX_FILE).is_file():
+        return _from_onnx(folder / ONNX_FILE, passes)
+    if runtime == "onnx":
+        log.warning("%s holds no %s: scoring with torch", model, ONNX_FILE)
+    if (folder / "MLmodel").is_file():  # fetched by components.fetch_model, say
+        return _from_mlflow(folder.resolve().as_uri())
+    classifier, spec = load_classifier(folder)
+    return LoadedModel(TorchScorer(classifier), spec["channels"], spec["image_size"])
+
+
+def _from_uri(uri: str, runtime: str, passes: int) -> LoadedModel:
+    """An MLflow URI's model: its files fetched once, for ONNX Runtime or torch."""
+    from components.core import tracking
+
+    if uri.startswith(("runs:/", "models:/")):
+        tracking.check_server()
+    if runtime == "torch":
+        return _from_mlflow(uri)
+    with tempfile.TemporaryDirectory(prefix="model-") as scratch:
+        folder = tracking.download_model(uri, Path(scratch))
+        if (folder / ONNX_FILE).is_file():
+            return _from_onnx(folder / ONNX_FILE, passes)
+        log.warning("%s holds no %s: scoring with torch", uri, ONNX_FILE)
+        return _from_mlflow(folder.as_uri())
+
+
+def _from_onnx(path: Path, passes: int) -> LoadedModel:
+    """An ONNX file, checked as data, in ONNX Runtime; its input and output checked."""
+    scorer = OnnxScorer(read_onnx(path), session_threads(passes))
+    inputs, outputs = scorer.session.get_inputs(), scorer.session.get_outputs()
+    shape = list(inputs[0].shape) if len(inputs) == 1 else []
+    fits = (
+        len(inputs) == len(outputs) == 1
+        and (inputs[0].name, outputs[0].name) == (INPUT, OUTPUT)
+        and inputs[0].type == "tensor(float)"
+        and len(shape) == 4
+        and all(isinstance(side, int) for side in shape[1:])
+        and shape[2] == shape[3]
+        and list(outputs[0].shape)[1:] == [2]
+    )
+    problems = shape_problems(shape[1], shape[2]) if fits else ["its input and output"]
+    if problems:
+        found = [(i.name, i.type, i.shape) for i in inputs] + [(o.name, o.shape) for o in outputs]
+        raise ValueError(
+            f"expected an ONNX model at {path} with one float input {INPUT!r} of N×C×S×S "
+            f"photos and one output {OUTPUT!r} of N×2 logits, within the data contract "
+            f"({'; '.join(problems)}), found {found!s:.300}"
+        )
+    return LoadedModel(scorer, shape[1], shape[2])
+
+
+def _from_mlflow(uri: str) -> LoadedModel:
+    """A logged model's torch program (no pickle), its input read from its signature."""
+    from components.core import tracking
+
+    shape = tracking.model_input_shape(uri)
+    square = len(shape) == 4 and shape[2] == shape[3]
+    problems = shape_problems(shape[1], shape[2]) if square else ["square N×C×S×S images"]
+    if problems:
+        raise ValueError(
+            f"expected a model at {uri} that takes {'; '.join(problems)}, found input shape {shape}"
+        )
+    return LoadedModel(TorchScorer(tracking.load_model(uri)), shape[1], shape[2])

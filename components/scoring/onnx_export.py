@@ -1,0 +1,98 @@
+"""The classifier as an ONNX graph: exported once, its weights swapped in as training goes.
+
+``torch.onnx.export`` (the torch.export-based exporter, the opset pinned) writes the whole
+eval-mode classifier: normalisation, the net and the averaging over views, so one
+ONNX Runtime call scores every view of a photo. Exporting takes seconds; swapping the
+weights of an exported graph takes milliseconds, so validation re-exports nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import logging
+import sys
+
+import numpy as np
+import onnx
+import torch
+from onnx import numpy_helper
+
+log = logging.getLogger(__name__)
+
+OPSET = 18  # ONNX Runtime 1.20 on runs it; pinned so a model's graph does not follow torch
+INPUT, OUTPUT = "pixels", "logits"
+
+
+def export_graph(model: torch.nn.Module, example: torch.Tensor) -> onnx.ModelProto:
+    """``model`` in eval mode as an ONNX graph: ``pixels`` (N×C×S×S, 0–255, N free) in,
+    ``logits`` (N×2) out, each weight an initializer named as in its state dict.
+
+    ``example``: a batch of two or more photos of the model's input shape.
+    """
+    cpu = copy.deepcopy(model).cpu().eval().to(memory_format=torch.contiguous_format)
+    batch = torch.export.Dim("batch")
+    # the exporter reports its progress on stdout, where a step's answer goes
+    with contextlib.redirect_stdout(sys.stderr), torch.no_grad():
+        program = torch.onnx.export(
+            cpu,
+            (example.cpu().float(),),
+            dynamo=True,
+            opset_version=OPSET,
+            dynamic_shapes={INPUT: {0: batch}},
+            input_names=[INPUT],
+            output_names=[OUTPUT],
+            verbose=False,
+        )
+    assert program is not None  # the dynamo exporter always returns its program
+    return program.model_proto
+
+
+def swappable(graph: onnx.ModelProto, model: torch.nn.Module) -> bool:
+    """Whether every weight of ``model`` is an initializer of ``graph`` by its own name
+    (the exporter folds a weight into a constant when it can), so ``with_weights`` sees
+    every change training makes."""
+    names = {tensor.name for tensor in graph.graph.initializer}
+    return all(key in names for key in _weights(model))
+
+
+def with_weights(graph: onnx.ModelProto, model: torch.nn.Module) -> onnx.ModelProto:
+    """A copy of ``graph`` holding ``model``'s current weights (see ``swappable``)."""
+    weights = _weights(model)
+    updated = onnx.ModelProto()
+    updated.CopyFrom(graph)
+    for index, tensor in enumerate(updated.graph.initializer):
+        if tensor.name in weights:
+            array = weights[tensor.name].detach().cpu().contiguous().numpy()
+            updated.graph.initializer[index].CopyFrom(numpy_helper.from_array(array, tensor.name))
+    return updated
+
+
+def _weights(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The state dict's entries a forward pass in eval mode reads (not the batch counts)."""
+    return {
+        key: value
+        for key, value in model.state_dict().items()
+        if not key.endswith("num_batches_tracked")
+    }
+
+
+def check_agreement(
+    onnx_logits: np.ndarray, torch_logits: np.ndarray, tolerance: float = 1e-4
+) -> None:
+    """Refuse an export whose class probabilities differ from eager torch's.
+
+    Raises:
+        RuntimeError: a probability differs by more than ``tolerance``.
+    """
+    found = float(np.abs(_softmax(onnx_logits) - _softmax(torch_logits)).max(initial=0.0))
+    if not found <= tolerance:
+        raise RuntimeError(
+            f"expected the ONNX export to give eager torch's class probabilities within "
+            f"{tolerance:g} on {len(torch_logits)} photos, found a difference of {found:.3g}"
+        )
+
+
+def _softmax(logits: np.ndarray) -> np.ndarray:
+    shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
+    return np.asarray(shifted / shifted.sum(axis=1, keepdims=True))

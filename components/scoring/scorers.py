@@ -1,0 +1,114 @@
+"""Scorers: photos in (N×C×S×S float32, 0–255), logits out (N×2), by ONNX Runtime or torch.
+
+On a CPU, ONNX Runtime scores the exported graph two to four times as fast as eager
+torch (docs/BENCHMARKS.md); on a GPU, torch runs it. ``--runtime auto`` picks so.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import onnxruntime
+import torch
+
+from components.core.cores import available_cores
+from components.core.names import RUNTIMES
+from components.scoring.onnx_export import INPUT
+
+# the memory ONNX Runtime may hold for scoring, all sessions of a process together: the
+# tutorial preset's ten views at 64 photos a batch use about 250 MB; a graph that asks
+# for more (a crafted model) fails its call, the process stays within its bound
+SCORING_MEMORY_MB = 1024
+
+
+def pick_runtime(name: str, device: torch.device) -> str:
+    """``name``, with ``auto`` made ``onnx`` on a CPU and ``torch`` elsewhere.
+
+    Raises:
+        ValueError: ``name`` is none of ``RUNTIMES``, or ``onnx`` on a GPU.
+    """
+    if name not in RUNTIMES:
+        raise ValueError(f"expected a runtime of {', '.join(RUNTIMES)}, found {name!r}")
+    if name == "auto":
+        return "onnx" if device.type == "cpu" else "torch"
+    if name == "onnx" and device.type != "cpu":
+        raise ValueError(
+            f"expected --runtime onnx on a CPU, found device {device}: on a GPU the "
+            "model runs in torch (--runtime torch or auto)"
+        )
+    return name
+
+
+def session_threads(passes: int = 1) -> int:
+    """ONNX Runtime's threads for each of ``passes`` forward passes running at once:
+    the cores this process may use (its pod's CPU limit) shared between them."""
+    return max(1, available_cores() // passes)
+
+
+def score_batches(
+    scorer: OnnxScorer | TorchScorer, images: np.ndarray, batch_size: int = 64
+) -> np.ndarray:
+    """Logits (N×2, float32) for N photos, scored ``batch_size`` at a time (64: a CPU's
+    caches then hold the activations)."""
+    chunks = [
+        scorer(images[start : start + batch_size].astype(np.float32))
+        for start in range(0, len(images), batch_size)
+    ]
+    return np.concatenate(chunks) if chunks else np.empty((0, 2), np.float32)
+
+
+class TorchScorer:
+    """A torch classifier (eval mode, on the CPU) as a scorer."""
+
+    runtime = "torch"
+
+    def __init__(self, model: torch.nn.Module):
+        self.model = model
+
+    def __call__(self, pixels: np.ndarray) -> np.ndarray:
+        with torch.no_grad():
+            logits: np.ndarray = self.model(torch.from_numpy(pixels).float()).numpy()
+        return logits
+
+
+class OnnxScorer:
+    """An ONNX model (checked bytes, see ``onnx_file.read_onnx``) in ONNX Runtime.
+
+    ``run`` is safe from several threads at once; each call runs on ``threads`` cores.
+    """
+
+    runtime = "onnx"
+
+    def __init__(self, model: bytes, threads: int):
+        _bounded_arena()
+        options = onnxruntime.SessionOptions()
+        options.add_session_config_entry("session.use_env_allocators", "1")
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.log_severity_level = 3  # errors only: its warnings are about its own tuning
+        self.session = onnxruntime.InferenceSession(
+            model, options, providers=["CPUExecutionProvider"]
+        )
+
+    def __call__(self, pixels: np.ndarray) -> np.ndarray:
+        pixels = np.ascontiguousarray(pixels, dtype=np.float32)
+        logits: np.ndarray = self.session.run(None, {INPUT: pixels})[0]
+        return logits
+
+    def input_shape(self) -> list[int | str]:
+        """The model's input shape; the batch is a name (a free dimension)."""
+        inputs = self.session.get_inputs()
+        return list(inputs[0].shape) if len(inputs) == 1 else [f"{len(inputs)} inputs"]
+
+
+@functools.cache
+def _bounded_arena() -> None:
+    """Give this process's ONNX Runtime sessions one CPU memory arena of at most
+    ``SCORING_MEMORY_MB`` (made once: it is the runtime's, shared by all sessions)."""
+    where = onnxruntime.OrtMemoryInfo(
+        "Cpu", onnxruntime.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0, onnxruntime.OrtMemType.DEFAULT
+    )
+    onnxruntime.create_and_register_allocator(
+        where, onnxruntime.OrtArenaCfg(SCORING_MEMORY_MB * 2**20, -1, -1, -1)
+    )

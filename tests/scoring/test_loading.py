@@ -1,0 +1,65 @@
+"""Which model a scorer loads: the ONNX file where there is one, torch where there is none
+(said once), and an ONNX model outside the data contract refused before it scores."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import onnx
+import pytest
+import torch
+
+from components.scoring.loading import load_scorer
+from components.scoring.onnx_file import ONNX_FILE
+from components.scoring.scorers import OnnxScorer, TorchScorer
+from tests.support.models import seeded_model
+
+
+def test_a_train_output_is_scored_by_onnx_runtime_as_torch_scores_it(tmp_path):
+    folder = seeded_model(tmp_path / "model")
+    onnx_model, torch_model = load_scorer(str(folder)), load_scorer(str(folder), "torch")
+    assert isinstance(onnx_model.scorer, OnnxScorer)
+    assert isinstance(torch_model.scorer, TorchScorer)
+    assert (
+        (onnx_model.channels, onnx_model.image_size)
+        == (1, 40)
+        == (
+            torch_model.channels,
+            torch_model.image_size,
+        )
+    )
+    pixels = torch.randint(0, 256, (6, 1, 40, 40)).float().numpy()
+    np.testing.assert_allclose(onnx_model.scorer(pixels), torch_model.scorer(pixels), atol=1e-4)
+
+
+def test_a_model_without_an_onnx_file_is_scored_by_torch_and_the_log_says_so_once(tmp_path, caplog):
+    folder = seeded_model(tmp_path / "model")
+    (folder / ONNX_FILE).unlink()
+    with caplog.at_level(logging.WARNING):
+        loaded = load_scorer(str(folder))
+    assert isinstance(loaded.scorer, TorchScorer)
+    said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert said == [f"{folder} holds no {ONNX_FILE}: scoring with torch"]
+
+
+def test_an_onnx_model_outside_the_data_contract_is_refused(tmp_path):
+    """An ONNX file whose input asks for 600×600 photos (the contract stops at 512)."""
+    folder = seeded_model(tmp_path / "model")
+    graph = onnx.load(folder / ONNX_FILE)
+    graph.graph.input[0].type.tensor_type.shape.dim[2].dim_value = 600
+    graph.graph.input[0].type.tensor_type.shape.dim[3].dim_value = 600
+    onnx.save(graph, folder / ONNX_FILE)
+    with pytest.raises(ValueError, match=r"image_size from \d+ to 512, found 600"):
+        load_scorer(str(folder))
+
+
+def test_an_onnx_model_with_other_inputs_is_refused(tmp_path):
+    folder = seeded_model(tmp_path / "model")
+    graph = onnx.load(folder / ONNX_FILE)
+    graph.graph.input[0].name = "image"
+    for node in graph.graph.node:
+        node.input[:] = ["image" if name == "pixels" else name for name in node.input]
+    onnx.save(graph, folder / ONNX_FILE)
+    with pytest.raises(ValueError, match="one float input 'pixels' of N×C×S×S photos"):
+        load_scorer(str(folder))

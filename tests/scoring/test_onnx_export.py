@@ -1,0 +1,86 @@
+"""The exported graph gives eager torch's answers, views averaged inside it, for every net;
+its weights follow training without a second export."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from components.scoring.onnx_export import (
+    check_agreement,
+    export_graph,
+    swappable,
+    with_weights,
+)
+from components.scoring.scorers import OnnxScorer
+from components.training.models import Classifier, build_model
+
+NETS = [  # (net, channels, size, mirror_average, shift_average): the presets' and the rest
+    ("five_conv_cnn", 1, 50, True, True),
+    ("compact_cnn", 3, 64, True, False),
+    ("tutorial_cnn", 1, 50, False, False),
+    pytest.param("bn_cnn", 3, 32, True, False, marks=pytest.mark.slow),
+    pytest.param("resnet18", 3, 32, False, False, marks=pytest.mark.slow),
+]
+
+
+def trained_looking(net: str, channels: int, size: int, *views: bool) -> Classifier:
+    """A classifier of fixed random weights whose batch-norm statistics are not the
+    initial zeros and ones (as after training)."""
+    torch.manual_seed(0)
+    model = Classifier(build_model(net, channels, size), [0.5] * channels, [0.25] * channels)
+    for module in model.modules():
+        if isinstance(module, torch.nn.BatchNorm2d):
+            module.running_mean.uniform_(-0.1, 0.1)
+            module.running_var.uniform_(0.5, 2.0)
+    return model.eval()
+
+
+def photos(count: int, channels: int, size: int, seed: int = 1) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randint(0, 256, (count, channels, size, size), generator=generator).float()
+
+
+def eager(model: torch.nn.Module, pixels: torch.Tensor) -> np.ndarray:
+    with torch.no_grad():
+        return model(pixels).numpy()
+
+
+@pytest.mark.parametrize("net, channels, size, mirror, shift", NETS)
+def test_onnx_runtime_gives_eager_torchs_answers_at_any_batch(net, channels, size, mirror, shift):
+    model = trained_looking(net, channels, size)
+    model.mirror_average, model.shift_average = mirror, shift
+    scorer = OnnxScorer(export_graph(model, photos(2, channels, size)).SerializeToString(), 1)
+    for count in (1, 5):  # the batch is free, though the export saw two photos
+        pixels = photos(count, channels, size, seed=count)
+        check_agreement(scorer(pixels.numpy()), eager(model, pixels), tolerance=1e-5)
+
+
+def test_swapped_weights_give_the_answers_of_the_changed_model():
+    """Validation swaps each epoch's weights into one export: the answers follow."""
+    model = trained_looking("five_conv_cnn", 1, 50)
+    model.mirror_average = model.shift_average = True
+    graph = export_graph(model, photos(2, 1, 50))
+    assert swappable(graph, model)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.mul_(1.5)
+        for module in model.modules():
+            if isinstance(module, torch.nn.BatchNorm2d):
+                module.running_var.mul_(2.0)
+    pixels = photos(8, 1, 50)
+    before = OnnxScorer(graph.SerializeToString(), 1)(pixels.numpy())
+    after = OnnxScorer(with_weights(graph, model).SerializeToString(), 1)(pixels.numpy())
+    check_agreement(after, eager(model, pixels), tolerance=1e-5)
+    with pytest.raises(RuntimeError, match="within 1e-05 on 8 photos, found a difference"):
+        check_agreement(before, eager(model, pixels), tolerance=1e-5)
+
+
+def test_a_graph_missing_a_weight_is_not_swappable():
+    model = trained_looking("tutorial_cnn", 1, 50)
+    graph = export_graph(model, photos(2, 1, 50))
+    kept = [tensor for tensor in graph.graph.initializer if tensor.name != "net.fc2.bias"]
+    del graph.graph.initializer[:]
+    graph.graph.initializer.extend(kept)
+    assert not swappable(graph, model)

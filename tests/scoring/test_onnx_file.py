@@ -1,0 +1,121 @@
+"""An ONNX file is data: refused, in one line, when it names code, reaches outside its
+folder or is larger than its bound; read whole, external data included, when it is not."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from components.scoring.onnx_file import read_onnx
+
+
+def doubling_model(weight_domain: str = "", opset_domain: str = "") -> onnx.ModelProto:
+    """y = x * w, w = [2, 2]: the smallest model with a weight."""
+    weight = numpy_helper.from_array(np.full(2, 2.0, np.float32), "w")
+    node = helper.make_node("Mul", ["x", "w"], ["y"], domain=weight_domain)
+    graph = helper.make_graph(
+        [node],
+        "doubling",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+        [weight],
+    )
+    opsets = [helper.make_opsetid("", 18)]
+    if opset_domain:
+        opsets.append(helper.make_opsetid(opset_domain, 1))
+    return helper.make_model(graph, opset_imports=opsets)
+
+
+def with_external_weight(model: onnx.ModelProto, location: str) -> onnx.ModelProto:
+    """``model`` whose weight says it lies in the file ``location``."""
+    weight = model.graph.initializer[0]
+    weight.ClearField("raw_data")
+    weight.ClearField("float_data")
+    weight.data_location = TensorProto.EXTERNAL
+    weight.external_data.add(key="location", value=location)
+    return model
+
+
+def test_a_plain_model_is_read_whole(tmp_path):
+    onnx.save(doubling_model(), tmp_path / "model.onnx")
+    read = onnx.load_from_string(read_onnx(tmp_path / "model.onnx"))
+    assert numpy_helper.to_array(read.graph.initializer[0]).tolist() == [2.0, 2.0]
+
+
+def test_external_data_inside_the_folder_is_read_in(tmp_path):
+    (tmp_path / "weights.bin").write_bytes(np.full(2, 3.0, np.float32).tobytes())
+    onnx.save(with_external_weight(doubling_model(), "weights.bin"), tmp_path / "model.onnx")
+    read = onnx.load_from_string(read_onnx(tmp_path / "model.onnx"))
+    weight = read.graph.initializer[0]
+    assert numpy_helper.to_array(weight).tolist() == [3.0, 3.0]
+    assert weight.data_location == TensorProto.DEFAULT  # ONNX Runtime reads no file
+
+
+@pytest.mark.parametrize("location", ["../secret.bin", "/etc/passwd", "sub/../../secret.bin"])
+def test_external_data_outside_the_folder_is_refused(tmp_path, location):
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (tmp_path / "secret.bin").write_bytes(b"\0" * 8)
+    onnx.save(with_external_weight(doubling_model(), location), folder / "model.onnx")
+    with pytest.raises(ValueError, match="expected the external data of 'w' inside .*: a model "):
+        read_onnx(folder / "model.onnx")
+
+
+def test_external_data_through_a_link_out_of_the_folder_is_refused(tmp_path):
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (tmp_path / "secret.bin").write_bytes(b"\0" * 8)
+    (folder / "weights.bin").symlink_to(tmp_path / "secret.bin")
+    onnx.save(with_external_weight(doubling_model(), "weights.bin"), folder / "model.onnx")
+    with pytest.raises(ValueError, match="reads no file outside its folder"):
+        read_onnx(folder / "model.onnx")
+
+
+@pytest.mark.parametrize(
+    "model, said",
+    [
+        (doubling_model(weight_domain="com.example"), "found 'Mul' of domain 'com.example'"),
+        (doubling_model(opset_domain="ai.onnx.contrib"), "operator domain 'ai.onnx.contrib'"),
+    ],
+)
+def test_a_custom_operator_domain_is_refused(tmp_path, model, said):
+    onnx.save(model, tmp_path / "model.onnx")
+    with pytest.raises(ValueError, match=f"only the ONNX standard's operators .*{said}"):
+        read_onnx(tmp_path / "model.onnx")
+
+
+def test_a_custom_operator_inside_a_subgraph_is_refused(tmp_path):
+    """An If node's branch holds the custom operator: the walk goes into subgraphs."""
+    inner = doubling_model(weight_domain="com.example").graph
+    inner.ClearField("input")
+    branch = helper.make_node("If", ["c"], ["y"], then_branch=inner, else_branch=inner)
+    graph = helper.make_graph(
+        [branch],
+        "branching",
+        [helper.make_tensor_value_info("c", TensorProto.BOOL, [])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+    )
+    onnx.save(helper.make_model(graph), tmp_path / "model.onnx")
+    with pytest.raises(ValueError, match="found 'Mul' of domain 'com.example'"):
+        read_onnx(tmp_path / "model.onnx")
+
+
+def test_a_file_over_the_size_bound_is_refused_before_it_is_parsed(tmp_path):
+    (tmp_path / "model.onnx").write_bytes(b"\0" * (2 * 2**20))
+    with pytest.raises(ValueError, match="at most 1 MB at .*, found 2 MB"):
+        read_onnx(tmp_path / "model.onnx", most_mb=1)
+
+
+def test_external_data_counts_toward_the_size_bound(tmp_path):
+    (tmp_path / "weights.bin").write_bytes(b"\0" * (2 * 2**20))
+    onnx.save(with_external_weight(doubling_model(), "weights.bin"), tmp_path / "model.onnx")
+    with pytest.raises(ValueError, match="at most 1 MB with its external data"):
+        read_onnx(tmp_path / "model.onnx", most_mb=1)
+
+
+def test_a_file_that_is_no_onnx_model_is_one_line(tmp_path):
+    (tmp_path / "model.onnx").write_bytes(b"\xff" * 64)
+    with pytest.raises(ValueError, match="expected an ONNX model at .*, found a file that does"):
+        read_onnx(tmp_path / "model.onnx")
