@@ -58,9 +58,18 @@ def measure(command: list[str], cwd: Path = REPO) -> Measured:
 def machine() -> str:
     cores = len(os.sched_getaffinity(0))
     memory = resource.getpagesize() * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return (
-        f"{platform.machine()} {cores} cores, {memory:.0f} GiB, Python {platform.python_version()}"
-    )
+    return f"{cpu_model()}, {cores} cores, {memory:.0f} GiB, Python {platform.python_version()}"
+
+
+def cpu_model() -> str:
+    """The CPU's model name and the vector and matrix extensions the speed depends on."""
+    info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    pairs = (line.split(":", 1) for line in info.splitlines()[:40] if ":" in line)
+    fields = {key.strip(): value.strip() for key, value in pairs}
+    name = " ".join(fields.get("model name", platform.machine()).split())
+    flags = set(fields.get("flags", "").split())
+    wanted = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
+    return f"{name} ({', '.join(f for f in wanted if f in flags) or 'no AVX2'})"
 
 
 def base_parser(description: str) -> argparse.ArgumentParser:

@@ -40,7 +40,9 @@ from benchmarks.common import REPO, machine, measure
 from components.core.presets import preset_values
 from components.data.images import decode_bytes
 from components.evaluation.predictions import predict_files
+from components.scoring.onnx_file import ONNX_FILE
 from components.training.models import Classifier, build_model, save_classifier
+from components.training.onnx_graph import OnnxGraph
 
 SCENARIOS = [  # (name, concurrent clients, photos a request)
     ("1 client, 1 photo a request", 1, 1),
@@ -71,16 +73,21 @@ def sample_photos(sample: Path, count: int) -> list[bytes]:
     return photos
 
 
-def preset_model(directory: Path, preset: str) -> Path:
-    """A model.pt of ``preset``'s net and prediction views at 50×50, random weights."""
+def preset_model(directory: Path, preset: str, size: int = 50) -> Path:
+    """A train output (model.pt, model.onnx) of ``preset``'s net and prediction views at
+    ``size``×``size``, random weights, batch-norm statistics off their initial values."""
     values = preset_values(preset)
     channels = int(values["channels"])
     torch.manual_seed(0)
-    net = build_model(str(values["model"]), channels, 50)
+    net = build_model(str(values["model"]), channels, size)
+    for module in net.modules():
+        if isinstance(module, torch.nn.BatchNorm2d):
+            module.running_mean.uniform_(-0.1, 0.1)
+            module.running_var.uniform_(0.5, 2.0)
     spec = {
         "model": values["model"],
         "channels": channels,
-        "image_size": 50,
+        "image_size": size,
         "mean": [0.48, 0.45, 0.41][:channels],
         "std": [0.26, 0.25, 0.25][:channels],
         "classes": ["cat", "dog"],
@@ -95,7 +102,9 @@ def preset_model(directory: Path, preset: str) -> Path:
         shift_average=spec["shift_average"],
     )
     directory.mkdir(parents=True, exist_ok=True)
-    save_classifier(directory / "model.pt", model, spec)
+    save_classifier(directory / "model.pt", model.eval(), spec)
+    photos = torch.randint(0, 256, (8, channels, size, size)).float()
+    OnnxGraph().write(directory / ONNX_FILE, model, photos)
     return directory
 
 

@@ -88,7 +88,8 @@ def _from_uri(uri: str, runtime: str, passes: int) -> LoadedModel:
 
 def _from_onnx(path: Path, passes: int) -> LoadedModel:
     """An ONNX file, checked as data, in ONNX Runtime; its input and output checked."""
-    scorer = OnnxScorer(read_onnx(path), session_threads(passes))
+    threads = session_threads(passes)
+    scorer = OnnxScorer(read_onnx(path), threads)
     inputs, outputs = scorer.session.get_inputs(), scorer.session.get_outputs()
     shape = list(inputs[0].shape) if len(inputs) == 1 else []
     fits = (
@@ -108,6 +109,7 @@ def _from_onnx(path: Path, passes: int) -> LoadedModel:
             f"photos and one output {OUTPUT!r} of N×2 logits, within the data contract "
             f"({'; '.join(problems)}), found {found!s:.300}"
         )
+    log.info("scoring with ONNX Runtime, %d passes of %d threads at once", passes, threads)
     return LoadedModel(scorer, shape[1], shape[2])
 
 

@@ -14,8 +14,9 @@ import torch
 
 from components.core.cores import available_cores
 from components.core.names import RUNTIMES
-from components.scoring.onnx_export import INPUT
+from components.scoring.onnx_export import INPUT, VIEWS
 
+VIEWS_A_CALL = 64  # views (photos × views of each) a session call scores: the cache's fill
 # the memory ONNX Runtime may hold for scoring, all sessions of a process together: the
 # tutorial preset's ten views at 64 photos a batch use about 250 MB; a graph that asks
 # for more (a crafted model) fails its call, the process stays within its bound
@@ -75,7 +76,8 @@ class TorchScorer:
 class OnnxScorer:
     """An ONNX model (checked bytes, see ``onnx_file.read_onnx``) in ONNX Runtime.
 
-    ``run`` is safe from several threads at once; each call runs on ``threads`` cores.
+    Safe to call from several threads at once; each call runs on ``threads`` cores and
+    scores at most ``VIEWS_A_CALL`` views at a time, which bounds its memory.
     """
 
     runtime = "onnx"
@@ -90,10 +92,18 @@ class OnnxScorer:
         self.session = onnxruntime.InferenceSession(
             model, options, providers=["CPUExecutionProvider"]
         )
+        said = self.session.get_modelmeta().custom_metadata_map.get(VIEWS, "1")
+        views = int(said) if said.isdigit() and len(said) < 4 else 1  # what a file may say
+        self.photos_a_call = max(1, VIEWS_A_CALL // max(1, views))
 
     def __call__(self, pixels: np.ndarray) -> np.ndarray:
         pixels = np.ascontiguousarray(pixels, dtype=np.float32)
-        logits: np.ndarray = self.session.run(None, {INPUT: pixels})[0]
+        step = self.photos_a_call
+        chunks = [
+            self.session.run(None, {INPUT: pixels[start : start + step]})[0]
+            for start in range(0, len(pixels), step)
+        ]
+        logits: np.ndarray = np.concatenate(chunks) if chunks else np.empty((0, 2), np.float32)
         return logits
 
     def input_shape(self) -> list[int | str]:

@@ -194,11 +194,18 @@ class Classifier(nn.Module):
         if self.training or not (self.mirror_average or self.shift_average):
             logits: torch.Tensor = self.net(inputs)
             return logits
-        views = shifted_views(inputs) if self.shift_average else [inputs]
-        if self.mirror_average:
-            views += [view.flip(3) for view in views]
+        views = views_of(inputs, self.mirror_average, self.shift_average)
         log_p = torch.stack([self.net(view).log_softmax(1) for view in views])
         return torch.logsumexp(log_p, 0) - math.log(len(views))
+
+
+def views_of(images: torch.Tensor, mirror_average: bool, shift_average: bool) -> list[torch.Tensor]:
+    """The views a prediction averages over: ``images``, with four shifted copies where
+    ``shift_average``, and the mirror image of each where ``mirror_average``."""
+    views = shifted_views(images) if shift_average else [images]
+    if mirror_average:
+        views += [view.flip(3) for view in views]
+    return views
 
 
 def shifted_views(images: torch.Tensor, step: int = SHIFT_PIXELS) -> list[torch.Tensor]:

@@ -1,0 +1,67 @@
+"""A run's ONNX graph: exported once, following the weights after, and written only when
+it gives eager torch's answers."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from components.scoring.scorers import OnnxScorer
+from components.training import onnx_graph
+from components.training.models import Classifier, build_model
+
+
+def model_and_photos() -> tuple[Classifier, torch.Tensor]:
+    torch.manual_seed(0)
+    model = Classifier(build_model("tutorial_cnn", 1, 40), [0.5], [0.25]).eval()
+    photos = torch.randint(0, 256, (6, 1, 40, 40), generator=torch.Generator().manual_seed(0))
+    return model, photos.float()
+
+
+def counting_exports(monkeypatch) -> list[int]:
+    calls: list[int] = []
+    export = onnx_graph.export_graph
+
+    def counted(*args):
+        calls.append(1)
+        return export(*args)
+
+    monkeypatch.setattr(onnx_graph, "export_graph", counted)
+    return calls
+
+
+def test_the_graph_is_exported_once_and_follows_the_weights(monkeypatch):
+    calls = counting_exports(monkeypatch)
+    model, photos = model_and_photos()
+    graph = onnx_graph.OnnxGraph()
+    graph.current(model, photos)
+    with torch.no_grad():
+        model.net.fc2.bias[1] += 3.0
+    scored = graph.scorer(model, photos)(photos.numpy())
+    with torch.no_grad():
+        expected = model(photos).numpy()
+    assert len(calls) == 1
+    assert abs(scored - expected).max() < 1e-4
+
+
+def test_a_graph_whose_weights_cannot_be_swapped_is_exported_each_time(monkeypatch):
+    calls = counting_exports(monkeypatch)
+    monkeypatch.setattr(onnx_graph, "swappable", lambda graph, model: False)
+    model, photos = model_and_photos()
+    graph = onnx_graph.OnnxGraph()
+    for _ in range(2):
+        assert isinstance(graph.scorer(model, photos), OnnxScorer)
+    assert len(calls) == 2
+
+
+def test_a_graph_that_answers_otherwise_than_torch_is_not_written(monkeypatch, tmp_path):
+    """Weights left out of the swap: the check stops the write, and no file is left."""
+    model, photos = model_and_photos()
+    graph = onnx_graph.OnnxGraph()
+    graph.current(model, photos)
+    monkeypatch.setattr(onnx_graph, "with_weights", lambda stale, model: stale)
+    with torch.no_grad():
+        model.net.fc2.bias[1] += 3.0
+    with pytest.raises(RuntimeError, match="expected the ONNX export to give eager torch's"):
+        graph.write(tmp_path / "model.onnx", model, photos)
+    assert list(tmp_path.iterdir()) == []
