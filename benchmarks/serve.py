@@ -3,15 +3,16 @@
 python -m benchmarks.serve --sample ../shared/data/petimages-sample.zip [--photos 256]
     [--preset tutorial]
 
-Serves a preset's net at 50×50 (by default the cpu preset's: compact_cnn, RGB, mirror
-averaging; the tutorial preset's: five_conv_cnn, grey, ten views; fixed random weights:
-speed does not depend on them) with ``python -m components.serve`` on 127.0.0.1
+Serves a preset's net at its image size (by default the cpu preset's: compact_cnn, RGB
+64×64, mirror averaging; the tutorial preset's: five_conv_cnn, grey 50×50, ten views;
+fixed random weights: speed does not depend on them), its ONNX graph in ONNX Runtime
+unless ``--serve-flags "--runtime torch"``, with ``python -m components.serve`` on 127.0.0.1
 and sends real JPEGs of the sample as V1 requests from clients of this process (lean
 asyncio ones, ``benchmarks.load``, since they share the cores with the server): single
 photos at 1, 8 and 32 concurrent clients, then 32-photo requests. Each round prints
 photos per second, request latency p50/p99 and the CPU time a photo cost the server and
 the clients, then ``components.predict``'s classifying alone of the same photos (in this
-process, the server idle). Then the server's resident memory idle and at its peak,
+process, the server idle, ONNX Runtime). Then the server's resident memory idle and at its peak,
 ``components.predict`` as a process of its own (start-up included), and last each row's
 median over ``--rounds`` and its ratio to the median of predict's classifying alone.
 """
@@ -226,7 +227,8 @@ def main(argv: list[str] | None = None) -> None:
     alone: list[float] = []
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)
-        model = preset_model(work / "model", args.preset)
+        size = int(preset_values(args.preset)["image_size"])
+        model = preset_model(work / "model", args.preset, size)
         files = []
         for index, data in enumerate(photos):
             files.append(work / f"{index}.jpg")

@@ -17,7 +17,7 @@ from components.evaluation.config import EvaluateConfig
 from components.evaluation.report import evaluate
 from components.training import session
 from components.training.config import TrainConfig
-from tests.support.models import always_dog_model
+from tests.support.models import always_dog_model, seeded_model
 
 
 def test_known_predictions_give_the_expected_confusion_matrix(sample_arrays, tmp_path):
@@ -32,6 +32,25 @@ def test_known_predictions_give_the_expected_confusion_matrix(sample_arrays, tmp
     assert json.loads((tmp_path / "eval/metrics.json").read_text()) == report
     for name in ("roc.json", "confusion_matrix.png", "misclassified.png"):
         assert (tmp_path / "eval" / name).stat().st_size > 0
+
+
+def test_onnx_runtime_and_torch_give_the_same_report(sample_arrays, tmp_path):
+    """A net of varied answers: every metric alike, the scores within 1e-4 (ROC points)."""
+    model = seeded_model(tmp_path / "model")
+    reports = [
+        evaluate(
+            EvaluateConfig(
+                model_dir=str(model),
+                data=str(sample_arrays),
+                output=str(tmp_path / runtime),
+                runtime=runtime,
+            )
+        )
+        for runtime in ("onnx", "torch")
+    ]
+    assert reports[0]["confusion_matrix"] == reports[1]["confusion_matrix"]
+    for name, value in reports[1]["metrics"].items():
+        assert reports[0]["metrics"][name] == pytest.approx(value, abs=1e-4)
 
 
 def test_image_size_mismatch_says_how_to_fix_it(sample_arrays, tmp_path):
