@@ -109,7 +109,9 @@ def _from_onnx(path: Path, passes: int) -> LoadedModel:
             f"photos and one output {OUTPUT!r} of N×2 logits, within the data contract "
             f"({'; '.join(problems)}), found {found!s:.300}"
         )
-    log.info("scoring with ONNX Runtime: %d forward passes at once, %d threads each", passes, threads)
+    log.info(
+        "scoring with ONNX Runtime: %d forward passes at once, %d threads each", passes, threads
+    )
     return LoadedModel(scorer, shape[1], shape[2])
 
 
