@@ -13,8 +13,7 @@ from pathlib import Path
 import torch
 
 from components.data.arrays import shape_problems
-from components.scoring.onnx_export import INPUT, OUTPUT
-from components.scoring.onnx_file import ONNX_FILE, read_onnx
+from components.scoring.onnx_file import INPUT, ONNX_FILE, OUTPUT, read_onnx
 from components.scoring.scorers import OnnxScorer, TorchScorer, pick_runtime, session_threads
 from components.training.models import load_classifier
 

@@ -14,7 +14,7 @@ import torch
 
 from components.core.cores import available_cores
 from components.core.names import RUNTIMES
-from components.scoring.onnx_export import INPUT, VIEWS
+from components.scoring.onnx_file import INPUT, VIEWS
 
 VIEWS_A_CALL = 64  # views (photos × views of each) a session call scores: the cache's fill
 # the memory ONNX Runtime may hold for scoring, all sessions of a process together: the

@@ -247,6 +247,7 @@ def test_the_accurate_preset_runs_end_to_end(sample_images, tmp_path, mlflow_sto
         ]
     )
     result = session.train(cfg)
+    assert (tmp_path / "m" / ONNX_FILE).is_file()  # exported and checked against torch
     run = MlflowClient(mlflow_store).get_run(result.run_id)
     assert run.data.params["model"] == "resnet18" and run.data.params["image_size"] == "128"
     assert run.data.params["channels"] == "3" and len(result.history) == 1
