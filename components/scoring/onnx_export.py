@@ -113,10 +113,11 @@ def _optimized(graph: onnx.ModelProto, weights: list[str]) -> onnx.ModelProto:
 
 def swappable(graph: onnx.ModelProto, model: torch.nn.Module) -> bool:
     """Whether every weight of ``model`` is an initializer of ``graph`` by its own name
-    (the exporter folds a weight into a constant when it can), so ``with_weights`` sees
-    every change training makes."""
+    that the graph reads, so ``with_weights`` carries every change training makes (the
+    optimizer drops a weight whose value makes it idle, a bias of zeros, say)."""
     names = {tensor.name for tensor in graph.graph.initializer}
-    return all(key in names for key in _weights(model))
+    read = {name for node in graph.graph.node for name in node.input}
+    return all(key in names and key in read for key in _weights(model))
 
 
 def with_weights(graph: onnx.ModelProto, model: torch.nn.Module) -> onnx.ModelProto:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from components.scoring.onnx_file import ONNX_FILE
@@ -56,5 +58,11 @@ def _saved(directory, net, channels: int, size: int, mean: float):
     photos = torch.randint(
         0, 256, (4, channels, size, size), generator=torch.Generator().manual_seed(0)
     )
-    OnnxGraph().write(directory / ONNX_FILE, model, photos.float())
+    _graph(channels, size).write(directory / ONNX_FILE, model, photos.float())
     return directory
+
+
+@functools.cache
+def _graph(channels: int, size: int) -> OnnxGraph:
+    """One export a shape, each model's weights swapped into it as training does."""
+    return OnnxGraph()
