@@ -86,6 +86,9 @@ class OnnxScorer:
         _bounded_arena()
         options = onnxruntime.SessionOptions()
         options.add_session_config_entry("session.use_env_allocators", "1")
+        # no busy-waiting between calls: the cores go to decoding and to other processes
+        # (as fast here, docs/BENCHMARKS.md)
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         options.log_severity_level = 3  # errors only: its warnings are about its own tuning
