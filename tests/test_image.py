@@ -102,9 +102,11 @@ def test_the_image_serves_the_registered_model_as_the_inference_service_runs_it(
     container, running_server, small_arrays, sample_images, tmp_path
 ):
     """components.serve in the image, started with the InferenceService's own command and
-    environment, loads the registered version through the tracking server (on PostgreSQL,
-    artifacts in SeaweedFS) and answers a photo."""
+    environment after the storage initializer (the image's components.fetch_model) fetched
+    the registered version through the tracking server (on PostgreSQL, artifacts in
+    SeaweedFS), scores with ONNX Runtime and answers a photo."""
     import base64
+    import re
     import subprocess
     import time
 
@@ -126,13 +128,27 @@ def test_the_image_serves_the_registered_model_as_the_inference_service_runs_it(
     (spec,) = inference_service.manifest(inference_service.build(cfg))["spec"]["predictor"][
         "containers"
     ]
-    # the secrets are optional and absent here: their variables stay unset, as in the pod
-    env = [f"--env={e['name']}={e['value']}" for e in spec["env"] if "value" in e]
+    env = {e["name"]: e["value"] for e in spec["env"] if "value" in e}  # secrets: absent
+    # KServe's storage initializer, as manifests/serving-storage declares it: the image's
+    # components.fetch_model with STORAGE_URI and /mnt/models, before the server starts
+    models = tmp_path / "mnt-models"
+    models.mkdir()
+    models.chmod(0o777)  # written by the image's own user
+    mount = f"--volume={models}:/mnt/models"
+    imagebuild.buildah(
+        "run", "--isolation=chroot", mount, f"--env=MLFLOW_TRACKING_URI={running_server.url}",
+        f"--user={APP_UID}", container, "--",
+        "python", "-m", "components.fetch_model", env[inference_service.STORAGE_URI], "/mnt/models",
+    )  # fmt: skip
+    # KServe points STORAGE_URI at the fetched folder; Kubernetes expands $(VAR) in args
+    env[inference_service.STORAGE_URI] = "/mnt/models"
+    args = [re.sub(r"\$\((\w+)\)", lambda m: env[m.group(1)], arg) for arg in spec["args"]]
     port = free_port()  # this machine's 8080 may be taken: the last --port wins
-    command = [*spec["command"], *spec["args"], "--host=127.0.0.1", f"--port={port}"]
+    command = [*spec["command"], *args, "--host=127.0.0.1", f"--port={port}"]
     with open(tmp_path / "serve.log", "wb") as log:
         server = subprocess.Popen(
-            ["buildah", *imagebuild.STORAGE, "run", "--isolation=chroot", *env]
+            ["buildah", *imagebuild.STORAGE, "run", "--isolation=chroot", mount]
+            + [f"--env={name}={value}" for name, value in env.items()]
             + [f"--user={APP_UID}", container, "--", *command],
             stdout=log,
             stderr=log,
