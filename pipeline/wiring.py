@@ -83,9 +83,7 @@ def wire(s: Settings, target: ClusterTarget) -> PipelineOutputs:
     else:
         train = ops.train_op(gpus=s.gpus, **training)
         _gpu_task(train, target, s.gpus)
-    evaluate = _evaluate_task(s, arrays, train, target)
-    register = _register_task(s, train.outputs["Output"], evaluate.outputs["accuracy"], target)
-    deploy = _deploy_task(s, register, train.outputs["Output"], target)
+    evaluate, register, deploy = _after_training(s, arrays, train, target)
     return PipelineOutputs(
         mlflow_run_id=evaluate.outputs["mlflow_run_id"],
         test_accuracy=evaluate.outputs["accuracy"],
@@ -149,9 +147,7 @@ def wire_tune(s: Settings, search: dict[str, Any], target: ClusterTarget) -> Tun
     )
     # it only waits on Katib: an attempt finds the Experiment of the one before
     _launcher_task(tune, target, cpu="500m", memory="2Gi")
-    evaluate = _evaluate_task(s, arrays, tune, target)
-    register = _register_task(s, tune.outputs["Output"], evaluate.outputs["accuracy"], target)
-    deploy = _deploy_task(s, register, tune.outputs["Output"], target)
+    evaluate, register, deploy = _after_training(s, arrays, tune, target)
     return TuneOutputs(
         best_run_id=evaluate.outputs["mlflow_run_id"],
         test_accuracy=evaluate.outputs["accuracy"],
@@ -190,6 +186,16 @@ def _training_inputs(s: Settings, arrays: Any) -> dict[str, Any]:
         pipeline_name=PIPELINE_NAME,
         **s.train,
     )
+
+
+def _after_training(
+    s: Settings, arrays: Any, trained: Any, target: ClusterTarget
+) -> tuple[Any, Any, Any]:
+    """The trained model's evaluate, register (the gate) and deploy tasks, in order."""
+    evaluate = _evaluate_task(s, arrays, trained, target)
+    register = _register_task(s, trained.outputs["Output"], evaluate.outputs["accuracy"], target)
+    deploy = _deploy_task(s, register, trained.outputs["Output"], target)
+    return evaluate, register, deploy
 
 
 def _evaluate_task(

@@ -14,7 +14,7 @@ from components.core import tracking
 from components.evaluation import predictions
 from components.scoring.loading import load_scorer
 from components.training.models import Classifier, build_model
-from tests.support.models import always_dog_model
+from tests.support.models import always_dog_model, seeded_model
 
 
 def test_predict_cli_prints_one_line_per_image(sample_images, tmp_path, capsys):
@@ -22,6 +22,18 @@ def test_predict_cli_prints_one_line_per_image(sample_images, tmp_path, capsys):
     image = sample_images / "PetImages/Cat/5002.jpg"  # a CMYK JPEG
     predict.main(["--model", str(model), str(image)])
     assert capsys.readouterr().out == f"{image}\tdog\t0.8808\n"
+
+
+def test_predict_cli_gives_the_same_line_by_onnx_runtime_and_by_torch(
+    sample_images, tmp_path, capsys
+):
+    model = seeded_model(tmp_path / "model")
+    image = str(sample_images / "PetImages/Dog/1.jpg")
+    outputs = []
+    for runtime in ("onnx", "torch"):
+        predict.main(["--model", str(model), "--runtime", runtime, image])
+        outputs.append(capsys.readouterr().out)
+    assert outputs[0] == outputs[1] and outputs[0].startswith(f"{image}\t")
 
 
 def test_an_mlflow_model_taking_huge_images_is_refused_before_any_decoding(
