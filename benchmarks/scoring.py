@@ -12,12 +12,16 @@ them), on the same real photos decoded once, alternating in each round:
   23,000-photo set's val split is 2,300), torch's ``predict_logits`` against the epoch's
   weights swapped into the export and a session made, as training does; the one export
   the run makes is timed apart.
-Each row's median over the rounds, and the ratio of the medians, come last.
+Each row's median over the rounds, and the ratio of the medians, come last, with the
+bound on float32 scoring here: each net's multiply-adds a photo (its convolutions and
+linear layers, every view), the rate each scorer reaches, and the rate of ONNX Runtime's
+and torch's own float32 matrix multiply (1,024², the threads the scorers use).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import tempfile
 import time
@@ -25,6 +29,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+import onnx
+import onnxruntime
 import torch
 
 from benchmarks.common import REPO, machine
@@ -33,7 +39,7 @@ from components.core.presets import preset_values
 from components.data.images import decode_bytes
 from components.evaluation.predictions import predict_files
 from components.scoring.loading import load_scorer
-from components.scoring.scorers import score_batches
+from components.scoring.scorers import score_batches, session_threads
 from components.training.batches import DeviceSplit
 from components.training.inference import predict_logits
 from components.training.models import load_classifier
@@ -45,6 +51,62 @@ def rate(count: int, work: Callable[..., object], *args: object) -> float:
     started = time.perf_counter()
     work(*args)
     return count / (time.perf_counter() - started)
+
+
+def multiply_adds(model: torch.nn.Module, channels: int, size: int) -> int:
+    """Multiply-adds of one photo through ``model`` in eval mode, every view: its
+    convolutions' and linear layers' (the rest is a few percent)."""
+    counted = 0
+
+    def count(module: torch.nn.Module, _: object, output: torch.Tensor) -> None:
+        nonlocal counted
+        if isinstance(module, torch.nn.Conv2d):
+            fan_in = module.in_channels // module.groups * math.prod(module.kernel_size)
+            counted += output.numel() * fan_in
+        elif isinstance(module, torch.nn.Linear):
+            counted += output.numel() * module.in_features
+
+    hooks = [module.register_forward_hook(count) for module in model.modules()]
+    with torch.no_grad():
+        model.eval()(torch.zeros(1, channels, size, size))
+    for hook in hooks:
+        hook.remove()
+    return counted
+
+
+def matmul_rates(side: int = 1024, calls: int = 20) -> dict[str, float]:
+    """Float32 multiply-adds a second of a side×side matrix product, by ONNX Runtime (the
+    scorers' thread count) and by torch: the most a float32 scorer can reach here."""
+    weights = onnx.numpy_helper.from_array(np.random.rand(side, side).astype(np.float32), "w")
+    graph = onnx.helper.make_graph(
+        [onnx.helper.make_node("MatMul", ["a", "w"], ["out"])],
+        "matmul",
+        [onnx.helper.make_tensor_value_info("a", onnx.TensorProto.FLOAT, [side, side])],
+        [onnx.helper.make_tensor_value_info("out", onnx.TensorProto.FLOAT, [side, side])],
+        [weights],
+    )
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = session_threads()
+    session = onnxruntime.InferenceSession(
+        onnx.helper.make_model(graph).SerializeToString(), options
+    )
+    left = np.random.rand(side, side).astype(np.float32)
+    work = {
+        "onnx": lambda: session.run(None, {"a": left}),
+        "torch": lambda: torch.mm(torch.from_numpy(left), torch.from_numpy(left)),
+    }
+    rates = {}
+    for name, multiply in work.items():
+        multiply()
+        best = min(_seconds(multiply) for _ in range(calls))
+        rates[name] = side**3 / best
+    return rates
+
+
+def _seconds(work: Callable[[], object]) -> float:
+    started = time.perf_counter()
+    work()
+    return time.perf_counter() - started
 
 
 def preset_rows(preset: str, photos: list[bytes], work: Path, rounds: int) -> dict[str, list]:
@@ -106,6 +168,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--photos", type=int, default=2300)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args(argv)
+    costs = {}
+    for preset in ("tutorial", "cpu"):
+        values = preset_values(preset)
+        size, channels = int(values["image_size"]), int(values["channels"])
+        with tempfile.TemporaryDirectory() as scratch:
+            model, _ = load_classifier(preset_model(Path(scratch), preset, size))
+        costs[preset] = multiply_adds(model, channels, size)
     photos = sample_photos(args.archive, args.photos)
     print(f"scoring benchmark on {machine()}, torch threads {torch.get_num_threads()}")
     print(f"{len(photos)} photos of {args.archive.name}")
@@ -124,6 +193,19 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{what}: onnx {ratio:.2f}x torch's photos/s")
     share = medians["validation, onnx"] / medians["validation, torch"]
     print(f"validation: onnx takes {share:.2f} of torch's time")
+    matmul = matmul_rates()
+    print(
+        f"float32 matrix product, 1024²: ONNX Runtime {matmul['onnx'] / 1e9:.0f}, torch "
+        f"{matmul['torch'] / 1e9:.0f} billion multiply-adds/s"
+    )
+    for preset, cost in costs.items():
+        for runtime in ("torch", "onnx"):
+            reached = medians[f"{preset} scoring, {runtime}"] * cost
+            print(
+                f"{preset} net, {cost / 1e6:.1f}M multiply-adds a photo, {runtime}: "
+                f"{reached / 1e9:.0f} billion/s, {reached / max(matmul.values()):.2f} of the "
+                "faster matrix product's rate"
+            )
 
 
 if __name__ == "__main__":

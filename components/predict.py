@@ -15,7 +15,7 @@ from pathlib import Path
 
 from components.core.errors import one_line_errors, printable
 from components.core.logs import setup_logging
-from components.core.names import RUNTIMES
+from components.core.names import SCORING_RUNTIMES
 
 log = logging.getLogger(__name__)
 
@@ -32,9 +32,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--runtime",
-        choices=RUNTIMES,
+        choices=SCORING_RUNTIMES,
         default="auto",
-        help="onnx (ONNX Runtime) or torch; auto (the default): onnx, this being a CPU",
+        help="onnx (ONNX Runtime) or torch; auto (the default): onnx, this being a CPU; "
+        "onnx-int8: the model's int8 graph (trained with --int8)",
     )
     parser.add_argument("images", nargs="+", type=Path, help="image files (JPEG, PNG, ...)")
     return parser

@@ -5,6 +5,9 @@ import os
 
 from components.core.uris import redact
 
+# libraries that narrate each of their own passes at INFO (the ONNX exporter's optimizer)
+NARRATING_LIBRARIES = ("onnxscript", "onnx_ir")
+
 
 class RedactCredentials(logging.Filter):
     """Every log line with the credentials in its URIs replaced by ``***``."""
@@ -17,11 +20,15 @@ class RedactCredentials(logging.Filter):
 
 
 def setup_logging(level: str = "INFO") -> None:
-    """Log ``level`` and above to stderr, or the level named by ``LOG_LEVEL``."""
+    """Log ``level`` and above to stderr, or the level named by ``LOG_LEVEL``; the
+    narrating libraries' warnings only, but at DEBUG."""
     logging.basicConfig(
         level=os.environ.get("LOG_LEVEL", level).upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    if logging.getLogger().level > logging.DEBUG:
+        for name in NARRATING_LIBRARIES:
+            logging.getLogger(name).setLevel(logging.WARNING)
     loggers = [logging.getLogger(), *logging.root.manager.loggerDict.values()]
     for logger in loggers:  # the root's handlers, and a library's own (MLflow has one)
         for handler in getattr(logger, "handlers", []):

@@ -252,6 +252,10 @@ def log_figure(figure: Figure, artifact_file: str) -> None:
     mlflow.log_figure(figure, artifact_file)
 
 
+def log_metric(key: str, value: float) -> None:
+    mlflow.log_metric(key, value)
+
+
 def log_epoch(metrics: dict[str, float], epoch: int) -> str:
     """The epoch's metrics into the active run (``step=epoch``), linked to a new logged
     model for the epoch's checkpoint (``checkpoint``, MLflow 3's way), which
@@ -325,9 +329,9 @@ def signature(example: np.ndarray, output: np.ndarray) -> ModelSignature:
 
 
 def log_model(
-    model: torch.nn.Module, example: np.ndarray, weights_sha256: str, onnx_file: Path
+    model: torch.nn.Module, example: np.ndarray, weights_sha256: str, onnx_files: list[Path]
 ) -> str:
-    """Log ``model`` with a signature and input example, and its ONNX graph ``onnx_file``
+    """Log ``model`` with a signature and input example, and its ONNX graphs ``onnx_files``
     beside its MLmodel file; load it back and check it predicts.
 
     ``weights_sha256`` (of the train step's ``model.pt``) goes into the model's metadata:
@@ -353,7 +357,8 @@ def log_model(
         },
         pip_requirements=[f"torch=={torch.__version__.split('+')[0]}", "numpy"],
     )
-    MlflowClient(tracking_uri()).log_model_artifact(info.model_id, str(onnx_file))
+    for onnx_file in onnx_files:
+        MlflowClient(tracking_uri()).log_model_artifact(info.model_id, str(onnx_file))
     loaded = load_model(info.model_uri)
     with torch.no_grad():
         again = loaded(torch.from_numpy(example)).numpy()
@@ -512,13 +517,19 @@ def log_split_input(
 
 
 def log_evaluation(
-    split: str, metrics: dict[str, float], model_id: str, images: np.ndarray, labels: np.ndarray
+    split: str,
+    metrics: dict[str, float],
+    model_id: str,
+    images: np.ndarray,
+    labels: np.ndarray,
+    prefix: str | None = None,
 ) -> None:
-    """Log an evaluation's metrics into the active run, linked to the logged model they
-    were measured on and to the split's data (an MLflow dataset with its digest)."""
+    """Log an evaluation's metrics into the active run, named ``prefix`` (the split's
+    name by default) ``_accuracy`` and so on, linked to the logged model they were
+    measured on and to the split's data (an MLflow dataset with its digest)."""
     dataset = log_split_input(split, split, images, labels)
     mlflow.log_metrics(
-        {f"{split}_{key}": value for key, value in metrics.items()},
+        {f"{prefix or split}_{key}": value for key, value in metrics.items()},
         model_id=model_id,
         dataset=dataset,
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from components.core.names import DEFAULT_EXPERIMENT, RUNTIME_HELP, RUNTIMES
+from components.core.names import DEFAULT_EXPERIMENT, SCORING_RUNTIME_HELP, SCORING_RUNTIMES
 from components.core.schema import LOCAL, PER_RUN, setting
 from components.data.arrays import SPLITS
 
@@ -22,4 +22,4 @@ class EvaluateConfig:
         None, "MLflow run to log into (default: the one in MODEL/mlflow_run_id)", role=LOCAL
     )
     device: str = setting("auto", "auto, cpu, cuda or cuda:N", role=LOCAL)
-    runtime: str = setting("auto", RUNTIME_HELP, choices=RUNTIMES, role=LOCAL)
+    runtime: str = setting("auto", SCORING_RUNTIME_HELP, choices=SCORING_RUNTIMES, role=LOCAL)

@@ -36,7 +36,7 @@ def predict_files(model: str, files: list[Path], runtime: str = "auto") -> Predi
     Args:
         model: a train output directory or an MLflow model URI.
         files: the images.
-        runtime: onnx, torch or auto (onnx: this is a CPU).
+        runtime: onnx, onnx-int8, torch or auto (onnx: this is a CPU).
     """
     loaded = load_scorer(model, runtime)
     size, channels = loaded.image_size, loaded.channels

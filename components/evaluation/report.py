@@ -17,11 +17,13 @@ from matplotlib.figure import Figure
 
 from components.core import tracking
 from components.core.atomic import atomic_directory, check_replaceable, write_json
+from components.core.names import INT8_RUNTIME
 from components.data.arrays import read_meta
 from components.evaluation import metrics as scoring
 from components.evaluation import plots
 from components.evaluation.config import EvaluateConfig
 from components.scoring.loading import load_scorer
+from components.scoring.onnx_file import INT8_FILE
 from components.scoring.scorers import pick_runtime, score_batches
 from components.training.batches import DeviceSplit
 from components.training.inference import predict_logits
@@ -52,8 +54,14 @@ def evaluate(cfg: EvaluateConfig) -> dict[str, Any]:
     _check_inputs_fit(spec, read_meta(data_dir), data_dir)
     target = pick_device(cfg.device)
     data = DeviceSplit.load(data_dir, cfg.split, target)
-    if pick_runtime(cfg.runtime, target) == "onnx":
-        scorer = load_scorer(str(model_dir), "onnx").scorer
+    runtime = pick_runtime(cfg.runtime, target)
+    if runtime == INT8_RUNTIME and not (model_dir / INT8_FILE).is_file():
+        raise FileNotFoundError(
+            f"expected {INT8_FILE} in {model_dir} for --runtime {INT8_RUNTIME} (train with "
+            "--int8), found none"
+        )
+    if runtime != "torch":
+        scorer = load_scorer(str(model_dir), runtime).scorer
         logits = torch.from_numpy(score_batches(scorer, data.images.numpy()))
     else:
         logits = predict_logits(model.to(target), data)
@@ -63,9 +71,13 @@ def evaluate(cfg: EvaluateConfig) -> dict[str, Any]:
     figures = _figures(spec["classes"], images, labels, scores)
     report = _write_report(output_dir, spec["classes"], labels, scores, weights, figures)
     if run_id and model_id:  # the run, and its model is the one scored
-        where = f"evaluation/{cfg.split}"
+        # the int8 graph's figures apart: the registration gate reads the float32 model's
+        scored = f"{cfg.split}_int8" if runtime == INT8_RUNTIME else cfg.split
+        where = f"evaluation/{scored}"
         with tracking.start_run(cfg.experiment, run_id=run_id):
-            tracking.log_evaluation(cfg.split, report["metrics"], model_id, images, labels)
+            tracking.log_evaluation(
+                cfg.split, report["metrics"], model_id, images, labels, prefix=scored
+            )
             for name in ("metrics.json", "roc.json"):
                 tracking.log_artifact(output_dir / name, where)
             for name, figure in figures.items():

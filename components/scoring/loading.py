@@ -12,8 +12,9 @@ from pathlib import Path
 
 import torch
 
+from components.core.names import INT8_RUNTIME
 from components.data.arrays import shape_problems
-from components.scoring.onnx_file import INPUT, ONNX_FILE, OUTPUT, read_onnx
+from components.scoring.onnx_file import INPUT, INT8_FILE, ONNX_FILE, OUTPUT, read_onnx
 from components.scoring.scorers import OnnxScorer, TorchScorer, pick_runtime, session_threads
 from components.training.models import load_classifier
 
@@ -38,8 +39,9 @@ def load_scorer(model: str, runtime: str = "auto", passes: int = 1) -> LoadedMod
     Args:
         model: a train output folder, an MLflow model's folder (what
             ``components.fetch_model`` writes) or an MLflow model URI.
-        runtime: onnx, torch or auto (onnx here); a model without an ONNX file is
-            scored by torch, and the log says so.
+        runtime: onnx, onnx-int8, torch or auto (onnx here); a model without an int8
+            graph is scored by its float32 one, one without an ONNX file by torch, and
+            the log says so.
         passes: forward passes that run at once, sharing the cores (ONNX Runtime).
 
     Raises:
@@ -59,14 +61,9 @@ def load_scorer(model: str, runtime: str = "auto", passes: int = 1) -> LoadedMod
             f"model URI (runs:/RUN/model, models:/NAME@ALIAS) as --model, found {found}: "
             f"{model}"
         )
-    if runtime == "onnx" and (folder / ONNX_FILE).is_file():
-        return _from_onnx(folder / ONNX_FILE, passes)
-    if runtime == "onnx":
-        log.warning("%s holds no %s: scoring with torch", model, ONNX_FILE)
-    if (folder / "MLmodel").is_file():  # fetched by components.fetch_model, say
-        return _from_mlflow(folder.resolve().as_uri())
-    classifier, spec = load_classifier(folder)
-    return LoadedModel(TorchScorer(classifier), spec["channels"], spec["image_size"])
+    if runtime == "torch":
+        return _torch_from_folder(folder)
+    return _from_folder(folder, runtime, passes, model)
 
 
 def _from_uri(uri: str, runtime: str, passes: int) -> LoadedModel:
@@ -79,10 +76,29 @@ def _from_uri(uri: str, runtime: str, passes: int) -> LoadedModel:
         return _from_mlflow(uri)
     with tempfile.TemporaryDirectory(prefix="model-") as scratch:
         folder = tracking.download_model(uri, Path(scratch))
-        if (folder / ONNX_FILE).is_file():
-            return _from_onnx(folder / ONNX_FILE, passes)
-        log.warning("%s holds no %s: scoring with torch", uri, ONNX_FILE)
-        return _from_mlflow(folder.as_uri())
+        return _from_folder(folder, runtime, passes, uri)
+
+
+def _from_folder(folder: Path, runtime: str, passes: int, shown: str) -> LoadedModel:
+    """A model folder's ONNX graph in ONNX Runtime, its int8 one for ``onnx-int8`` where
+    it has one; its torch program where it has no ONNX file. ``shown``: the model as the
+    user named it, for the log."""
+    if runtime == INT8_RUNTIME and (folder / INT8_FILE).is_file():
+        return _from_onnx(folder / INT8_FILE, passes)
+    if runtime == INT8_RUNTIME:
+        log.warning("%s holds no %s: scoring its float32 graph", shown, INT8_FILE)
+    if (folder / ONNX_FILE).is_file():
+        return _from_onnx(folder / ONNX_FILE, passes)
+    log.warning("%s holds no %s: scoring with torch", shown, ONNX_FILE)
+    return _torch_from_folder(folder)
+
+
+def _torch_from_folder(folder: Path) -> LoadedModel:
+    """A train output's or an MLflow model folder's torch program."""
+    if (folder / "MLmodel").is_file():  # fetched by components.fetch_model, say
+        return _from_mlflow(folder.resolve().as_uri())
+    classifier, spec = load_classifier(folder)
+    return LoadedModel(TorchScorer(classifier), spec["channels"], spec["image_size"])
 
 
 def _from_onnx(path: Path, passes: int) -> LoadedModel:
@@ -109,8 +125,9 @@ def _from_onnx(path: Path, passes: int) -> LoadedModel:
             f"({'; '.join(problems)}), found {found!s:.300}"
         )
     log.info(
-        "scoring with ONNX Runtime: %d forward passes at once, %d threads each", passes, threads
-    )
+        "scoring with ONNX Runtime (%s): %d forward passes at once, %d threads each",
+        path.name, passes, threads,
+    )  # fmt: skip
     return LoadedModel(scorer, shape[1], shape[2])
 
 

@@ -16,6 +16,7 @@ import onnx
 from onnx import external_data_helper
 
 ONNX_FILE = "model.onnx"  # beside model.pt in a train output, and in the MLflow model
+INT8_FILE = "model.int8.onnx"  # the same graph in int8, where training was asked for it
 INPUT, OUTPUT = "pixels", "logits"  # the graph's input (N×C×S×S photos) and output (N×2)
 VIEWS = "views"  # the graph's metadata: the views of a photo it scores
 MOST_ONNX_MB = 512  # the classifiers are 1–45 MB; with their external data, if any

@@ -13,7 +13,7 @@ import onnxruntime
 import torch
 
 from components.core.cores import available_cores
-from components.core.names import RUNTIMES
+from components.core.names import INT8_RUNTIME, SCORING_RUNTIMES
 from components.scoring.onnx_file import INPUT, VIEWS
 
 VIEWS_A_CALL = 64  # views (photos × views of each) a session call scores: the cache's fill
@@ -27,15 +27,15 @@ def pick_runtime(name: str, device: torch.device) -> str:
     """``name``, with ``auto`` made ``onnx`` on a CPU and ``torch`` elsewhere.
 
     Raises:
-        ValueError: ``name`` is none of ``RUNTIMES``, or ``onnx`` on a GPU.
+        ValueError: ``name`` is none of ``SCORING_RUNTIMES``, or an ONNX one on a GPU.
     """
-    if name not in RUNTIMES:
-        raise ValueError(f"expected a runtime of {', '.join(RUNTIMES)}, found {name!r}")
+    if name not in SCORING_RUNTIMES:
+        raise ValueError(f"expected a runtime of {', '.join(SCORING_RUNTIMES)}, found {name!r}")
     if name == "auto":
         return "onnx" if device.type == "cpu" else "torch"
-    if name == "onnx" and device.type != "cpu":
+    if name in ("onnx", INT8_RUNTIME) and device.type != "cpu":
         raise ValueError(
-            f"expected --runtime onnx on a CPU, found device {device}: on a GPU the "
+            f"expected --runtime {name} on a CPU, found device {device}: on a GPU the "
             "model runs in torch (--runtime torch or auto)"
         )
     return name

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from components.core.names import RUNTIMES
+from components.core.names import SCORING_RUNTIMES
 from components.core.schema import LOCAL, setting
 
 MODEL_NAME = "dogs-vs-cats"  # the name in KServe's routes: /v1/models/dogs-vs-cats:predict
@@ -83,8 +83,9 @@ class ServeConfig:
 
     runtime: str = setting(
         "auto",
-        "onnx (ONNX Runtime) or torch; auto: onnx (the server scores on its CPU)",
-        choices=RUNTIMES,
+        "onnx (ONNX Runtime) or torch; auto: onnx (the server scores on its CPU); onnx-int8: "
+        "the model's int8 graph (trained with --int8)",
+        choices=SCORING_RUNTIMES,
         role=LOCAL,
     )
 

@@ -66,6 +66,12 @@ class TrainConfig:
         choices=RUNTIMES,
         role=LOCAL,
     )
+    int8: bool = setting(
+        False,
+        "also write model.int8.onnx, the ONNX graph quantised to int8 (calibrated on 512 "
+        "train photos), where it loses at most 0.2 points of val accuracy",
+        role=LOCAL,
+    )
     resume: bool = setting(
         False, "continue from the newest checkpoint and its MLflow run", role=LOCAL
     )

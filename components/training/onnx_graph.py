@@ -1,5 +1,10 @@
 """The classifier's ONNX graph through a training run: exported once, its weights swapped
-in for each epoch's validation, checked against eager torch and written at the end."""
+in for each epoch's validation, checked against eager torch and written at the end.
+
+An export takes one to four seconds and a swap milliseconds, so the graphs exported in a
+process are kept by the net's structure: the trials of a search on this machine, which
+train the same net with other settings, export it once between them.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +22,9 @@ from components.training.models import Classifier
 
 log = logging.getLogger(__name__)
 
+KEPT_EXPORTS = 4  # graphs kept in a process, by structure (resnet18's: 45 MB)
+_exported: dict[tuple[object, ...], onnx.ModelProto] = {}
+
 
 class OnnxGraph:
     """A classifier's exported graph, kept to take the weights training gives it."""
@@ -31,11 +39,19 @@ class OnnxGraph:
 
         ``photos``: two or more of the model's input, to trace the export with.
         """
+        if self.graph is None:
+            kept = _exported.get(_structure(model, photos))
+            if kept is not None and swappable(kept, model):
+                self.graph, self.swaps = kept, True
         if self.graph is None or not self.swaps:
             self.graph = export_graph(model, photos[:2].repeat(2, 1, 1, 1))
             self.swaps = swappable(self.graph, model)
             if not self.swaps:
                 log.info("the ONNX exporter folded a weight into a constant: exporting each time")
+                return self.graph
+            if len(_exported) >= KEPT_EXPORTS:
+                _exported.clear()
+            _exported[_structure(model, photos)] = self.graph
             return self.graph
         return with_weights(self.graph, model)
 
@@ -58,6 +74,12 @@ class OnnxGraph:
         check_agreement(found, expected)
         with atomic_file(path) as handle:
             handle.write(graph.SerializeToString())
+
+
+def _structure(model: Classifier, photos: torch.Tensor) -> tuple[object, ...]:
+    """What an exported graph depends on besides the weights' values: the modules and their
+    settings (their printout), the views averaged and the photos' shape."""
+    return (repr(model), model.mirror_average, model.shift_average, tuple(photos.shape[1:]))
 
 
 def _eager_logits(model: Classifier, pixels: torch.Tensor) -> np.ndarray:

@@ -24,7 +24,8 @@ import torch
 from components.core import schema, tracking
 from components.core.atomic import atomic_file, claim_directory, exclusive, write_json
 from components.data.arrays import load_split, read_meta
-from components.scoring.onnx_file import ONNX_FILE
+from components.scoring import int8
+from components.scoring.onnx_file import INT8_FILE, ONNX_FILE
 from components.training import checkpoints, runtime
 from components.training.batches import DeviceSplit
 from components.training.config import TrainConfig
@@ -36,7 +37,9 @@ from components.training.runtime import Workers
 log = logging.getLogger(__name__)
 
 EpochHook = Callable[[int, dict[str, float]], None]
-OUTPUT_FILES = ["model.pt", ONNX_FILE, checkpoints.CHECKPOINT, "history.json", "mlflow_run_id"]
+OUTPUT_FILES = [
+    *("model.pt", ONNX_FILE, INT8_FILE, checkpoints.CHECKPOINT, "history.json", "mlflow_run_id")
+]
 CHECKED_PHOTOS = 64  # val photos on which ONNX Runtime must give eager torch's answers
 
 
@@ -130,10 +133,9 @@ def _train(
                 break
         if workers.is_main:  # saving and logging the model can take half a minute
             log.info("training done; saving the model to %s and logging it to MLflow", cfg.output)
-        photos = val_data.images[:CHECKED_PHOTOS]
         graph = learner.onnx or OnnxGraph()
         model_uri = (
-            _write_outputs(cfg, model, graph, photos, meta, history, run_id)
+            _write_outputs(cfg, model, graph, (train_data, val_data), meta, history, run_id)
             if workers.is_main
             else None
         )
@@ -218,13 +220,14 @@ def _write_outputs(
     cfg: TrainConfig,
     model: Classifier,
     graph: OnnxGraph,
-    photos: torch.Tensor,
+    splits: tuple[DeviceSplit, DeviceSplit],
     meta: dict[str, Any],
     history: list[dict[str, Any]],
     run_id: str | None,
 ) -> str:
-    """model.pt, model.onnx (once it gives eager torch's answers on ``photos``),
-    history.json and mlflow_run_id in the output; the model logged to MLflow."""
+    """model.pt, model.onnx (once it gives eager torch's answers on val photos), with
+    ``int8`` model.int8.onnx (see ``_write_int8``), history.json and mlflow_run_id in the
+    output; the model logged to MLflow. ``splits``: train and val."""
     output = Path(cfg.output)
     spec = {
         "model": cfg.model,
@@ -237,7 +240,8 @@ def _write_outputs(
         "shift_average": cfg.shift_average,
     }
     save_classifier(output / "model.pt", model, spec)
-    graph.write(output / ONNX_FILE, model, photos)
+    graph.write(output / ONNX_FILE, model, splits[1].images[:CHECKED_PHOTOS])
+    onnx_files = [output / ONNX_FILE, *_write_int8(cfg, *splits)]
     write_json(output / "history.json", history)
     with atomic_file(output / "mlflow_run_id", "w") as handle:
         handle.write(run_id or "")
@@ -245,9 +249,39 @@ def _write_outputs(
     side = meta["image_size"]
     # a batch of two, so the exported model keeps a dynamic batch dimension
     example = np.full((2, meta["channels"], side, side), 128, np.float32)
-    return tracking.log_model(
-        model, example, weights_digest(output / "model.pt"), output / ONNX_FILE
-    )
+    return tracking.log_model(model, example, weights_digest(output / "model.pt"), onnx_files)
+
+
+def _write_int8(cfg: TrainConfig, train_data: DeviceSplit, val_data: DeviceSplit) -> list[Path]:
+    """With ``cfg.int8``, model.int8.onnx beside model.onnx where its val accuracy is within
+    ``int8.MOST_POINTS_LOST`` of the float32 graph's (logged as ``val_accuracy_int8``):
+    the files written, none or that one. An earlier run's int8 file goes either way."""
+    output = Path(cfg.output)
+    (output / INT8_FILE).unlink(missing_ok=True)  # this step's own, of another model
+    if not cfg.int8:
+        return []
+    picked = np.random.default_rng(cfg.seed).permutation(len(train_data))
+    calibration = train_data.images[picked[: int8.CALIBRATION_PHOTOS]].cpu().numpy()
+    float_graph = (output / ONNX_FILE).read_bytes()
+    int8_graph = int8.quantise(float_graph, calibration)
+    images, labels = val_data.images.cpu().numpy(), val_data.labels.cpu().numpy()
+    float_accuracy, int8_accuracy = int8.val_accuracies(float_graph, int8_graph, images, labels)
+    tracking.log_metric("val_accuracy_int8", int8_accuracy)
+    lost = 100 * (float_accuracy - int8_accuracy)
+    if lost > int8.MOST_POINTS_LOST:
+        log.warning(
+            "no %s: in int8 the val accuracy is %.4f against float32's %.4f, %.2f points "
+            "lower (at most %.1f allowed)",
+            INT8_FILE, int8_accuracy, float_accuracy, lost, int8.MOST_POINTS_LOST,
+        )  # fmt: skip
+        return []
+    with atomic_file(output / INT8_FILE) as handle:
+        handle.write(int8_graph)
+    log.info(
+        "wrote %s: val accuracy %.4f in int8, %.4f in float32", INT8_FILE, int8_accuracy,
+        float_accuracy,
+    )  # fmt: skip
+    return [output / INT8_FILE]
 
 
 def train_processes(cfg: TrainConfig, processes: int) -> str:

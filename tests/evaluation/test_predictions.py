@@ -45,7 +45,7 @@ def test_an_mlflow_model_taking_huge_images_is_refused_before_any_decoding(
     (tmp_path / "model.onnx").write_bytes(b"not read")
     with tracking.start_run("dogs-vs-cats"):
         example = np.full((2, 1, 520, 520), 128, np.float32)
-        uri = tracking.log_model(net, example, "0" * 64, tmp_path / "model.onnx")
+        uri = tracking.log_model(net, example, "0" * 64, [tmp_path / "model.onnx"])
     with pytest.raises(ValueError, match=r"found input shape \(-1, 1, 520, 520\)"):
         predictions.predict_files(uri, [sample_images / "PetImages/Dog/1.jpg"], "torch")
 

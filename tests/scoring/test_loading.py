@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from components.scoring.loading import load_scorer
-from components.scoring.onnx_file import ONNX_FILE
+from components.scoring.onnx_file import INT8_FILE, ONNX_FILE
 from components.scoring.scorers import OnnxScorer, TorchScorer
 from tests.support.models import seeded_model
 
@@ -41,6 +41,18 @@ def test_a_model_without_an_onnx_file_is_scored_by_torch_and_the_log_says_so_onc
     assert isinstance(loaded.scorer, TorchScorer)
     said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert said == [f"{folder} holds no {ONNX_FILE}: scoring with torch"]
+
+
+def test_a_model_without_an_int8_graph_is_scored_by_its_float_one_and_the_log_says_so(
+    tmp_path, caplog
+):
+    folder = seeded_model(tmp_path / "model")
+    with caplog.at_level(logging.INFO):
+        loaded = load_scorer(str(folder), "onnx-int8")
+    assert isinstance(loaded.scorer, OnnxScorer)
+    said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert said == [f"{folder} holds no {INT8_FILE}: scoring its float32 graph"]
+    assert "scoring with ONNX Runtime (model.onnx)" in caplog.text
 
 
 def test_an_onnx_model_outside_the_data_contract_is_refused(tmp_path):

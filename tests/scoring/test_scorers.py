@@ -21,10 +21,13 @@ def test_auto_is_onnx_on_a_cpu_and_torch_on_a_gpu(name, device, picked):
     assert scorers.pick_runtime(name, torch.device(device)) == picked
 
 
-def test_onnx_on_a_gpu_and_an_unknown_runtime_are_refused():
-    with pytest.raises(ValueError, match="expected --runtime onnx on a CPU, found device cuda"):
-        scorers.pick_runtime("onnx", torch.device("cuda"))
-    with pytest.raises(ValueError, match="expected a runtime of auto, onnx, torch, found 'tvm'"):
+@pytest.mark.parametrize("name", ["onnx", "onnx-int8"])
+def test_onnx_on_a_gpu_and_an_unknown_runtime_are_refused(name):
+    with pytest.raises(ValueError, match=f"expected --runtime {name} on a CPU, found device cuda"):
+        scorers.pick_runtime(name, torch.device("cuda"))
+    with pytest.raises(
+        ValueError, match="expected a runtime of auto, onnx, torch, onnx-int8, found .tvm."
+    ):
         scorers.pick_runtime("tvm", torch.device("cpu"))
 
 

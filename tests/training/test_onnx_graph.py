@@ -21,6 +21,7 @@ def model_and_photos() -> tuple[Classifier, torch.Tensor]:
 def counting_exports(monkeypatch) -> list[int]:
     calls: list[int] = []
     export = onnx_graph.export_graph
+    monkeypatch.setattr(onnx_graph, "_exported", {})  # none kept from earlier tests
 
     def counted(*args):
         calls.append(1)
@@ -42,6 +43,24 @@ def test_the_graph_is_exported_once_and_follows_the_weights(monkeypatch):
         expected = model(photos).numpy()
     assert len(calls) == 1
     assert abs(scored - expected).max() < 1e-4
+
+
+def test_a_second_run_of_the_same_net_takes_the_kept_graph_with_its_own_weights(monkeypatch):
+    calls = counting_exports(monkeypatch)
+    first, photos = model_and_photos()
+    onnx_graph.OnnxGraph().current(first, photos)
+    torch.manual_seed(1)
+    second = Classifier(build_model("tutorial_cnn", 1, 40), [0.4], [0.3]).eval()
+    scored = onnx_graph.OnnxGraph().scorer(second, photos)(photos.numpy())
+    with torch.no_grad():
+        expected, others = second(photos).numpy(), first(photos).numpy()
+    assert len(calls) == 1
+    assert abs(scored - expected).max() < 1e-4 and abs(scored - others).max() > 1e-2
+    wider = Classifier(build_model("tutorial_cnn", 1, 44), [0.5], [0.25]).eval()
+    onnx_graph.OnnxGraph().current(wider, torch.zeros(2, 1, 44, 44))
+    mirrored = Classifier(build_model("tutorial_cnn", 1, 40), [0.5], [0.25], mirror_average=True)
+    onnx_graph.OnnxGraph().current(mirrored.eval(), photos)
+    assert len(calls) == 3  # another shape, other views: exported anew
 
 
 def test_a_graph_whose_weights_cannot_be_swapped_is_exported_each_time(monkeypatch):

@@ -53,6 +53,7 @@ def test_the_train_steps_whole_output_gives_each_epochs_metrics_once(
     expected = [(name, f"{epoch[name]:.6f}") for epoch in history for name in METRICS]
     assert [(name, value) for _, name, value in observations] == expected
     assert all(stamp is not None for stamp, _, _ in observations)
+    assert " INFO onnx" not in done.stderr  # the exporter's optimizer does not narrate
 
 
 def test_a_trial_that_printed_no_objective_is_recorded_unavailable():

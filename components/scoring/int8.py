@@ -1,0 +1,95 @@
+"""The classifier's ONNX graph in int8: ONNX Runtime's static quantisation, kept only where it
+scores the val split as well as the float32 graph, within ``MOST_POINTS_LOST``.
+
+Convolutions and matrix products take int8 weights (per output channel) and uint8
+activations, whose ranges are read off real photos (``calibration``); the rest of the
+graph stays float32. The weights keep 7 bits (``reduce_range``): x86 CPUs without VNNI
+multiply uint8 by int8 in pairs summed into 16 bits, which 8-bit weights can overflow,
+so the file answers alike on every CPU that serves it.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnxruntime import quantization
+
+from components.scoring.onnx_file import INPUT
+from components.scoring.scorers import OnnxScorer, score_batches, session_threads
+
+CALIBRATION_PHOTOS = 512  # train photos whose activations set the int8 ranges
+CALIBRATION_BATCH = 32
+MOST_POINTS_LOST = 0.2  # val accuracy, in percentage points, int8 may lose against float32
+QUANTISED_OPS = ["Conv", "Gemm", "MatMul"]  # the rest, quantised too, ran slower
+
+
+class _Photos(quantization.CalibrationDataReader):  # type: ignore[misc]
+    """The calibration photos, a batch at a time, as the graph's input."""
+
+    def __init__(self, photos: np.ndarray):
+        self.batches = iter(
+            photos[start : start + CALIBRATION_BATCH].astype(np.float32)
+            for start in range(0, len(photos), CALIBRATION_BATCH)
+        )
+
+    def get_next(self) -> dict[str, np.ndarray] | None:
+        batch = next(self.batches, None)
+        return None if batch is None else {INPUT: batch}
+
+
+def quantise(graph: bytes, calibration: np.ndarray) -> bytes:
+    """``graph`` (a float32 classifier, see ``onnx_export``) with its convolutions and
+    matrix products in int8, the activation ranges set by ``calibration`` (N×C×S×S
+    photos, 0–255); its metadata kept, the standard's operators alone."""
+    float_graph = onnx.load_from_string(graph)
+    logger = logging.getLogger("root")  # the quantiser warns on the root logger
+    with tempfile.TemporaryDirectory(prefix="int8-") as scratch:
+        exported = Path(scratch, "float32.onnx")
+        prepared, quantised = Path(scratch, "prepared.onnx"), Path(scratch, "int8.onnx")
+        exported.write_bytes(graph)  # the quantiser's tools read and write files
+        quantization.quant_pre_process(exported, prepared, skip_symbolic_shape=True)
+        level = logger.level
+        logger.setLevel(logging.ERROR)
+        try:
+            quantization.quantize_static(
+                prepared,
+                quantised,
+                _Photos(calibration),
+                quant_format=quantization.QuantFormat.QDQ,
+                per_channel=True,
+                reduce_range=True,
+                activation_type=quantization.QuantType.QUInt8,
+                weight_type=quantization.QuantType.QInt8,
+                op_types_to_quantize=QUANTISED_OPS,
+                calibrate_method=quantization.CalibrationMethod.MinMax,
+            )
+        finally:
+            logger.setLevel(level)
+        int8_graph = onnx.load_model(quantised)
+    onnx.helper.set_model_props(
+        int8_graph, {prop.key: prop.value for prop in float_graph.metadata_props}
+    )
+    # the quantiser's optimizer imports every domain ONNX Runtime has; the nodes use the
+    # standard's, so the file imports those alone (``read_onnx`` refuses the others)
+    used = {""} | {node.domain for node in int8_graph.graph.node}
+    imported = [opset for opset in int8_graph.opset_import if opset.domain in used]
+    del int8_graph.opset_import[:]
+    int8_graph.opset_import.extend(imported)
+    serialised: bytes = int8_graph.SerializeToString()
+    return serialised
+
+
+def val_accuracies(
+    float_graph: bytes, int8_graph: bytes, images: np.ndarray, labels: np.ndarray
+) -> tuple[float, float]:
+    """The val split's accuracy scored by each graph in ONNX Runtime: (float32, int8)."""
+    scored = [
+        score_batches(OnnxScorer(graph, session_threads()), images)
+        for graph in (float_graph, int8_graph)
+    ]
+    accuracy = [float((logits.argmax(1) == labels).mean()) for logits in scored]
+    return accuracy[0], accuracy[1]
