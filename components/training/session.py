@@ -24,7 +24,6 @@ import torch
 from components.core import schema, tracking
 from components.core.atomic import atomic_file, claim_directory, exclusive, write_json
 from components.data.arrays import load_split, read_meta
-from components.scoring import int8
 from components.scoring.onnx_file import INT8_FILE, ONNX_FILE
 from components.training import checkpoints, runtime
 from components.training.batches import DeviceSplit
@@ -260,6 +259,8 @@ def _write_int8(cfg: TrainConfig, train_data: DeviceSplit, val_data: DeviceSplit
     (output / INT8_FILE).unlink(missing_ok=True)  # this step's own, of another model
     if not cfg.int8:
         return []
+    from components.scoring import int8  # the quantiser's imports: only when asked for
+
     picked = np.random.default_rng(cfg.seed).permutation(len(train_data))
     calibration = train_data.images[picked[: int8.CALIBRATION_PHOTOS]].cpu().numpy()
     float_graph = (output / ONNX_FILE).read_bytes()
