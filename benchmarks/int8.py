@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     print(f"int8 benchmark on {machine()}")
     train, _ = load_split(args.data, "train")
-    picked = np.random.default_rng(args.seed).permutation(len(train))[: int8.CALIBRATION_PHOTOS]
+    picked = int8.calibration_picks(len(train), args.seed)
     float_graph = (args.model / ONNX_FILE).read_bytes()
     started = time.perf_counter()
     int8_graph = int8.quantise(float_graph, train[picked])

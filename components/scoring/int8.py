@@ -41,6 +41,13 @@ class _Photos(quantization.CalibrationDataReader):  # type: ignore[misc]
         return None if batch is None else {INPUT: batch}
 
 
+def calibration_picks(train_photos: int, seed: int) -> np.ndarray:
+    """Which train photos calibrate the int8 ranges: ``CALIBRATION_PHOTOS`` of them, in an
+    order the run's seed fixes."""
+    picks: np.ndarray = np.random.default_rng(seed).permutation(train_photos)
+    return picks[:CALIBRATION_PHOTOS]
+
+
 def quantise(graph: bytes, calibration: np.ndarray) -> bytes:
     """``graph`` (a float32 classifier, see ``onnx_export``) with its convolutions and
     matrix products in int8, the activation ranges set by ``calibration`` (N×C×S×S

@@ -37,7 +37,12 @@ log = logging.getLogger(__name__)
 
 EpochHook = Callable[[int, dict[str, float]], None]
 OUTPUT_FILES = [
-    *("model.pt", ONNX_FILE, INT8_FILE, checkpoints.CHECKPOINT, "history.json", "mlflow_run_id")
+    "model.pt",
+    ONNX_FILE,
+    INT8_FILE,
+    checkpoints.CHECKPOINT,
+    "history.json",
+    "mlflow_run_id",
 ]
 CHECKED_PHOTOS = 64  # val photos on which ONNX Runtime must give eager torch's answers
 
@@ -261,8 +266,8 @@ def _write_int8(cfg: TrainConfig, train_data: DeviceSplit, val_data: DeviceSplit
         return []
     from components.scoring import int8  # the quantiser's imports: only when asked for
 
-    picked = np.random.default_rng(cfg.seed).permutation(len(train_data))
-    calibration = train_data.images[picked[: int8.CALIBRATION_PHOTOS]].cpu().numpy()
+    picked = int8.calibration_picks(len(train_data), cfg.seed)
+    calibration = train_data.images[picked].cpu().numpy()
     float_graph = (output / ONNX_FILE).read_bytes()
     int8_graph = int8.quantise(float_graph, calibration)
     images, labels = val_data.images.cpu().numpy(), val_data.labels.cpu().numpy()
