@@ -15,6 +15,7 @@ import requests
 
 from components import fetch_model
 from components.evaluation.predictions import predict_files
+from components.scoring import int8
 from tests.support.processes import HANG_SECONDS
 from tests.support.servers import S3_KEYS, ModelServerProcess
 from tests.support.tracking_stack import register_trained_model
@@ -27,10 +28,13 @@ NAME = "dogs-vs-cats-serving-test"
 def registered(running_server, small_arrays, tmp_path_factory):
     """A model trained and logged through the server, registered as version 1 @candidate;
     (the run id, the tracking server's URL). Two views a photo, averaged in its graph (the
-    ten-view graph is held to torch in tests/scoring/test_onnx_export.py)."""
+    ten-view graph is held to torch in tests/scoring/test_onnx_export.py), and its int8
+    graph (kept whatever its val accuracy: tests/scoring/test_int8.py tests the gate)."""
     workdir = tmp_path_factory.mktemp("registry")
-    recipe = {"mirror_average": True}
-    run_id = register_trained_model(running_server.url, small_arrays, workdir, NAME, **recipe)
+    recipe = {"mirror_average": True, "int8": True}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(int8, "MOST_POINTS_LOST", 100.0)
+        run_id = register_trained_model(running_server.url, small_arrays, workdir, NAME, **recipe)
     return run_id, running_server.url
 
 
@@ -41,12 +45,12 @@ def photos(sample_images) -> list:
 
 
 def served_answers(
-    model: str, photos: list, workdir, env: dict, per_request: int = 64
+    model: str, photos: list, workdir, env: dict, *flags: str, per_request: int = 64
 ) -> list[dict]:
-    """What ``components.serve --model MODEL`` answers to V1 requests of ``photos``,
+    """What ``components.serve --model MODEL FLAGS`` answers to V1 requests of ``photos``,
     ``per_request`` photos each, in order."""
     answers = []
-    with ModelServerProcess(model, workdir, env=env) as server:
+    with ModelServerProcess(model, workdir, *flags, env=env) as server:
         for start in range(0, len(photos), per_request):
             chunk = photos[start : start + per_request]
             body = {
@@ -101,6 +105,41 @@ def test_onnx_runtime_and_torch_answer_alike_for_every_photo_of_the_sample(
     served = served_answers(uri, [f for f, *_ in by_onnx], tmp_path, env, per_request=64)
     assert [a["class"] for a in served] == [c for _, c, _ in by_torch]
     assert np.abs(np.array([a["probability"] for a in served]) - torch_p).max() <= 1e-4
+
+
+def test_the_registered_int8_graph_is_predicted_and_served_by_name(
+    registered, photos, tmp_path, monkeypatch
+):
+    """``--runtime onnx-int8`` with ``models:/NAME@candidate`` through the tracking server:
+    predict's command line and the server score the int8 graph logged with the model,
+    alike, and near the float32 graph's answers."""
+    _, tracking_url = registered
+    uri = f"models:/{NAME}@candidate"
+    env = {k: v for k, v in os.environ.items() if k not in S3_KEYS and k != "MLFLOW_RUN_ID"}
+    env["MLFLOW_TRACKING_URI"] = tracking_url
+    done = subprocess.run(
+        [sys.executable, "-m", "components.predict", "--model", uri, "--runtime", "onnx-int8",
+         *map(str, photos)],
+        env=env, capture_output=True, text=True, timeout=HANG_SECONDS,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "scoring with ONNX Runtime (model.int8.onnx)" in done.stderr
+    predicted = [line.split("\t") for line in done.stdout.splitlines()]
+    assert [path for path, *_ in predicted] == list(map(str, photos))
+    served = served_answers(uri, photos, tmp_path, env, "--runtime", "onnx-int8")
+    assert "scoring with ONNX Runtime (model.int8.onnx)" in (tmp_path / "serve.log").read_text()
+    assert [a["class"] for a in served] == [label for _, label, _ in predicted]
+    int8_dog = np.array([_dog(label, float(p)) for _, label, p in predicted])
+    served_dog = np.array([_dog(a["class"], a["probability"]) for a in served])
+    assert np.abs(served_dog - int8_dog).max() <= 1e-4
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", tracking_url)
+    float_dog = np.array([_dog(label, p) for _, label, p in predict_files(uri, photos).classified])
+    assert np.abs(float_dog - int8_dog).max() < 0.1
+
+
+def _dog(label: str, probability: float) -> float:
+    """The probability of a dog, from a class and that class's probability."""
+    return probability if label == "dog" else 1 - probability
 
 
 def test_a_model_fetched_as_kserves_storage_initializer_fetches_it_is_served_from_its_folder(
