@@ -13,6 +13,7 @@ import importlib.util
 import logging
 import os
 import sys
+import tempfile
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -35,7 +36,7 @@ from mlflow.store.artifact.artifact_repository_registry import get_artifact_repo
 from mlflow.tracking import MlflowClient
 from mlflow.types import ColSpec, Schema
 
-from components.core import uris
+from components.core import identity, uris
 from components.core.names import CLASSES, MLFLOW_HTTP_LIMITS
 
 if TYPE_CHECKING:  # torch and matplotlib load where a model or a figure is logged
@@ -66,6 +67,7 @@ EPOCH_TAG = "epoch"  # on a checkpoint model: the epoch it ends
 KEPT_CHECKPOINTS = 2  # the newest checkpoints a run keeps, and the best besides
 KFP_PIPELINE_RUN_TAG = "kfp.pipeline_run_id"  # KFP's own tag on its parent run
 MODEL_NAME = "model"
+IDENTITY_TAG = "sha256."  # on a logged model: sha256.FILE, the digest of each of its files
 
 
 for _name, _value in MLFLOW_HTTP_LIMITS.items():
@@ -207,6 +209,8 @@ def start_run(
     mlflow.set_tracking_uri(uri)
     injected = os.environ.get("MLFLOW_RUN_ID") or None
     run_id = run_id or injected  # given here, MLflow leaves the variable for the children
+    if run_id and run_id == injected:
+        check_kfp_task_run(injected, tags or {})  # before anything is written into it
     if run_id:  # an existing run: its own experiment is the active one
         active = MlflowClient(uri).get_run(run_id).info.experiment_id
         mlflow.set_experiment(experiment_id=active)
@@ -226,6 +230,65 @@ def start_run(
             mlflow.set_tags(tags)
         log.info("MLflow run %s in experiment %s at %s", run.info.run_id, active, uri)
         yield run.info.run_id
+
+
+def check_kfp_task_run(run_id: str, tags: dict[str, str]) -> None:
+    """Refuse ``$MLFLOW_RUN_ID`` unless it is the run KFP's MLflow tracking made for this
+    task: in ``$MLFLOW_EXPERIMENT_ID`` (both set together), nested under a KFP pipeline
+    run's parent (at any depth: a loop's iterations nest under the loop's run), and still
+    RUNNING, or this task's own earlier attempt (FAILED or KILLED, with ``tags``' KFP run
+    and combination) on a retry. A leftover variable would write into another run.
+
+    Raises:
+        ValueError: any other run, in one line, before anything is written.
+    """
+    task = kfp_task()
+    refused = f"refusing MLFLOW_RUN_ID={run_id[:64]!r}: expected the run KFP made for this task"
+    if task is None:
+        raise ValueError(
+            f"{refused}, which KFP sets with MLFLOW_EXPERIMENT_ID, found no "
+            "MLFLOW_EXPERIMENT_ID; unset MLFLOW_RUN_ID to start a run of this step's own"
+        )
+    client = MlflowClient(tracking_uri())
+    try:
+        run = client.get_run(run_id)
+    except MlflowException as err:
+        if err.error_code in REGISTRY_ABSENT:
+            raise ValueError(f"{refused}, found no such run at {tracking_uri()}") from None
+        raise
+    own = {k: tags[k] for k in (KFP_RUN_ID_TAG, COMBINATION_TAG) if k in tags}
+    retried = (
+        run.info.status in ("FAILED", "KILLED")
+        and KFP_RUN_ID_TAG in own
+        and all(run.data.tags.get(k) == v for k, v in own.items())
+    )
+    problems = [
+        f"experiment {run.info.experiment_id}, not MLFLOW_EXPERIMENT_ID={task.experiment_id}"
+        if run.info.experiment_id != task.experiment_id
+        else "",
+        f"a {run.info.status} run" if run.info.status != "RUNNING" and not retried else "",
+        "" if _under_kfp_parent(client, run) else "not nested under a KFP pipeline run",
+    ]
+    found = "; ".join(problem for problem in problems if problem)
+    if found:
+        raise ValueError(
+            f"{refused} (RUNNING, in MLFLOW_EXPERIMENT_ID, nested under a KFP pipeline run), "
+            f"found {found}; unset MLFLOW_RUN_ID and MLFLOW_EXPERIMENT_ID to start a run of "
+            "this step's own"
+        )
+
+
+def _under_kfp_parent(client: MlflowClient, run: Any, depth: int = 3) -> bool:
+    """Whether ``run`` nests, within ``depth`` levels, under a run KFP made for a
+    pipeline run (tagged ``kfp.pipeline_run_id``)."""
+    for _ in range(depth):
+        parent = run.data.tags.get(PARENT_TAG)
+        if not parent:
+            return False
+        run = client.get_run(parent)
+        if run.data.tags.get(KFP_PIPELINE_RUN_TAG):
+            return True
+    return False
 
 
 def log_params_into(run_id: str, params: dict[str, object]) -> None:
@@ -256,13 +319,14 @@ def log_metric(key: str, value: float) -> None:
     mlflow.log_metric(key, value)
 
 
-def log_epoch(metrics: dict[str, float], epoch: int) -> str:
+def log_epoch(metrics: dict[str, float], epoch: int, checkpoint_sha256: str) -> str:
     """The epoch's metrics into the active run (``step=epoch``), linked to a new logged
-    model for the epoch's checkpoint (``checkpoint``, MLflow 3's way), which
-    ``log_checkpoint`` fills once the checkpoint is written; the model's id.
+    model for the epoch's checkpoint (``checkpoint``, MLflow 3's way) that records the
+    checkpoint's digest, and which ``log_checkpoint`` fills once the checkpoint is
+    written; the model's id.
 
-    The metrics come first: a run stopped before its checkpoint is saved redoes the epoch,
-    never loses its record.
+    The metrics and the digest come first: a run stopped before its checkpoint is saved
+    redoes the epoch, never loses its record, and a checkpoint on disk is always recorded.
     """
     run = mlflow.active_run()
     if run is None:
@@ -270,7 +334,7 @@ def log_epoch(metrics: dict[str, float], epoch: int) -> str:
     model = mlflow.initialize_logged_model(
         name=CHECKPOINT_MODEL,
         source_run_id=run.info.run_id,
-        tags={EPOCH_TAG: str(epoch)},
+        tags={EPOCH_TAG: str(epoch), f"{IDENTITY_TAG}{CHECKPOINT_FILE}": checkpoint_sha256},
         model_type="checkpoint",
     )
     mlflow.log_metrics(metrics, step=epoch, model_id=model.model_id)
@@ -292,14 +356,31 @@ def log_checkpoint(model_id: str, checkpoint: Path, epoch: int) -> None:
     _prune_checkpoints(client, run.info.run_id, run.info.experiment_id)
 
 
-def _checkpoint_models(client: MlflowClient, run_id: str, experiment_id: str) -> list[Any]:
-    """The run's checkpoint models, newest epoch first."""
+def _checkpoint_models(
+    client: MlflowClient, run_id: str, experiment_id: str, ready: bool = True
+) -> list[Any]:
+    """The run's checkpoint models (with ``ready``, those whose file is logged), newest
+    epoch first."""
     found = client.search_logged_models(
         experiment_ids=[experiment_id],
         filter_string=f"source_run_id = '{run_id}' AND name = '{CHECKPOINT_MODEL}'",
     )
-    ready = [m for m in found if m.status == LoggedModelStatus.READY and EPOCH_TAG in m.tags]
-    return sorted(ready, key=lambda m: int(m.tags[EPOCH_TAG]), reverse=True)
+    kept = [
+        m
+        for m in found
+        if (m.status == LoggedModelStatus.READY or not ready)
+        and str(m.tags.get(EPOCH_TAG, "")).isdigit()
+        and len(m.tags[EPOCH_TAG]) < 7
+    ]
+    return sorted(kept, key=lambda m: int(m.tags[EPOCH_TAG]), reverse=True)
+
+
+def checkpoint_recorded(run_id: str, epoch: int, sha256: str) -> bool:
+    """Whether run ``run_id`` recorded a checkpoint after ``epoch`` with digest ``sha256``."""
+    client = MlflowClient(tracking_uri())
+    models = _checkpoint_models(client, run_id, experiment_of(run_id), ready=False)
+    tag = f"{IDENTITY_TAG}{CHECKPOINT_FILE}"
+    return any(m.tags[EPOCH_TAG] == str(epoch) and m.tags.get(tag) == sha256 for m in models)
 
 
 def _prune_checkpoints(client: MlflowClient, run_id: str, experiment_id: str) -> None:
@@ -329,13 +410,17 @@ def signature(example: np.ndarray, output: np.ndarray) -> ModelSignature:
 
 
 def log_model(
-    model: torch.nn.Module, example: np.ndarray, weights_sha256: str, onnx_files: list[Path]
+    model: torch.nn.Module,
+    example: np.ndarray,
+    output_digests: dict[str, str],
+    onnx_files: list[Path],
 ) -> str:
     """Log ``model`` with a signature and input example, and its ONNX graphs ``onnx_files``
-    beside its MLmodel file; load it back and check it predicts.
+    beside its MLmodel file; read it back, check it predicts, and record its identity.
 
-    ``weights_sha256`` (of the train step's ``model.pt``) goes into the model's metadata:
-    what an evaluation of this run must have scored. Returns the model URI.
+    The identity (``record_identity``): ``output_digests`` (the train step's ``model.pt``
+    and graphs, from the bytes it wrote) and the digest of every file of the logged model
+    as read back. Returns the model URI.
     """
     import torch
 
@@ -350,21 +435,118 @@ def log_model(
         serialization_format="pt2",  # torch.export: loading it runs no pickle
         signature=signature(example, expected),
         input_example=example,
-        metadata={
-            "classes": list(CLASSES),
-            "output": "logits, one column per class",
-            "weights_sha256": weights_sha256,
-        },
+        metadata={"classes": list(CLASSES), "output": "logits, one column per class"},
         pip_requirements=[f"torch=={torch.__version__.split('+')[0]}", "numpy"],
     )
     for onnx_file in onnx_files:
         MlflowClient(tracking_uri()).log_model_artifact(info.model_id, str(onnx_file))
-    loaded = load_model(info.model_uri)
-    with torch.no_grad():
-        again = loaded(torch.from_numpy(example)).numpy()
+    with tempfile.TemporaryDirectory(prefix="logged-") as scratch:
+        folder = download_model(info.model_uri, Path(scratch))
+        logged = identity.folder_digests(folder)
+        changed = [
+            name
+            for name in output_digests
+            if logged.get(name, output_digests[name]) != output_digests[name]
+        ]
+        if changed:
+            raise RuntimeError(f"the model logged at {info.model_uri} holds other {changed}")
+        loaded = load_model(folder.as_uri())
+        with torch.no_grad():
+            again = loaded(torch.from_numpy(example)).numpy()
     if not np.allclose(again, expected, atol=1e-5):
         raise RuntimeError(f"the model logged at {info.model_uri} predicts differently on reload")
+    record_identity(info.model_id, {**logged, **output_digests})
     return str(info.model_uri)
+
+
+def record_identity(model_id: str, digests: dict[str, str]) -> None:
+    """The digests of a logged model's files as its tags (``sha256.FILE``), in the
+    tracking store: out of reach of whoever can write its artifacts."""
+    tags = {f"{IDENTITY_TAG}{name}": digest for name, digest in digests.items()}
+    MlflowClient(tracking_uri()).set_logged_model_tags(model_id, tags)
+
+
+def recorded_identity(model_id: str) -> dict[str, str]:
+    """The digests the tracking store records for logged model ``model_id``'s files.
+
+    Raises:
+        ModelIdentityError: it records none (a model logged without them).
+    """
+    tags = MlflowClient(tracking_uri()).get_logged_model(model_id).tags or {}
+    found = {
+        key.removeprefix(IDENTITY_TAG): value
+        for key, value in tags.items()
+        if key.startswith(IDENTITY_TAG)
+    }
+    if not found:
+        raise identity.ModelIdentityError(
+            f"MLflow model {model_id} at {tracking_uri()} records no digests of its files, so "
+            "they cannot be checked and are not loaded; train it again"
+        )
+    return identity.parse_digests(found, f"MLflow model {model_id}'s tags")
+
+
+def model_id_of(uri: str) -> str:
+    """The logged model (``m-…``) a ``models:/`` or ``runs:/RUN/model`` URI names.
+
+    Raises:
+        ValueError: another kind of URI, whose files no tracking store vouches for.
+    """
+    mlflow.set_tracking_uri(tracking_uri())
+    client = MlflowClient(tracking_uri())
+    if uri.startswith("runs:/"):
+        return logged_model_id(uri.removeprefix("runs:/").split("/")[0])
+    reference = uri.removeprefix("models:/") if uri.startswith("models:/") else None
+    if reference is None:
+        raise ValueError(
+            f"expected a model as models:/NAME@ALIAS, models:/NAME/VERSION or "
+            f"runs:/RUN/model, whose files the tracking store records, found {uri!r:.200}"
+        )
+    if reference.startswith("m-") and "/" not in reference:
+        return reference
+    name, at, alias = reference.rpartition("@")
+    if at:
+        version = client.get_model_version_by_alias(name, alias)
+    else:
+        name, _, number = reference.rpartition("/")
+        version = client.get_model_version(name, number)
+    if not version.model_id:
+        raise identity.ModelIdentityError(
+            f"{uri} names a model version registered from no logged model; its files "
+            "cannot be checked"
+        )
+    return str(version.model_id)
+
+
+def logged_model_of(folder: Path) -> str:
+    """The logged model (``m-…``) an MLflow model folder's MLmodel file says it is.
+
+    Raises:
+        ModelIdentityError: its MLmodel names none.
+    """
+    model_id = Model.load(str(folder / "MLmodel")).model_id
+    if not isinstance(model_id, str) or not model_id.startswith("m-"):
+        raise identity.ModelIdentityError(
+            f"expected {identity.RECORD} in {folder}, or an MLmodel file naming the logged "
+            f"model whose record the tracking store holds, found neither: the files cannot "
+            "be checked, so they are not loaded"
+        )
+    return model_id
+
+
+def download_verified(uri: str, folder: Path) -> tuple[Path, dict[str, str]]:
+    """A logged or registered model's files into ``folder``, each checked against the
+    digests the tracking store records for it; the folder that holds them, and the record.
+
+    Raises:
+        ModelIdentityError: a file that is not the one recorded.
+    """
+    model_id = model_id_of(uri)
+    record = recorded_identity(model_id)
+    where = download_model(uri, folder)
+    reads = identity.folder_digests(where)
+    identity.verify(where, record, reads, f"the tracking store (MLflow model {model_id})")
+    return where, record
 
 
 def find_run_by_tags(experiment: str, tags: dict[str, str]) -> str | None:
@@ -481,19 +663,6 @@ def logged_model_id(run_id: str) -> str:
     return found[0].model_id
 
 
-def logged_model_weights(run_id: str) -> tuple[str, str | None]:
-    """The id of the model the run logged last, and the ``weights_sha256`` its metadata
-    records (None for a model logged without one).
-
-    Raises:
-        LookupError: the run logged no model.
-    """
-    model_id = logged_model_id(run_id)
-    mlflow.set_tracking_uri(tracking_uri())
-    metadata = mlflow.models.get_model_info(f"models:/{model_id}").metadata or {}
-    return model_id, metadata.get("weights_sha256")
-
-
 def log_source_input(source: dict[str, Any]) -> None:
     """Log the archive the photos came from (the download step's record: its URI, sha256
     and size) as an input of the active run, in context ``source``."""
@@ -546,13 +715,12 @@ def load_run_json(run_id: str, path: str) -> dict[str, Any] | None:
 
 
 def register_model(
-    run_id: str, name: str, alias: str | None, description: str, tags: dict[str, str]
+    model_id: str, name: str, alias: str | None, description: str, tags: dict[str, str]
 ) -> str:
-    """Register the run's logged model, by its model id, under ``name`` with its model
-    card (``description``, ``tags``), and point ``alias`` at it (None: no alias); the
-    version."""
+    """Register the logged model ``model_id`` under ``name`` with its model card
+    (``description``, ``tags``), and point ``alias`` at it (None: no alias); the version."""
     mlflow.set_tracking_uri(tracking_uri())
-    version = mlflow.register_model(f"models:/{logged_model_id(run_id)}", name, tags=tags)
+    version = mlflow.register_model(f"models:/{model_id}", name, tags=tags)
     client = MlflowClient(tracking_uri())
     client.update_model_version(name, version.version, description=description)
     if alias:

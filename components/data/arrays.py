@@ -121,7 +121,8 @@ def load_split(directory: Path, split: str) -> tuple[np.ndarray, np.ndarray]:
 
     Raises:
         ValueError: an array of the wrong type, or a shape other than ``meta.json``
-            says, an empty split, or a label other than 0 (cat) and 1 (dog).
+            says, an empty split, a label other than 0 (cat) and 1 (dog), or a split
+            without both classes.
     """
     directory = Path(directory)
     meta = read_meta(directory)
@@ -146,6 +147,13 @@ def load_split(directory: Path, split: str) -> tuple[np.ndarray, np.ndarray]:
         raise ValueError(
             f"expected labels 0 (cat) or 1 (dog) in {split}_labels.npy, found "
             f"{labels[wrong[0]]} at index {wrong[0]} ({len(wrong)} such labels)"
+        )
+    counts = np.bincount(labels, minlength=len(CLASSES))
+    if counts.min() == 0:
+        held = ", ".join(f"{count} {name}s" for name, count in zip(CLASSES, counts, strict=True))
+        raise ValueError(
+            f"expected photos of both classes in the {split} split of {directory}, found "
+            f"{held}: a model trained or judged on one class says nothing of the other"
         )
     return images, labels
 

@@ -15,6 +15,7 @@ import torch
 from components.core.names import CLASSES
 from components.data.images import decode_file
 from components.scoring.loading import load_scorer
+from components.scoring.scorers import class_probabilities
 from components.training.inference import default_batch_size
 
 
@@ -54,7 +55,7 @@ def predict_files(model: str, files: list[Path], runtime: str = "auto") -> Predi
     for start in range(0, len(decoded), batch):
         chunk = decoded[start : start + batch]
         logits = loaded.scorer(np.stack([pixels for _, pixels in chunk]).astype(np.float32))
-        probabilities = torch.softmax(torch.from_numpy(logits), dim=1).numpy()
+        probabilities = class_probabilities(logits)
         result.classified += [
             (file, CLASSES[int(p.argmax())], float(p.max()))
             for (file, _), p in zip(chunk, probabilities, strict=True)

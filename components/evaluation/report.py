@@ -22,12 +22,12 @@ from components.data.arrays import read_meta
 from components.evaluation import metrics as scoring
 from components.evaluation import plots
 from components.evaluation.config import EvaluateConfig
-from components.scoring.loading import load_scorer
-from components.scoring.onnx_file import INT8_FILE
-from components.scoring.scorers import pick_runtime, score_batches
+from components.scoring.loading import Record, folder_record, load_scorer
+from components.scoring.onnx_file import INT8_FILE, ONNX_FILE
+from components.scoring.scorers import class_probabilities, pick_runtime, score_batches
 from components.training.batches import DeviceSplit
 from components.training.inference import predict_logits
-from components.training.models import load_classifier, weights_digest
+from components.training.models import WEIGHTS_FILE, load_classifier
 from components.training.runtime import pick_device
 
 log = logging.getLogger(__name__)
@@ -48,35 +48,44 @@ def evaluate(cfg: EvaluateConfig) -> dict[str, Any]:
     model_dir, data_dir, output_dir = Path(cfg.model_dir), Path(cfg.data), Path(cfg.output)
     check_replaceable(output_dir, "evaluate")  # at once, not after the scoring
     run_id = cfg.mlflow_run_id or _recorded_run_id(model_dir)
-    model, spec = load_classifier(model_dir)
-    weights = weights_digest(model_dir)
-    model_id = _run_model_id(run_id, model_dir, weights) if run_id else None
-    _check_inputs_fit(spec, read_meta(data_dir), data_dir)
     target = pick_device(cfg.device)
-    data = DeviceSplit.load(data_dir, cfg.split, target)
     runtime = pick_runtime(cfg.runtime, target)
     if runtime == INT8_RUNTIME and not (model_dir / INT8_FILE).is_file():
         raise FileNotFoundError(
             f"expected {INT8_FILE} in {model_dir} for --runtime {INT8_RUNTIME} (train with "
             "--int8), found none"
         )
+    if not (model_dir / WEIGHTS_FILE).is_file():
+        raise FileNotFoundError(
+            f"expected {WEIGHTS_FILE} from the train step at {model_dir}, found none"
+        )
+    model_id, record = _run_model(run_id) if run_id else (None, None)
+    scored = (
+        WEIGHTS_FILE if runtime == "torch" else INT8_FILE if runtime == INT8_RUNTIME else ONNX_FILE
+    )
+    record = record or folder_record(model_dir)
+    files = record.check(model_dir, [WEIGHTS_FILE, scored])  # before anything is read
+    model, spec = load_classifier(model_dir)
+    _check_inputs_fit(spec, read_meta(data_dir), data_dir)
+    data = DeviceSplit.load(data_dir, cfg.split, target)
     if runtime != "torch":
         scorer = load_scorer(str(model_dir), runtime).scorer
         logits = torch.from_numpy(score_batches(scorer, data.images.numpy()))
     else:
         logits = predict_logits(model.to(target), data)
-    scores = torch.softmax(logits, dim=1)[:, 1].cpu().numpy()
+    scores = class_probabilities(logits.float().cpu().numpy())[:, 1]
     labels = data.labels.cpu().numpy()
     images = data.images.cpu().numpy()
     figures = _figures(spec["classes"], images, labels, scores)
-    report = _write_report(output_dir, spec["classes"], labels, scores, weights, figures)
+    scoring_record = {"model_id": model_id, "scored": scored, "sha256": files}
+    report = _write_report(output_dir, spec["classes"], labels, scores, scoring_record, figures)
     if run_id and model_id:  # the run, and its model is the one scored
         # the int8 graph's figures apart: the registration gate reads the float32 model's
-        scored = f"{cfg.split}_int8" if runtime == INT8_RUNTIME else cfg.split
-        where = f"evaluation/{scored}"
+        prefix = f"{cfg.split}_int8" if runtime == INT8_RUNTIME else cfg.split
+        where = f"evaluation/{prefix}"
         with tracking.start_run(cfg.experiment, run_id=run_id):
             tracking.log_evaluation(
-                cfg.split, report["metrics"], model_id, images, labels, prefix=scored
+                cfg.split, report["metrics"], model_id, images, labels, prefix=prefix
             )
             for name in ("metrics.json", "roc.json"):
                 tracking.log_artifact(output_dir / name, where)
@@ -99,24 +108,17 @@ def _check_inputs_fit(spec: dict[str, Any], meta: dict[str, Any], data_dir: Path
         )
 
 
-def _run_model_id(run_id: str, model_dir: Path, weights: str) -> str:
-    """The id of the run's logged model, once it is known to be the model in ``model_dir``:
-    an evaluation is logged only into the run whose model it scored.
+def _run_model(run_id: str) -> tuple[str, Record]:
+    """The id of the run's logged model and the digests the tracking store records for
+    its files: an evaluation is logged only into the run whose model it scored.
 
     Raises:
-        ValueError: the run's model has other weights, or records none.
+        ModelIdentityError: the run's model records no digests.
     """
     tracking.check_server()
-    model_id, logged = tracking.logged_model_weights(run_id)
-    if logged != weights:
-        found = f"weights sha256 {logged[:12]}…" if logged else "no record of its weights"
-        raise ValueError(
-            f"refusing to log an evaluation of {model_dir} (weights sha256 {weights[:12]}…) "
-            f"into MLflow run {run_id}, whose model is another ({found}): evaluate that "
-            "run's own train output, or leave --mlflow-run-id out to use the run recorded "
-            "beside the model"
-        )
-    return model_id
+    model_id = tracking.logged_model_id(run_id)
+    where = f"MLflow run {run_id}'s model {model_id} (the tracking store)"
+    return model_id, Record(tracking.recorded_identity(model_id), where)
 
 
 def _figures(
@@ -136,19 +138,20 @@ def _write_report(
     classes: list[str],
     labels: np.ndarray,
     scores: np.ndarray,
-    weights: str,
+    scoring_record: dict[str, Any],
     figures: dict[str, Figure],
 ) -> dict[str, Any]:
     """The report files, written into ``output_dir`` whole (a folder this step wrote, or none).
 
-    ``weights`` (the model's sha256) is recorded with the metrics: the gate registers a
-    model only on an evaluation of its own weights."""
+    ``scoring_record`` (the logged model's id, the file scored and the digests of the
+    files read) is recorded with the metrics: the gate registers a model only on an
+    evaluation of its own files."""
     report = {
+        **scoring_record,
         "metrics": scoring.classification_metrics(labels, scores),
         "confusion_matrix": scoring.confusion_matrix(labels, (scores >= 0.5).astype(np.int64)),
         "classes": classes,
         "count": int(len(labels)),
-        "weights_sha256": weights,
     }
     with atomic_directory(output_dir, "evaluate") as staging:
         write_json(staging / "metrics.json", report)

@@ -7,19 +7,30 @@ from typing import Any
 
 RECIPE = ("model", "epochs", "batch_size", "lr", "weight_decay", "augment", "seed")
 DATA = ("image_size", "channels", "split_seed")
+# the files that can answer for a model: the train step's weights, the MLflow model's
+# torch program, and the float and int8 graphs
+ANSWERING = ("model.pt", "data/model.pt2", "model.onnx", "model.int8.onnx")
 
 
 def model_card(
-    run_id: str, report: dict[str, Any], params: dict[str, str], digests: dict[str, str]
+    run_id: str,
+    report: dict[str, Any],
+    params: dict[str, str],
+    digests: dict[str, str],
+    files: dict[str, str],
 ) -> tuple[str, dict[str, str]]:
     """(description, tags) for the version the gate registers from ``run_id``.
 
     Args:
         run_id: the training run.
-        report: the evaluate step's report on the test split (metrics, count, weights).
+        report: the evaluate step's report on the test split (metrics, count, the file
+            scored).
         params: the run's MLflow params (the recipe and the data's shape).
         digests: the run's input datasets' digests by name (``train-split``, ``test-split``).
+        files: the digests the tracking store records for the model's files.
     """
+    answering = {name: files[name] for name in ANSWERING if name in files}
+    scored = report["scored"]
     metrics = report["metrics"]
     recipe = {key: params[key] for key in RECIPE if key in params}
     shape = f"{params.get('channels', '?')}×{params.get('image_size', '?')}²"
@@ -27,14 +38,18 @@ def model_card(
         f"Dogs-vs-cats classifier ({recipe.get('model', '?')}, {shape} pixels): test accuracy "
         f"{metrics['accuracy']:.4f} on {report['count']} held-out photos (ROC AUC "
         f"{metrics['roc_auc']:.4f}; cats {metrics['cat_accuracy']:.4f}, dogs "
-        f"{metrics['dog_accuracy']:.4f}), measured by the evaluate step on these very weights "
-        f"(sha256 {report['weights_sha256'][:12]}…). Trained by MLflow run {run_id}: "
+        f"{metrics['dog_accuracy']:.4f}), measured by the evaluate step on {scored} "
+        f"(sha256 {files[scored][:12]}…). Trained by MLflow run {run_id}: "
         + ", ".join(f"{key}={value}" for key, value in recipe.items())
-        + "."
+        + ". Files that answer, by sha256: "
+        + ", ".join(f"{name} {digest[:12]}…" for name, digest in answering.items())
+        + " (every loader checks them)."
     )
     tags = {
         "mlflow_run_id": run_id,
-        "weights_sha256": report["weights_sha256"],
+        "model_id": report["model_id"],
+        "scored": scored,
+        **{f"sha256.{name}": digest for name, digest in answering.items()},
         "test_accuracy": f"{metrics['accuracy']:.4f}",
         "test_roc_auc": f"{metrics['roc_auc']:.4f}",
         "test_count": str(report["count"]),

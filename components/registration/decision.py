@@ -16,6 +16,7 @@ log = logging.getLogger(__name__)
 ACCURACY_TOLERANCE = 1e-6  # a given accuracy that differs from the run's by more is refused
 DECISION_TAG = "quality_gate"  # the MLflow run tag that holds the decision and its reason
 EVALUATION = "evaluation/test/metrics.json"  # the evaluate step's report on the test split
+FLOAT_MODEL_FILES = ("model.onnx", "model.pt")  # what a float model's evaluation scores
 
 
 @dataclass(frozen=True)
@@ -71,10 +72,15 @@ def _register(
     held = tracking.alias_holder(name, alias)
     holder = Holder(*held) if held else None
     verdict = challenge(holder, accuracy, digests.get("test-split"), alias, cfg.force_alias)
-    description, tags = model_card(run, report, tracking.run_params(run), digests)
+    files = tracking.recorded_identity(report["model_id"])
+    description, tags = model_card(run, report, tracking.run_params(run), digests, files)
     description += f" Compared for @{alias}: {verdict.reason}."
     version = tracking.register_model(
-        run, name, alias if verdict.takes_alias else None, description, tags | verdict.record
+        report["model_id"],
+        name,
+        alias if verdict.takes_alias else None,
+        description,
+        tags | verdict.record,
     )
     where = f"as @{alias}" if verdict.takes_alias else f"without @{alias}"
     return Decision(
@@ -87,16 +93,18 @@ def _register(
 
 def evaluation_report(cfg: RegisterConfig) -> dict[str, Any]:
     """The evaluation the evaluate step recorded in the run, once it is known to have
-    scored the very model the run logged: its test accuracy is what is judged.
+    scored the very files of the model the run logged: its test accuracy is what is judged.
 
     Not the run's ``test_accuracy`` metric: anyone may log another value under that name
     later, into any run. The evaluate step's report (``evaluation/test/metrics.json``)
-    names the weights it scored (their sha256), and the run's logged model records its own.
+    names the logged model and the digests of the files it scored; the tracking store
+    records the digests of that model's files (``components.core.identity``).
 
     Raises:
         LookupError: the run holds no evaluation on the test split (it was not evaluated).
-        ValueError: the evaluation scored other weights than the run's model, or
-            ``cfg.test_accuracy`` is given and is not the evaluation's.
+        ValueError: the evaluation scored other files than the run's model's, on a test
+            split without both classes, or ``cfg.test_accuracy`` is given and is not the
+            evaluation's.
     """
     from components.core import tracking
 
@@ -107,20 +115,72 @@ def evaluation_report(cfg: RegisterConfig) -> dict[str, Any]:
             f"expected the evaluate step's report {EVALUATION} in MLflow run {run}, found "
             "none: evaluate the model first"
         )
-    _, weights = tracking.logged_model_weights(run)
-    accuracy = report.get("metrics", {}).get("accuracy") if isinstance(report, dict) else None
-    if not weights or report.get("weights_sha256") != weights or not _is_accuracy(accuracy):
+    model_id = tracking.logged_model_id(run)
+    scored = _scored_files(report, model_id)
+    recorded = tracking.recorded_identity(model_id)
+    accuracy = report["metrics"].get("accuracy")
+    if any(recorded.get(name) != digest for name, digest in scored.items()) or not _is_accuracy(
+        accuracy
+    ):
         raise ValueError(
             f"refusing to judge MLflow run {run}: its recorded evaluation did not score the "
-            f"model the run logged (weights {str(report.get('weights_sha256'))[:12]}… "
-            f"evaluated, {str(weights)[:12]}… logged); evaluate the run's own model"
+            f"files of the model the run logged ({model_id}): "
+            + ", ".join(
+                f"{name} {digest[:12]}… scored, {str(recorded.get(name))[:12]}… logged"
+                for name, digest in sorted(scored.items())
+            )
+            + "; evaluate the run's own model"
         )
+    _check_both_classes(report, run)
     if cfg.test_accuracy is not None and abs(cfg.test_accuracy - accuracy) > ACCURACY_TOLERANCE:
         raise ValueError(
             f"refusing to judge MLflow run {run} by a test accuracy of {cfg.test_accuracy}: "
             f"the run's own, from the evaluate step, is {accuracy}"
         )
     return report
+
+
+def _scored_files(report: object, model_id: str) -> dict[str, str]:
+    """The digests of the files the evaluation read, once it names ``model_id`` and a
+    float model's file among them.
+
+    Raises:
+        ValueError: a report of another model, or one that does not say what it scored.
+    """
+    fits = (
+        isinstance(report, dict)
+        and isinstance(report.get("metrics"), dict)
+        and report.get("model_id") == model_id
+        and report.get("scored") in FLOAT_MODEL_FILES
+        and isinstance(report.get("sha256"), dict)
+        and report["scored"] in report["sha256"]
+        and all(isinstance(digest, str) for digest in report["sha256"].values())
+    )
+    if not fits:
+        found = (
+            {key: report.get(key) for key in ("model_id", "scored")}
+            if isinstance(report, dict)
+            else type(report).__name__
+        )
+        raise ValueError(
+            f"refusing to judge the run by {EVALUATION}: expected the evaluate step's report "
+            f"on logged model {model_id} naming the file it scored and its sha256, found "
+            f"{str(found)[:200]}"
+        )
+    assert isinstance(report, dict)
+    return dict(report["sha256"])
+
+
+def _check_both_classes(report: dict[str, Any], run: str) -> None:
+    """Refuse an evaluation on a test split that lacks a class: its accuracy says nothing
+    of the class it lacks (a net that answers "dog" always scores 1.0 on dogs alone)."""
+    matrix = report.get("confusion_matrix")
+    rows = [sum(row) for row in matrix] if isinstance(matrix, list) else []
+    if len(rows) != 2 or min(rows) <= 0:
+        raise ValueError(
+            f"refusing to judge MLflow run {run}: expected a test split holding cats and "
+            f"dogs, found {rows or 'no confusion matrix'} photos by class in {EVALUATION}"
+        )
 
 
 def _is_accuracy(value: object) -> bool:

@@ -11,6 +11,7 @@ so the file answers alike on every CPU that serves it.
 from __future__ import annotations
 
 import logging
+import math
 import tempfile
 from pathlib import Path
 
@@ -39,6 +40,24 @@ class _Photos(quantization.CalibrationDataReader):  # type: ignore[misc]
     def get_next(self) -> dict[str, np.ndarray] | None:
         batch = next(self.batches, None)
         return None if batch is None else {INPUT: batch}
+
+
+def check_enough_photos(train_photos: int, val_photos: int) -> None:
+    """Refuse an int8 graph that could not be calibrated or judged: it needs
+    ``CALIBRATION_PHOTOS`` train photos, and enough val photos that one photo weighs at
+    most ``MOST_POINTS_LOST`` points of accuracy (500 for 0.2 points).
+
+    Raises:
+        ValueError: fewer photos than that, before any training.
+    """
+    needed_val = math.ceil(100 / MOST_POINTS_LOST)
+    if train_photos < CALIBRATION_PHOTOS or val_photos < needed_val:
+        raise ValueError(
+            f"--int8 needs at least {CALIBRATION_PHOTOS} train photos to calibrate the int8 "
+            f"ranges and {needed_val} val photos to tell a loss of {MOST_POINTS_LOST:g} "
+            f"points of val accuracy (one photo in {needed_val}), found {train_photos} and "
+            f"{val_photos}; train without --int8, or on more photos"
+        )
 
 
 def calibration_picks(train_photos: int, seed: int) -> np.ndarray:

@@ -9,14 +9,16 @@ import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlparse
 
 import torch
 
+from components.core import identity
 from components.core.names import INT8_RUNTIME
 from components.data.arrays import shape_problems
 from components.scoring.onnx_file import INPUT, INT8_FILE, ONNX_FILE, OUTPUT, read_onnx
 from components.scoring.scorers import OnnxScorer, TorchScorer, pick_runtime, session_threads
-from components.training.models import load_classifier
+from components.training.models import WEIGHTS_FILE, load_classifier
 
 log = logging.getLogger(__name__)
 
@@ -26,19 +28,36 @@ CPU = torch.device("cpu")
 
 @dataclass(frozen=True)
 class LoadedModel:
-    """A scorer and the photos it takes: ``channels``×``image_size``² pixels."""
+    """A scorer and the photos it takes: ``channels``×``image_size``² pixels; ``files``:
+    the digest of each file it was read from, each checked against the model's record."""
 
     scorer: OnnxScorer | TorchScorer
     channels: int
     image_size: int
+    files: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Record:
+    """The digests a model's files must have, and where they were read (for errors)."""
+
+    digests: dict[str, str]
+    source: str
+
+    def check(self, folder: Path, reads: list[str]) -> dict[str, str]:
+        """Verify ``folder`` (``identity.verify``); the digests of the files ``reads``."""
+        identity.verify(folder, self.digests, reads, self.source)
+        return {name: self.digests[name] for name in reads}
 
 
 def load_scorer(model: str, runtime: str = "auto", passes: int = 1) -> LoadedModel:
-    """The model at ``model`` as a scorer on this CPU, with the input it takes.
+    """The model at ``model`` as a scorer on this CPU, with the input it takes, once the
+    files it reads are those its record names (``components.core.identity``).
 
     Args:
         model: a train output folder, an MLflow model's folder (what
-            ``components.fetch_model`` writes) or an MLflow model URI.
+            ``components.fetch_model`` writes) or an MLflow model URI (``runs:/``,
+            ``models:/``, ``file:`` of a folder).
         runtime: onnx, onnx-int8, torch or auto (onnx here); a model without an int8
             graph is scored by its float32 one, one without an ONNX file by torch, and
             the log says so.
@@ -46,12 +65,15 @@ def load_scorer(model: str, runtime: str = "auto", passes: int = 1) -> LoadedMod
 
     Raises:
         FileNotFoundError: ``model`` is neither a URI nor an existing folder.
+        ModelIdentityError: a file that is not the one recorded, or no record.
         ValueError: a file, a model outside the data contract, or an ONNX file refused.
         TrackingUnavailableError: a ``runs:/`` or ``models:/`` URI whose tracking server
             does not answer (at once, not after MLflow's retries).
     """
     runtime = pick_runtime(runtime, CPU)
-    if URI_SCHEME.match(model):
+    if model.startswith("file:"):
+        model = urlparse(model).path
+    elif URI_SCHEME.match(model):
         return _from_uri(model, runtime, passes)
     folder = Path(model)
     if not folder.is_dir():
@@ -61,48 +83,65 @@ def load_scorer(model: str, runtime: str = "auto", passes: int = 1) -> LoadedMod
             f"model URI (runs:/RUN/model, models:/NAME@ALIAS) as --model, found {found}: "
             f"{model}"
         )
-    if runtime == "torch":
-        return _torch_from_folder(folder)
-    return _from_folder(folder, runtime, passes, model)
+    return _from_folder(folder, runtime, passes, model, folder_record(folder))
+
+
+def folder_record(folder: Path) -> Record:
+    """The record a model folder's files are checked against: its ``identity.json``; for
+    an MLflow model's folder without one, what the tracking store records for the logged
+    model its MLmodel file names."""
+    if (folder / identity.RECORD).exists() or not (folder / "MLmodel").is_file():
+        return Record(identity.read_record(folder), str(folder / identity.RECORD))
+    from components.core import tracking
+
+    model_id = tracking.logged_model_of(folder)
+    return Record(tracking.recorded_identity(model_id), f"MLflow model {model_id}'s record")
 
 
 def _from_uri(uri: str, runtime: str, passes: int) -> LoadedModel:
-    """An MLflow URI's model: its files fetched once, for ONNX Runtime or torch."""
+    """An MLflow URI's model: its files fetched once and checked against the tracking
+    store's record, for ONNX Runtime or torch."""
     from components.core import tracking
 
-    if uri.startswith(("runs:/", "models:/")):
-        tracking.check_server()
-    if runtime == "torch":
-        return _from_mlflow(uri)
+    tracking.check_server()
     with tempfile.TemporaryDirectory(prefix="model-") as scratch:
-        folder = tracking.download_model(uri, Path(scratch))
-        return _from_folder(folder, runtime, passes, uri)
+        folder, digests = tracking.download_verified(uri, Path(scratch))
+        return _from_folder(folder, runtime, passes, uri, Record(digests, "the tracking store"))
 
 
-def _from_folder(folder: Path, runtime: str, passes: int, shown: str) -> LoadedModel:
+def _from_folder(
+    folder: Path, runtime: str, passes: int, shown: str, record: Record
+) -> LoadedModel:
     """A model folder's ONNX graph in ONNX Runtime, its int8 one for ``onnx-int8`` where
-    it has one; its torch program where it has no ONNX file. ``shown``: the model as the
-    user named it, for the log."""
+    it has one; its torch program for ``torch`` or where it has no ONNX file. ``shown``:
+    the model as the user named it, for the log."""
+    if runtime == "torch":
+        return _torch_from_folder(folder, record)
     if runtime == INT8_RUNTIME and (folder / INT8_FILE).is_file():
-        return _from_onnx(folder / INT8_FILE, passes)
+        return _from_onnx(folder, INT8_FILE, passes, record)
     if runtime == INT8_RUNTIME:
         log.warning("%s holds no %s: scoring its float32 graph", shown, INT8_FILE)
     if (folder / ONNX_FILE).is_file():
-        return _from_onnx(folder / ONNX_FILE, passes)
+        return _from_onnx(folder, ONNX_FILE, passes, record)
     log.warning("%s holds no %s: scoring with torch", shown, ONNX_FILE)
-    return _torch_from_folder(folder)
+    return _torch_from_folder(folder, record)
 
 
-def _torch_from_folder(folder: Path) -> LoadedModel:
+def _torch_from_folder(folder: Path, record: Record) -> LoadedModel:
     """A train output's or an MLflow model folder's torch program."""
     if (folder / "MLmodel").is_file():  # fetched by components.fetch_model, say
-        return _from_mlflow(folder.resolve().as_uri())
+        files = record.check(folder, list(identity.folder_digests(folder)))
+        return _from_mlflow(folder.resolve().as_uri(), files)
+    files = record.check(folder, [WEIGHTS_FILE])
     classifier, spec = load_classifier(folder)
-    return LoadedModel(TorchScorer(classifier), spec["channels"], spec["image_size"])
+    return LoadedModel(TorchScorer(classifier), spec["channels"], spec["image_size"], files)
 
 
-def _from_onnx(path: Path, passes: int) -> LoadedModel:
-    """An ONNX file, checked as data, in ONNX Runtime; its input and output checked."""
+def _from_onnx(folder: Path, name: str, passes: int, record: Record) -> LoadedModel:
+    """An ONNX file, checked against its record and as data, in ONNX Runtime; its input
+    and output checked."""
+    files = record.check(folder, [name])
+    path = folder / name
     threads = session_threads(passes)
     scorer = OnnxScorer(read_onnx(path), threads)
     inputs, outputs = scorer.session.get_inputs(), scorer.session.get_outputs()
@@ -128,10 +167,10 @@ def _from_onnx(path: Path, passes: int) -> LoadedModel:
         "scoring with ONNX Runtime (%s): %d forward passes at once, %d threads each",
         path.name, passes, threads,
     )  # fmt: skip
-    return LoadedModel(scorer, shape[1], shape[2])
+    return LoadedModel(scorer, shape[1], shape[2], files)
 
 
-def _from_mlflow(uri: str) -> LoadedModel:
+def _from_mlflow(uri: str, files: dict[str, str]) -> LoadedModel:
     """A logged model's torch program (no pickle), its input read from its signature."""
     from components.core import tracking
 
@@ -142,4 +181,4 @@ def _from_mlflow(uri: str) -> LoadedModel:
         raise ValueError(
             f"expected a model at {uri} that takes {'; '.join(problems)}, found input shape {shape}"
         )
-    return LoadedModel(TorchScorer(tracking.load_model(uri)), shape[1], shape[2])
+    return LoadedModel(TorchScorer(tracking.load_model(uri)), shape[1], shape[2], files)

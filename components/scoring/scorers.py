@@ -47,6 +47,28 @@ def session_threads(passes: int = 1) -> int:
     return max(1, available_cores() // passes)
 
 
+class NonFiniteLogitsError(ValueError):
+    """The model gave a photo logits that are NaN or infinite: no class can be read."""
+
+
+def class_probabilities(logits: np.ndarray) -> np.ndarray:
+    """Each photo's class probabilities (softmax of its N×2 logits).
+
+    Raises:
+        NonFiniteLogitsError: a photo's logits are NaN or infinite; an answer read from
+            them would be a guess (NaN's argmax is "cat"), so there is none.
+    """
+    bad = np.flatnonzero(~np.isfinite(logits).all(axis=1))
+    if len(bad):
+        raise NonFiniteLogitsError(
+            f"expected finite logits from the model, found {logits[bad[0]].tolist()} for "
+            f"photo {bad[0]} ({len(bad)} of {len(logits)} photos): the model is broken, and "
+            "no class is given for them"
+        )
+    probabilities: np.ndarray = torch.softmax(torch.from_numpy(logits).float(), dim=1).numpy()
+    return probabilities
+
+
 def score_batches(
     scorer: OnnxScorer | TorchScorer, images: np.ndarray, batch_size: int = 64
 ) -> np.ndarray:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import logging
 import re
+import shutil
 from pathlib import Path
 
-from components.core import tracking
+from components.core import identity, tracking
 
 log = logging.getLogger(__name__)
 
@@ -15,9 +16,12 @@ REGISTERED = re.compile(r"models:/[\w.-]{1,256}(/[1-9][0-9]{0,8}|@[A-Za-z][\w-]{
 
 
 def fetch_model(source: str, destination: str) -> Path:
-    """Download ``source`` into ``destination`` (made if missing, else empty); the folder.
+    """Download ``source`` into ``destination`` (made if missing, else empty), each file
+    checked against the digests the tracking store records, and write that record there
+    (``identity.json``); the folder.
 
     Raises:
+        ModelIdentityError: a file that is not the one recorded (changed in the store).
         ValueError: ``source`` is not a registered model's version or alias, or
             ``destination`` holds files already (nothing is overwritten).
         TrackingUnavailableError: the tracking server does not answer.
@@ -34,6 +38,12 @@ def fetch_model(source: str, destination: str) -> Path:
             f"expected an empty folder to fetch {source} into, found files in {folder}"
         )
     tracking.check_server()
-    tracking.download_model(source, folder)
-    log.info("fetched %s into %s", source, folder)
+    try:
+        where, record = tracking.download_verified(source, folder)
+    except identity.ModelIdentityError:
+        for entry in list(folder.iterdir()):  # the folder was empty: all of it was fetched
+            shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+        raise
+    identity.write_record(where, record)  # what the server checks the folder against
+    log.info("fetched %s into %s, every file as the tracking store records it", source, folder)
     return folder

@@ -18,7 +18,7 @@ from components.core.cores import available_cores
 from components.core.names import CLASSES
 from components.data.images import decode_bytes, decode_pixels
 from components.scoring.loading import load_scorer
-from components.scoring.scorers import OnnxScorer, TorchScorer
+from components.scoring.scorers import OnnxScorer, TorchScorer, class_probabilities
 from components.serving import payloads
 from components.serving.batching import MicroBatcher
 from components.serving.config import MODEL_NAME, ServeConfig
@@ -68,8 +68,7 @@ class DogsVsCats(Model):
 
     def _probabilities(self, pixels: np.ndarray) -> np.ndarray:
         assert self.scorer is not None
-        logits = self.scorer(pixels.astype(np.float32, copy=False))
-        return torch.softmax(torch.from_numpy(logits), dim=1).numpy()
+        return class_probabilities(self.scorer(pixels.astype(np.float32, copy=False)))
 
     async def predict(
         self,

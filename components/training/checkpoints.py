@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import shutil
@@ -16,6 +17,7 @@ import torch
 
 from components.core import s3, schema, tracking
 from components.core.atomic import atomic_file
+from components.core.identity import ModelIdentityError, sha256_of
 from components.core.schema import RECIPE
 from components.training.config import TrainConfig
 from components.training.loop import Learner
@@ -27,10 +29,17 @@ CHECKPOINT = "checkpoint.pt"
 STATE_KEYS = ("model", "optimizer", "scheduler", "epoch", "history", "config", "mlflow_run_id")
 
 
-def save_checkpoint(state: dict[str, Any], path: Path) -> None:
-    """Write ``state`` with ``torch.save`` to ``path``, atomically."""
+def serialize(state: dict[str, Any]) -> bytes:
+    """``state`` as ``torch.save`` writes it: the bytes a checkpoint's digest is of."""
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    return buffer.getvalue()
+
+
+def save_checkpoint(checkpoint: bytes, path: Path) -> None:
+    """Write a serialized checkpoint to ``path``, atomically."""
     with atomic_file(path) as handle:
-        torch.save(state, handle)
+        handle.write(checkpoint)
 
 
 def load_checkpoint(path: Path, source: str | None = None) -> dict[str, Any]:
@@ -107,22 +116,26 @@ class CheckpointStore:
         return s3.client()
 
 
-def newest(candidates: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The checkpoint with the most completed epochs, or None."""
-    return max(candidates, key=lambda state: state["epoch"], default=None)
+def save_everywhere(cfg: TrainConfig, checkpoint: bytes) -> Path:
+    """The rolling checkpoint in the output, then in the store; its path (the MLflow run
+    gets it as the epoch's checkpoint model, ``tracking.log_checkpoint``)."""
+    path = Path(cfg.output) / CHECKPOINT
+    save_checkpoint(checkpoint, path)
+    if cfg.checkpoint_uri:
+        CheckpointStore(cfg.checkpoint_uri).put(path)
+    return path
 
 
-def save_everywhere(
+def training_state(
     cfg: TrainConfig,
     meta: dict[str, Any],
     learner: Learner,
     history: list[dict[str, Any]],
     run_id: str | None,
-) -> Path:
-    """The rolling checkpoint in the output, then in the store; its path (the MLflow run
-    gets it as the epoch's checkpoint model, ``tracking.log_checkpoint``)."""
-    path = Path(cfg.output) / CHECKPOINT
-    state = {
+) -> dict[str, Any]:
+    """What a checkpoint holds: the weights, optimiser and schedule, the history, the
+    recipe and the MLflow run that trains it."""
+    return {
         "data_shape": _data_shape(meta),
         "model": learner.model.state_dict(),
         "optimizer": learner.optimizer.state_dict(),
@@ -133,10 +146,6 @@ def save_everywhere(
         "config": asdict(cfg),
         "mlflow_run_id": run_id,
     }
-    save_checkpoint(state, path)
-    if cfg.checkpoint_uri:
-        CheckpointStore(cfg.checkpoint_uri).put(path)
-    return path
 
 
 def find_checkpoint(cfg: TrainConfig, meta: dict[str, Any]) -> dict[str, Any] | None:
@@ -146,13 +155,15 @@ def find_checkpoint(cfg: TrainConfig, meta: dict[str, Any]) -> dict[str, Any] | 
         ValueError: the newest checkpoint was trained with a recipe or on images this
             run cannot continue, or names an MLflow run this training did not create.
     """
-    state = newest(list(_candidates(cfg)))
-    if state:
-        check_resumable(state, cfg, meta)
-        check_own_run(state, cfg)  # after check_resumable, whose check it relies on
-        log.info("resuming after epoch %d (MLflow run %s)", state["epoch"], state["mlflow_run_id"])
-    else:
+    found = max(_candidates(cfg), key=lambda candidate: candidate[0]["epoch"], default=None)
+    if found is None:
         log.info("no checkpoint found to resume from; starting at epoch 1")
+        return None
+    state, sha256, source = found
+    check_resumable(state, cfg, meta)
+    check_own_run(state, cfg)  # after check_resumable, whose check it relies on
+    check_recorded(state, sha256, source)
+    log.info("resuming after epoch %d (MLflow run %s)", state["epoch"], state["mlflow_run_id"])
     return state
 
 
@@ -173,7 +184,27 @@ def restore(state: dict[str, Any], learner: Learner) -> None:
         ) from err
 
 
-def _candidates(cfg: TrainConfig) -> Iterator[dict[str, Any]]:
+def check_recorded(state: dict[str, Any], sha256: str, source: str) -> None:
+    """Refuse a checkpoint whose digest the MLflow run it names never recorded.
+
+    Each epoch's checkpoint model records the digest of the checkpoint written after it
+    (``tracking.log_epoch``), so a checkpoint edited, or another run's relabelled, is no
+    checkpoint of the run it names.
+
+    Raises:
+        ModelIdentityError: no such record, or a checkpoint that names no run.
+    """
+    run_id, epoch = state["mlflow_run_id"], state["epoch"]
+    if run_id is None or not tracking.checkpoint_recorded(run_id, epoch, sha256):
+        raise ModelIdentityError(
+            f"cannot resume from {source}: MLflow run {run_id} recorded no checkpoint after "
+            f"epoch {epoch} with its sha256 {sha256[:16]}…, so it is not a checkpoint that "
+            "run wrote; start without --resume"
+        )
+
+
+def _candidates(cfg: TrainConfig) -> Iterator[tuple[dict[str, Any], str, str]]:
+    """Each checkpoint found, with its sha256 and where it was found."""
     local = Path(cfg.output) / CHECKPOINT
     if local.is_symlink() or (local.exists() and not local.is_file()):
         kind = (
@@ -184,7 +215,7 @@ def _candidates(cfg: TrainConfig) -> Iterator[dict[str, Any]]:
             f"wrote, found {kind}; remove it, or start without --resume"
         )
     if local.is_file():
-        yield load_checkpoint(local)
+        yield load_checkpoint(local), sha256_of(local), str(local)
     run_id = cfg.mlflow_run_id or (
         cfg.kfp_run_id and tracking.find_run_by_tags(cfg.experiment, identity_tags(cfg))
     )
@@ -192,9 +223,11 @@ def _candidates(cfg: TrainConfig) -> Iterator[dict[str, Any]]:
         fetched = Path(scratch) / CHECKPOINT
         store = CheckpointStore(cfg.checkpoint_uri) if cfg.checkpoint_uri else None
         if store and store.fetch(fetched):
-            yield load_checkpoint(fetched, f"{store.uri}/{CHECKPOINT}")
+            where = f"{store.uri}/{CHECKPOINT}"
+            yield load_checkpoint(fetched, where), sha256_of(fetched), where
         if run_id and (path := tracking.download_checkpoint(run_id, Path(scratch) / "mlflow")):
-            yield load_checkpoint(path, f"MLflow run {run_id}'s {CHECKPOINT}")
+            where = f"MLflow run {run_id}'s {CHECKPOINT}"
+            yield load_checkpoint(path, where), sha256_of(path), where
 
 
 def check_own_run(state: dict[str, Any], cfg: TrainConfig) -> None:

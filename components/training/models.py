@@ -7,6 +7,7 @@ function is the same, with the ReLU on a quarter of the values.
 from __future__ import annotations
 
 import hashlib
+import io
 import itertools
 import math
 from collections.abc import Callable
@@ -19,6 +20,8 @@ from torch.nn import functional as F
 
 from components.core.atomic import atomic_file
 from components.data.arrays import check_image_spec
+
+WEIGHTS_FILE = "model.pt"  # the train step's weights and the spec that rebuilds the net
 
 
 class TutorialCNN(nn.Module):
@@ -219,19 +222,14 @@ def shifted_views(images: torch.Tensor, step: int = SHIFT_PIXELS) -> list[torch.
     ]
 
 
-def save_classifier(path: Path, model: Classifier, spec: dict[str, Any]) -> None:
+def save_classifier(path: Path, model: Classifier, spec: dict[str, Any]) -> str:
     """Save weights plus ``spec`` (model name, channels, image_size, mean, std, classes,
-    mirror_average, shift_average)."""
+    mirror_average, shift_average); the sha256 of the bytes written."""
+    buffer = io.BytesIO()
+    torch.save({"state_dict": model.state_dict(), **spec}, buffer)
     with atomic_file(path) as handle:
-        torch.save({"state_dict": model.state_dict(), **spec}, handle)
-
-
-def weights_digest(path: Path) -> str:
-    """The sha256 of a saved ``model.pt``: which model an evaluation scored, which one
-    MLflow holds for a run (its logged model's metadata records it)."""
-    path = Path(path)
-    with open(path / "model.pt" if path.is_dir() else path, "rb") as handle:
-        return hashlib.file_digest(handle, "sha256").hexdigest()
+        handle.write(buffer.getvalue())
+    return hashlib.sha256(buffer.getvalue()).hexdigest()
 
 
 def load_classifier(path: Path) -> tuple[Classifier, dict[str, Any]]:
@@ -244,7 +242,7 @@ def load_classifier(path: Path) -> tuple[Classifier, dict[str, Any]]:
     """
     path = Path(path)
     if path.is_dir():
-        path = path / "model.pt"
+        path = path / WEIGHTS_FILE
     if not path.is_file():
         raise FileNotFoundError(f"expected model.pt from the train step at {path}, found none")
     saved = load_tensors(path, f"{path}, a model from the train step")

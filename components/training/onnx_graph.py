@@ -59,21 +59,23 @@ class OnnxGraph:
         """An ONNX Runtime session of the graph with ``model``'s weights now."""
         return OnnxScorer(self.current(model, photos).SerializeToString(), session_threads())
 
-    def write(self, path: Path, model: Classifier, photos: torch.Tensor) -> None:
+    def write(self, path: Path, model: Classifier, photos: torch.Tensor) -> bytes:
         """Write the graph with ``model``'s weights to ``path`` once ONNX Runtime gives
-        eager torch's class probabilities on ``photos`` (real ones: a batch of val).
+        eager torch's class probabilities on ``photos`` (real ones: a batch of val); the
+        bytes written, the very ones checked.
 
         Raises:
             RuntimeError: the two differ by more than ``check_agreement`` allows.
         """
-        graph = self.current(model, photos)
+        graph: bytes = self.current(model, photos).SerializeToString()
         pixels = photos.cpu().float()
         with torch.no_grad():
             expected = _eager_logits(model, pixels)
-        found = OnnxScorer(graph.SerializeToString(), session_threads())(pixels.numpy())
+        found = OnnxScorer(graph, session_threads())(pixels.numpy())
         check_agreement(found, expected)
         with atomic_file(path) as handle:
-            handle.write(graph.SerializeToString())
+            handle.write(graph)
+        return graph
 
 
 def _structure(model: Classifier, photos: torch.Tensor) -> tuple[object, ...]:

@@ -21,15 +21,16 @@ from typing import Any
 import numpy as np
 import torch
 
-from components.core import schema, tracking
+from components.core import identity, schema, tracking
 from components.core.atomic import atomic_file, claim_directory, exclusive, write_json
+from components.core.identity import sha256_of_bytes
 from components.data.arrays import load_split, read_meta
 from components.scoring.onnx_file import INT8_FILE, ONNX_FILE
 from components.training import checkpoints, runtime
 from components.training.batches import DeviceSplit
 from components.training.config import TrainConfig
 from components.training.loop import DivergedError, new_learner, run_epoch
-from components.training.models import Classifier, save_classifier, weights_digest
+from components.training.models import WEIGHTS_FILE, Classifier, save_classifier
 from components.training.onnx_graph import OnnxGraph
 from components.training.runtime import Workers
 
@@ -37,7 +38,8 @@ log = logging.getLogger(__name__)
 
 EpochHook = Callable[[int, dict[str, float]], None]
 OUTPUT_FILES = [
-    "model.pt",
+    WEIGHTS_FILE,
+    identity.RECORD,
     ONNX_FILE,
     INT8_FILE,
     checkpoints.CHECKPOINT,
@@ -98,6 +100,10 @@ def _train(
     found = checkpoints.find_checkpoint(cfg, meta) if cfg.resume and workers.is_main else None
     train_data = DeviceSplit.load(Path(cfg.data), "train", device)
     val_data = DeviceSplit.load(Path(cfg.data), "val", device)
+    if cfg.int8:
+        from components.scoring import int8  # the quantiser's imports: only when asked for
+
+        int8.check_enough_photos(len(train_data), len(val_data))
     learner = new_learner(cfg, meta, workers, device, math.ceil(len(train_data) / cfg.batch_size))
     model = learner.model
     state = runtime.share(workers, found)
@@ -128,8 +134,10 @@ def _train(
                 raise
             history.append({"epoch": epoch, **metrics})
             if workers.is_main:
-                model_id = tracking.log_epoch(metrics, epoch)
-                saved = checkpoints.save_everywhere(cfg, meta, learner, history, run_id)
+                state = checkpoints.training_state(cfg, meta, learner, history, run_id)
+                checkpoint = checkpoints.serialize(state)
+                model_id = tracking.log_epoch(metrics, epoch, sha256_of_bytes(checkpoint))
+                saved = checkpoints.save_everywhere(cfg, checkpoint)
                 tracking.log_checkpoint(model_id, saved, epoch)
                 if on_epoch:
                     on_epoch(epoch, metrics)
@@ -230,8 +238,9 @@ def _write_outputs(
     run_id: str | None,
 ) -> str:
     """model.pt, model.onnx (once it gives eager torch's answers on val photos), with
-    ``int8`` model.int8.onnx (see ``_write_int8``), history.json and mlflow_run_id in the
-    output; the model logged to MLflow. ``splits``: train and val."""
+    ``int8`` model.int8.onnx (see ``_write_int8``), their digests (identity.json),
+    history.json and mlflow_run_id in the output; the model logged to MLflow with its
+    identity. ``splits``: train and val."""
     output = Path(cfg.output)
     spec = {
         "model": cfg.model,
@@ -243,9 +252,13 @@ def _write_outputs(
         "mirror_average": cfg.mirror_average,
         "shift_average": cfg.shift_average,
     }
-    save_classifier(output / "model.pt", model, spec)
-    graph.write(output / ONNX_FILE, model, splits[1].images[:CHECKED_PHOTOS])
-    onnx_files = [output / ONNX_FILE, *_write_int8(cfg, *splits)]
+    digests = {WEIGHTS_FILE: save_classifier(output / WEIGHTS_FILE, model, spec)}
+    float_graph = graph.write(output / ONNX_FILE, model, splits[1].images[:CHECKED_PHOTOS])
+    digests[ONNX_FILE] = sha256_of_bytes(float_graph)
+    int8_graph = _write_int8(cfg, float_graph, *splits)
+    if int8_graph:
+        digests[INT8_FILE] = sha256_of_bytes(int8_graph)
+    identity.write_record(output, digests)
     write_json(output / "history.json", history)
     with atomic_file(output / "mlflow_run_id", "w") as handle:
         handle.write(run_id or "")
@@ -253,22 +266,24 @@ def _write_outputs(
     side = meta["image_size"]
     # a batch of two, so the exported model keeps a dynamic batch dimension
     example = np.full((2, meta["channels"], side, side), 128, np.float32)
-    return tracking.log_model(model, example, weights_digest(output / "model.pt"), onnx_files)
+    onnx_files = [output / name for name in (ONNX_FILE, INT8_FILE) if name in digests]
+    return tracking.log_model(model, example, digests, onnx_files)
 
 
-def _write_int8(cfg: TrainConfig, train_data: DeviceSplit, val_data: DeviceSplit) -> list[Path]:
+def _write_int8(
+    cfg: TrainConfig, float_graph: bytes, train_data: DeviceSplit, val_data: DeviceSplit
+) -> bytes | None:
     """With ``cfg.int8``, model.int8.onnx beside model.onnx where its val accuracy is within
     ``int8.MOST_POINTS_LOST`` of the float32 graph's (logged as ``val_accuracy_int8``):
-    the files written, none or that one. An earlier run's int8 file goes either way."""
+    the graph written, or None. An earlier run's int8 file goes either way."""
     output = Path(cfg.output)
     (output / INT8_FILE).unlink(missing_ok=True)  # this step's own, of another model
     if not cfg.int8:
-        return []
+        return None
     from components.scoring import int8  # the quantiser's imports: only when asked for
 
     picked = int8.calibration_picks(len(train_data), cfg.seed)
     calibration = train_data.images[picked].cpu().numpy()
-    float_graph = (output / ONNX_FILE).read_bytes()
     int8_graph = int8.quantise(float_graph, calibration)
     images, labels = val_data.images.cpu().numpy(), val_data.labels.cpu().numpy()
     float_accuracy, int8_accuracy = int8.val_accuracies(float_graph, int8_graph, images, labels)
@@ -280,14 +295,14 @@ def _write_int8(cfg: TrainConfig, train_data: DeviceSplit, val_data: DeviceSplit
             "lower (at most %.1f allowed)",
             INT8_FILE, int8_accuracy, float_accuracy, lost, int8.MOST_POINTS_LOST,
         )  # fmt: skip
-        return []
+        return None
     with atomic_file(output / INT8_FILE) as handle:
         handle.write(int8_graph)
     log.info(
         "wrote %s: val accuracy %.4f in int8, %.4f in float32", INT8_FILE, int8_accuracy,
         float_accuracy,
     )  # fmt: skip
-    return [output / INT8_FILE]
+    return int8_graph
 
 
 def train_processes(cfg: TrainConfig, processes: int) -> str:

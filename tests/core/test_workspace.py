@@ -21,6 +21,16 @@ def test_the_workspace_is_handed_on_only_where_one_is_set(value, expected, monke
     assert workspace_env() == expected
 
 
+@pytest.mark.parametrize("value", ["../team-b", "team-a\nx", "$(SECRET)", "Team-A", "a" * 64])
+def test_a_workspace_that_names_no_namespace_is_refused_before_it_is_handed_on(value, monkeypatch):
+    monkeypatch.setenv("MLFLOW_WORKSPACE", value)
+    with pytest.raises(ValueError, match="expected MLFLOW_WORKSPACE to name a profile's namespace"):
+        workspace_env()
+    cfg = DeployConfig(model_version="1", tracking_uri="http://mlflow:5000", image="img")
+    with pytest.raises(ValueError, match="MLFLOW_WORKSPACE"):
+        inference_service.build(cfg)
+
+
 def test_a_model_server_and_training_nodes_get_the_steps_workspace(monkeypatch):
     monkeypatch.setenv("MLFLOW_WORKSPACE", "team-a")
     cfg = DeployConfig(model_version="1", tracking_uri="http://mlflow:5000", image="img")

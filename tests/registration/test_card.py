@@ -7,7 +7,15 @@ from components.registration.card import model_card
 REPORT = {
     "metrics": {"accuracy": 0.9312, "roc_auc": 0.981, "cat_accuracy": 0.92, "dog_accuracy": 0.94},
     "count": 2500,
-    "weights_sha256": "ab" * 32,
+    "model_id": "m-7",
+    "scored": "model.onnx",
+    "sha256": {"model.pt": "ab" * 32, "model.onnx": "cd" * 32},
+}
+FILES = {
+    "model.pt": "ab" * 32,
+    "model.onnx": "cd" * 32,
+    "data/model.pt2": "ef" * 32,
+    "MLmodel": "01" * 32,
 }
 PARAMS = {
     "model": "compact_cnn",
@@ -18,14 +26,21 @@ PARAMS = {
 }
 
 
-def test_the_card_names_the_model_its_measured_accuracy_its_weights_and_its_run():
+def test_the_card_names_the_model_its_measured_accuracy_its_files_and_its_run():
     description, tags = model_card(
-        "run-7", REPORT, PARAMS, {"test-split": "d1", "train-split": "d2"}
+        "run-7", REPORT, PARAMS, {"test-split": "d1", "train-split": "d2"}, FILES
     )
     assert description.startswith(
         "Dogs-vs-cats classifier (compact_cnn, 3×50² pixels): test accuracy 0.9312 on 2500"
     )
-    assert "sha256 abababababab…" in description and "MLflow run run-7" in description
+    assert "measured by the evaluate step on model.onnx (sha256 cdcdcdcdcdcd…)" in description
+    assert "MLflow run run-7" in description
+    assert (
+        "Files that answer, by sha256: model.pt abababababab…, data/model.pt2 efefefefefef…, "
+        "model.onnx cdcdcdcdcdcd…" in description
+    )
+    assert tags["sha256.model.onnx"] == "cd" * 32 and tags["sha256.data/model.pt2"] == "ef" * 32
+    assert "sha256.MLmodel" not in tags and tags["model_id"] == "m-7"
     assert tags["mlflow_run_id"] == "run-7" and tags["test_accuracy"] == "0.9312"
     assert tags["recipe.epochs"] == "17" and tags["data.image_size"] == "50"
     assert tags["data.test-split.digest"] == "d1" and tags["data.train-split.digest"] == "d2"

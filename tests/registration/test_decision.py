@@ -3,13 +3,17 @@ recorded of its own weights reaches the minimum; nothing else can talk the gate 
 
 from __future__ import annotations
 
+import json
 import logging
+import shutil
 from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
 
 from components import register
+from components.core import identity, tracking
+from components.core.identity import ModelIdentityError
 from components.evaluation.config import EvaluateConfig
 from components.evaluation.report import evaluate
 from components.registration.config import RegisterConfig
@@ -111,8 +115,9 @@ def test_an_evaluation_of_another_model_is_never_logged_into_a_run(
     trained(small_arrays, tmp_path / "good")
     weak = trained(small_arrays, tmp_path / "weak", seed=1)
     with pytest.raises(
-        ValueError,
-        match=f"evaluation of .*good .* into MLflow run {weak.run_id}, whose model is another",
+        ModelIdentityError,
+        match=rf"refusing {tmp_path / 'good'}/model\.(onnx|pt): its sha256 is .*, MLflow run "
+        f"{weak.run_id}'s model",
     ):
         evaluated(small_arrays, tmp_path / "good", run_id=weak.run_id)
     assert "test_accuracy" not in MlflowClient(mlflow_store).get_run(weak.run_id).data.metrics
@@ -145,7 +150,44 @@ def test_an_evaluation_report_of_other_weights_copied_into_a_run_is_refused(
         weak.run_id, str(tmp_path / "good-eval/metrics.json"), "evaluation/test"
     )
     refused_and_nothing_registered(
-        weak.run_id, mlflow_store, ValueError, "did not score the model the run logged"
+        weak.run_id, mlflow_store, ValueError, "expected the evaluate step's report on logged model"
+    )
+
+
+def test_a_weak_run_holding_a_stronger_runs_graph_is_never_registered(
+    small_arrays, tmp_path, mlflow_store
+):
+    """The weak run's folder with the strong run's model.onnx (and its record) copied in:
+    evaluate refuses it against the tracking store's record, and a report relabelled as
+    the weak model's is refused by the gate, whatever the minimum."""
+    strong = trained(small_arrays, tmp_path / "strong")
+    weak = trained(small_arrays, tmp_path / "weak", seed=1)
+    for name in ("model.onnx", identity.RECORD):
+        shutil.copyfile(tmp_path / "strong" / name, tmp_path / "weak" / name)
+    with pytest.raises(ModelIdentityError, match=r"refusing .*weak/model\.onnx: its sha256"):
+        evaluated(small_arrays, tmp_path / "weak")
+    assert "test_accuracy" not in MlflowClient(mlflow_store).get_run(weak.run_id).data.metrics
+    evaluated(small_arrays, tmp_path / "strong")
+    report = json.loads((tmp_path / "strong-eval/metrics.json").read_text())
+    report["model_id"] = tracking.logged_model_id(weak.run_id)  # the strong graph's scores
+    MlflowClient(mlflow_store).log_dict(weak.run_id, report, "evaluation/test/metrics.json")
+    refused_and_nothing_registered(
+        weak.run_id, mlflow_store, ValueError, "did not score the files of the model the run"
+    )
+    assert strong.run_id != weak.run_id
+
+
+def test_a_test_split_of_one_class_is_never_judged(small_arrays, tmp_path, mlflow_store):
+    weak = trained(small_arrays, tmp_path / "weak")
+    evaluated(small_arrays, tmp_path / "weak")
+    report = json.loads((tmp_path / "weak-eval/metrics.json").read_text())
+    report["confusion_matrix"] = [[0, 0], [3, 97]]  # dogs alone
+    MlflowClient(mlflow_store).log_dict(weak.run_id, report, "evaluation/test/metrics.json")
+    refused_and_nothing_registered(
+        weak.run_id,
+        mlflow_store,
+        ValueError,
+        r"expected a test split holding cats and dogs, found \[0, 100\]",
     )
 
 

@@ -4,16 +4,19 @@
 from __future__ import annotations
 
 import logging
+import shutil
 
 import numpy as np
 import onnx
 import pytest
 import torch
 
+from components.core import identity
+from components.core.identity import ModelIdentityError
 from components.scoring.loading import load_scorer
 from components.scoring.onnx_file import INT8_FILE, ONNX_FILE
 from components.scoring.scorers import OnnxScorer, TorchScorer
-from tests.support.models import seeded_model
+from tests.support.models import rerecord, seeded_model
 
 
 def test_a_train_output_is_scored_by_onnx_runtime_as_torch_scores_it(tmp_path):
@@ -62,6 +65,7 @@ def test_an_onnx_model_outside_the_data_contract_is_refused(tmp_path):
     graph.graph.input[0].type.tensor_type.shape.dim[2].dim_value = 600
     graph.graph.input[0].type.tensor_type.shape.dim[3].dim_value = 600
     onnx.save(graph, folder / ONNX_FILE)
+    rerecord(folder)  # recorded as such: the file's own checks refuse it
     with pytest.raises(ValueError, match=r"image_size from \d+ to 512, found 600"):
         load_scorer(str(folder))
 
@@ -73,5 +77,33 @@ def test_an_onnx_model_with_other_inputs_is_refused(tmp_path):
     for node in graph.graph.node:
         node.input[:] = ["image" if name == "pixels" else name for name in node.input]
     onnx.save(graph, folder / ONNX_FILE)
+    rerecord(folder)
     with pytest.raises(ValueError, match="one float input 'pixels' of N×C×S×S photos"):
         load_scorer(str(folder))
+
+
+@pytest.mark.parametrize("runtime", ["onnx", "onnx-int8", "torch"])
+def test_a_file_swapped_for_another_models_is_refused_before_any_answer(tmp_path, runtime):
+    """The weak run's folder holding a stronger run's graph, int8 graph or weights: each
+    loader checks the files it reads against the folder's record and names the file."""
+    folder = seeded_model(tmp_path / "weak", seed=0)
+    other = seeded_model(tmp_path / "strong", seed=1)
+    shutil.copyfile(other / ONNX_FILE, folder / INT8_FILE)  # an int8 file nobody recorded
+    swapped = {"onnx": ONNX_FILE, "onnx-int8": INT8_FILE, "torch": "model.pt"}[runtime]
+    if swapped != INT8_FILE:
+        shutil.copyfile(other / swapped, folder / swapped)
+    expected = "records no digest of it" if swapped == INT8_FILE else "its sha256 is"
+    with pytest.raises(ModelIdentityError, match=f"refusing {folder / swapped}: .*{expected}"):
+        load_scorer(str(folder), runtime)
+
+
+def test_a_folder_without_its_record_or_with_a_forged_one_is_refused(tmp_path):
+    folder = seeded_model(tmp_path / "model")
+    (folder / identity.RECORD).write_text('{"sha256": {"model.onnx": "../etc"}}')
+    with pytest.raises(
+        ModelIdentityError, match="expected a record of file names and their sha256"
+    ):
+        load_scorer(str(folder))
+    (folder / identity.RECORD).unlink()
+    with pytest.raises(ModelIdentityError, match="expected identity.json beside the model's files"):
+        load_scorer(folder.as_uri())  # a file: URI is the folder it names

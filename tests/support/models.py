@@ -1,4 +1,5 @@
-"""A trained model whose answers are known, for the evaluate and predict tests."""
+"""A trained model whose answers are known, for the evaluate and predict tests: its files
+and their record (``identity.json``), as the train step writes them."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import functools
 
 import torch
 
+from components.core import identity
 from components.scoring.onnx_file import ONNX_FILE
 from components.training.batches import DeviceSplit
 from components.training.models import Classifier, build_model, save_classifier
@@ -54,12 +56,20 @@ def _saved(directory, net, channels: int, size: int, mean: float):
     }
     directory.mkdir(parents=True, exist_ok=True)
     model = Classifier(net, spec["mean"], spec["std"]).eval()
-    save_classifier(directory / "model.pt", model, spec)
+    digests = {"model.pt": save_classifier(directory / "model.pt", model, spec)}
     photos = torch.randint(
         0, 256, (4, channels, size, size), generator=torch.Generator().manual_seed(0)
     )
-    _graph(channels, size).write(directory / ONNX_FILE, model, photos.float())
+    graph = _graph(channels, size).write(directory / ONNX_FILE, model, photos.float())
+    identity.write_record(directory, {**digests, ONNX_FILE: identity.sha256_of_bytes(graph)})
     return directory
+
+
+def rerecord(directory) -> None:
+    """``identity.json`` made anew from the files now in ``directory`` (a test that
+    changes a model's file on purpose, to test what is checked after the digests)."""
+    names = [p.name for p in directory.iterdir() if p.suffix in (".pt", ".onnx")]
+    identity.write_record(directory, {n: identity.sha256_of(directory / n) for n in names})
 
 
 @functools.cache

@@ -85,6 +85,7 @@ def register_trained_model(
         result = session.train(
             TrainConfig(data=str(arrays), output=str(workdir / "model"), dry_run=True, **recipe)
         )
-        version = tracking.register_model(result.run_id, name, "candidate", "a test model", {})
+        model_id = tracking.logged_model_id(result.run_id)
+        version = tracking.register_model(model_id, name, "candidate", "a test model", {})
         assert version == "1"
     return result.run_id

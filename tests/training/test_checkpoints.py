@@ -16,10 +16,11 @@ import torch
 from mlflow.tracking import MlflowClient
 
 from components.core import schema
+from components.core.identity import ModelIdentityError, sha256_of
 from components.core.schema import RECIPE
 from components.data.arrays import SPLITS, load_split, save_split
 from components.training import checkpoints, session
-from components.training.checkpoints import load_checkpoint
+from components.training.checkpoints import load_checkpoint, serialize
 from components.training.config import TrainConfig
 from tests.support.helpers import run_to_end, train_cli
 from tests.support.helpers import train_config as config
@@ -77,10 +78,18 @@ def test_an_unreadable_checkpoint_stops_the_resume_and_is_kept(
 def test_a_checkpoint_whose_state_does_not_fit_the_net_is_a_clear_error(
     sample_arrays, tmp_path, mlflow_store
 ):
-    session.train(config(sample_arrays, tmp_path / "out", dry_run=True))
+    run_id = session.train(config(sample_arrays, tmp_path / "out", dry_run=True)).run_id
     state = load_checkpoint(tmp_path / "out/checkpoint.pt")
     state["model"]["net.fc1.weight"] = state["model"]["net.fc1.weight"][:, :10]
     torch.save(state, tmp_path / "out/checkpoint.pt")
+    # recorded as the run's own (as a checkpoint of an older net would be): restore refuses it
+    (model,) = MlflowClient(mlflow_store).search_logged_models(
+        [mlflow.get_run(run_id).info.experiment_id], filter_string="name = 'checkpoint'"
+    )
+    digest = sha256_of(tmp_path / "out/checkpoint.pt")
+    MlflowClient(mlflow_store).set_logged_model_tags(
+        model.model_id, {"sha256.checkpoint.pt": digest}
+    )
     with pytest.raises(ValueError, match="cannot resume from the checkpoint after epoch 1: its"):
         session.train(config(sample_arrays, tmp_path / "out", resume=True))
 
@@ -220,20 +229,41 @@ def test_a_checkpoint_naming_another_run_is_refused_and_that_run_is_untouched(
     client = MlflowClient(mlflow_store)
     before = client.get_run(other.run_id)
     path = tmp_path / "b" / checkpoints.CHECKPOINT
-    state = load_checkpoint(path)
+    state, written = load_checkpoint(path), path.read_bytes()
     for forged, reason in (
         (other.run_id, "which this training did not create"),
         ("0" * 32, "which does not exist"),
     ):
-        checkpoints.save_checkpoint({**state, "mlflow_run_id": forged}, path)
+        checkpoints.save_checkpoint(serialize({**state, "mlflow_run_id": forged}), path)
         with pytest.raises(ValueError, match=f"checkpoint names MLflow run '{forged}', {reason}"):
             session.train(config(small_arrays, tmp_path / "b", epochs=3, resume=True))
     after = client.get_run(other.run_id)
     assert after.info.run_name == before.info.run_name and after.data.params == before.data.params
     assert len(client.get_metric_history(other.run_id, "val_accuracy")) == 1
-    checkpoints.save_checkpoint({**state, "mlflow_run_id": own.run_id}, path)
+    path.write_bytes(written)
     resumed = session.train(config(small_arrays, tmp_path / "b", epochs=2, resume=True))
     assert resumed.run_id == own.run_id and len(resumed.history) == 2
+
+
+def test_another_runs_checkpoint_relabelled_as_this_runs_is_refused(
+    small_arrays, tmp_path, mlflow_store
+):
+    """Run B's checkpoint copied into run A's output, its run and seed edited to A's: it
+    passes every check of the recipe and the run, but A never recorded its digest."""
+    own = session.train(config(small_arrays, tmp_path / "a", epochs=1))
+    session.train(config(small_arrays, tmp_path / "b", epochs=1, seed=1))
+    state = load_checkpoint(tmp_path / "b" / checkpoints.CHECKPOINT)
+    state["config"]["seed"], state["rng"]["seed"] = 0, 0
+    relabelled = serialize({**state, "mlflow_run_id": own.run_id})
+    checkpoints.save_checkpoint(relabelled, tmp_path / "a" / checkpoints.CHECKPOINT)
+    client = MlflowClient(mlflow_store)
+    history = client.get_metric_history(own.run_id, "val_accuracy")
+    with pytest.raises(
+        ModelIdentityError,
+        match=f"MLflow run {own.run_id} recorded no checkpoint after epoch 1 with its sha256",
+    ):
+        session.train(config(small_arrays, tmp_path / "a", epochs=2, resume=True))
+    assert client.get_metric_history(own.run_id, "val_accuracy") == history
 
 
 @pytest.mark.parametrize("odd", ["folder", "fifo", "link to /dev/zero"])
@@ -266,7 +296,7 @@ def test_a_checkpoint_whose_history_is_not_one_record_an_epoch_is_refused(
     session.train(config(small_arrays, out, epochs=1, dry_run=True))
     path = out / checkpoints.CHECKPOINT
     state = load_checkpoint(path)
-    checkpoints.save_checkpoint({**state, "history": [7]}, path)
+    checkpoints.save_checkpoint(serialize({**state, "history": [7]}), path)
     with pytest.raises(ValueError, match="one record an epoch"):
         session.train(config(small_arrays, out, epochs=2, resume=True))
     assert (out / "model.pt").is_file()  # the output is kept as it was

@@ -201,17 +201,32 @@ def test_a_kfp_retry_of_a_run_that_diverged_stops_before_training(
         session.train(config(small_arrays, tmp_path / "pod3", kfp_run_id="kfp-other", **diverging))
 
 
-def test_an_injected_mlflow_run_is_used_rather_than_a_new_one(
-    sample_arrays, tmp_path, mlflow_store, monkeypatch
+@pytest.mark.parametrize("experiment_variable", [False, True])
+def test_a_leftover_mlflow_run_id_of_another_experiments_run_is_refused_and_left_untouched(
+    small_arrays, tmp_path, mlflow_store, monkeypatch, experiment_variable
 ):
+    """A finished run of another experiment named in a leftover ``MLFLOW_RUN_ID`` (with
+    no ``MLFLOW_EXPERIMENT_ID``, or the attacker's own): train refuses before it writes
+    anything, so the run keeps its status, metrics, tags and checkpoints."""
+    finished = session.train(config(small_arrays, tmp_path / "theirs", epochs=2))
     client = MlflowClient(mlflow_store)
-    experiment = client.create_experiment("dogs-vs-cats")
-    injected = client.create_run(experiment).info.run_id
-    monkeypatch.setenv("MLFLOW_RUN_ID", injected)  # as KFP's MLflow integration does
-    result = session.train(config(sample_arrays, tmp_path / "out", epochs=1, dry_run=True))
-    assert result.run_id == injected
-    assert client.get_run(injected).data.params["model"] == "tutorial_cnn"
-    assert len(client.search_runs([experiment])) == 1
+    before = client.get_run(finished.run_id)
+    models = sorted(m.model_id for m in client.search_logged_models([before.info.experiment_id]))
+    monkeypatch.setenv("MLFLOW_RUN_ID", finished.run_id)
+    if experiment_variable:
+        monkeypatch.setenv("MLFLOW_EXPERIMENT_ID", client.create_experiment("attacker-exp"))
+    with pytest.raises(SystemExit, match=f"error: refusing MLFLOW_RUN_ID='{finished.run_id}'"):
+        train.main(
+            [
+                *("--data", str(small_arrays), "--output", str(tmp_path / "mine")),
+                *("--epochs", "1", "--experiment", "attacker-exp"),
+            ]
+        )
+    after = client.get_run(finished.run_id)
+    assert after.info.status == "FINISHED" and after.data.tags == before.data.tags
+    assert len(client.get_metric_history(finished.run_id, "val_accuracy")) == 2
+    after_models = client.search_logged_models([before.info.experiment_id])
+    assert sorted(m.model_id for m in after_models) == models
 
 
 @pytest.mark.slow
@@ -357,7 +372,8 @@ def test_the_train_command_trains_in_the_run_kfps_driver_made(
     ``MLFLOW_EXPERIMENT_ID``. The step's own ``--experiment`` names another."""
     client = MlflowClient(mlflow_store)
     experiment = client.create_experiment("Default-kfp")
-    parent = client.create_run(experiment, run_name="pipeline run").info.run_id
+    kfp_tags = {tracking.KFP_PIPELINE_RUN_TAG: "kfp-run-1"}  # as KFP's API server tags it
+    parent = client.create_run(experiment, run_name="pipeline run", tags=kfp_tags).info.run_id
     nested = client.create_run(
         experiment, run_name="train-op", tags={tracking.PARENT_TAG: parent}
     ).info.run_id
