@@ -38,6 +38,7 @@ import torch
 
 from benchmarks import load
 from benchmarks.common import REPO, machine, measure
+from components.core import identity
 from components.core.presets import preset_values
 from components.data.images import decode_bytes
 from components.evaluation.predictions import predict_files
@@ -103,9 +104,13 @@ def preset_model(directory: Path, preset: str, size: int = 50) -> Path:
         shift_average=spec["shift_average"],
     )
     directory.mkdir(parents=True, exist_ok=True)
-    save_classifier(directory / "model.pt", model.eval(), spec)
+    weights = save_classifier(directory / "model.pt", model.eval(), spec)
     photos = torch.randint(0, 256, (8, channels, size, size)).float()
-    OnnxGraph().write(directory / ONNX_FILE, model, photos)
+    graph = OnnxGraph().write(directory / ONNX_FILE, model, photos)
+    # the files' record, as the train step writes it: every loader checks it
+    identity.write_record(
+        directory, {"model.pt": weights, ONNX_FILE: identity.sha256_of_bytes(graph)}
+    )
     return directory
 
 

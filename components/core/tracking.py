@@ -12,6 +12,7 @@ import fcntl
 import importlib.util
 import logging
 import os
+import re
 import sys
 import tempfile
 import warnings
@@ -510,12 +511,15 @@ def model_id_of(uri: str) -> str:
     else:
         name, _, number = reference.rpartition("/")
         version = client.get_model_version(name, number)
-    if not version.model_id:
+    # MLflow's stores leave model_id empty; the version's source names the logged model
+    source = str(version.source or "").removeprefix("models:/")
+    model_id = version.model_id or (source if re.fullmatch(r"m-[0-9a-f]{32}", source) else None)
+    if not model_id:
         raise identity.ModelIdentityError(
-            f"{uri} names a model version registered from no logged model; its files "
-            "cannot be checked"
+            f"{uri} names a model version registered from no logged model (its source is "
+            f"{version.source!r:.200}); its files cannot be checked"
         )
-    return str(version.model_id)
+    return str(model_id)
 
 
 def logged_model_of(folder: Path) -> str:

@@ -91,3 +91,15 @@ def test_an_npz_archive_in_place_of_an_array_is_refused(arrays):
         np.savez(handle, labels=np.zeros(200, np.int64))
     with pytest.raises(ValueError, match="expected one .npy array in .*, found a .npz archive"):
         load_split(arrays, "val")
+
+
+def test_a_split_of_one_class_is_refused_naming_what_it_holds(arrays):
+    """A test split of dogs alone would let any always-dog net score 1.0 at the gate."""
+    images, labels = load_split(arrays, "test")
+    dogs = labels == 1
+    np.save(arrays / "test_images.npy", images[dogs])
+    np.save(arrays / "test_labels.npy", labels[dogs])
+    with pytest.raises(
+        ValueError, match=rf"both classes in the test split .*found 0 cats, {dogs.sum()} dogs"
+    ):
+        load_split(arrays, "test")

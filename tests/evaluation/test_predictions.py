@@ -14,7 +14,7 @@ from components.core import identity, tracking
 from components.evaluation import predictions
 from components.scoring.loading import load_scorer
 from components.training.models import Classifier, build_model
-from tests.support.models import always_dog_model, seeded_model
+from tests.support.models import always_dog_model, nan_model, seeded_model
 
 
 def test_predict_cli_prints_one_line_per_image(sample_images, tmp_path, capsys):
@@ -125,3 +125,10 @@ def test_a_file_name_cannot_forge_an_output_line(sample_images, tmp_path, capsys
     (line,) = capsys.readouterr().out.splitlines()
     name, label, probability = line.split("\t")
     assert name.endswith("forged.jpg\\tcat\\t1.0000\\nother.jpg") and label == "dog"
+
+
+def test_non_finite_logits_end_predict_in_one_line_with_no_class(sample_images, tmp_path, capsys):
+    model = nan_model(tmp_path / "nan")
+    with pytest.raises(SystemExit, match="error: expected finite logits from the model, found"):
+        predict.main(["--model", str(model), str(sample_images / "PetImages/Dog/1.jpg")])
+    assert capsys.readouterr().out == ""

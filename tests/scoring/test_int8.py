@@ -12,6 +12,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from components.core import tracking
+from components.core.identity import ModelIdentityError
 from components.data.arrays import load_split
 from components.evaluation.config import EvaluateConfig
 from components.evaluation.report import evaluate
@@ -119,3 +120,38 @@ def test_a_graph_that_loses_val_accuracy_in_int8_is_not_kept_and_an_earlier_one_
 def _dog(logits: np.ndarray) -> np.ndarray:
     shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
     return shifted[:, 1] / shifted.sum(axis=1)
+
+
+def test_int8_on_too_few_val_photos_to_tell_its_loss_is_refused_before_training(
+    small_arrays, tmp_path, mlflow_store, caplog
+):
+    """100 val photos: one photo is a whole point, five times the 0.2 the gate allows."""
+    cfg = TrainConfig(data=str(small_arrays), output=str(tmp_path / "m"), epochs=1, int8=True)
+    with pytest.raises(ValueError, match="--int8 needs at least 500 val photos .* found 100"):
+        session.train(cfg)
+    client = MlflowClient(mlflow_store)
+    assert client.search_runs([e.experiment_id for e in client.search_experiments()]) == []
+
+
+def test_few_calibration_photos_are_said_plainly(monkeypatch, caplog):
+    with caplog.at_level(logging.WARNING):
+        int8.check_enough_photos(20, 500)
+    assert "--int8: 20 train photos set the int8 ranges, fewer than the 512" in caplog.text
+
+
+def test_an_int8_graph_swapped_for_another_is_never_scored_as_the_runs(
+    in_its_store, sample_arrays, tmp_path
+):
+    output, result = in_its_store
+    copied = tmp_path / "swapped"
+    shutil.copytree(output, copied)
+    shutil.copyfile(copied / ONNX_FILE, copied / INT8_FILE)  # a graph, not the run's int8 one
+    cfg = EvaluateConfig(
+        model_dir=str(copied), data=str(sample_arrays), output=str(tmp_path / "e"),
+        runtime="onnx-int8",
+    )  # fmt: skip
+    client = MlflowClient(f"sqlite:///{output.parent / 'mlflow.db'}")
+    before = client.get_run(result.run_id).data.metrics
+    with pytest.raises(ModelIdentityError, match=f"refusing {copied / INT8_FILE}: its sha256"):
+        evaluate(cfg)
+    assert client.get_run(result.run_id).data.metrics == before

@@ -10,10 +10,11 @@ from kserve.errors import InvalidInput
 from kserve.protocol.infer_type import InferInput, InferRequest
 
 from components.evaluation.predictions import predict_files
+from components.scoring.scorers import NonFiniteLogitsError
 from components.serving.config import ServeConfig
 from components.serving.model import DogsVsCats
 from tests.support.helpers import png_of_zeros
-from tests.support.models import seeded_model
+from tests.support.models import nan_model, seeded_model
 
 
 @pytest.fixture(scope="module")
@@ -87,3 +88,15 @@ def test_a_photo_that_does_not_decode_is_a_400_naming_it(model_dir, photos, phot
     }
     with pytest.raises(InvalidInput, match=message):
         asyncio.run(served(model_dir).predict(body))
+
+
+def test_non_finite_logits_are_an_error_not_a_class(tmp_path, photos):
+    """A model that gives NaN logits: no "cat" with a null probability, an error (KServe
+    answers it with a 500 and the message)."""
+    model = served(nan_model(tmp_path / "nan"))
+    body = {"instances": [{"image": {"b64": b64(photos[0].read_bytes())}}]}
+    with pytest.raises(
+        NonFiniteLogitsError,
+        match=r"expected finite logits from the model, found \[nan, nan\] for photo 0",
+    ):
+        asyncio.run(model.predict(body))

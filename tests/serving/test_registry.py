@@ -6,14 +6,19 @@ from __future__ import annotations
 
 import base64
 import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
+import mlflow
 import numpy as np
 import pytest
 import requests
+from mlflow.tracking import MlflowClient
 
 from components import fetch_model
+from components.core import tracking
 from components.evaluation.predictions import predict_files
 from components.scoring import int8
 from tests.support.processes import HANG_SECONDS
@@ -194,3 +199,43 @@ def test_a_model_the_registry_does_not_hold_is_one_line_naming_what_it_holds(reg
     assert line.startswith(f"error: {said}")
     assert f"{NAME} (@candidate → version 1)" in line
     assert "kserve" not in done.stderr.lower()  # the server never started
+
+
+def test_a_graph_swapped_in_the_artifact_store_is_refused_by_predict_and_fetch(
+    registered, photos, tmp_path, monkeypatch
+):
+    """Someone who can write the artifact store (here through the tracking server, as
+    ``mlflow`` itself uploads) replaces the registered model's model.onnx with its int8
+    graph: the files no longer match the digests the tracking store recorded at train
+    time, so predict ends in one line naming the file, and KServe's storage initializer
+    fetches nothing; put back, the model answers again."""
+    _, tracking_url = registered
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", tracking_url)
+    client = MlflowClient(tracking_url)
+    model_id = tracking.model_id_of(f"models:/{NAME}@candidate")
+    stored = client.get_logged_model(model_id).artifact_location
+    kept, int8_graph = (
+        Path(mlflow.artifacts.download_artifacts(f"{stored}/{name}", dst_path=str(tmp_path / name)))
+        for name in ("model.onnx", "model.int8.onnx")
+    )
+    swapped = tmp_path / "swapped/model.onnx"
+    swapped.parent.mkdir()
+    shutil.copyfile(int8_graph, swapped)
+    env = {k: v for k, v in os.environ.items() if k not in S3_KEYS and k != "MLFLOW_RUN_ID"}
+    env["MLFLOW_TRACKING_URI"] = tracking_url
+    client.log_model_artifact(model_id, str(swapped))
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "components.predict", "--model", f"models:/{NAME}@candidate",
+             str(photos[0])],
+            env=env, capture_output=True, text=True, timeout=HANG_SECONDS,
+        )  # fmt: skip
+        assert done.returncode == 1 and done.stdout == ""
+        (line,) = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
+        assert "model.onnx: its sha256 is" in line and f"MLflow model {model_id}" in line
+        with pytest.raises(SystemExit, match="model.onnx: its sha256 is"):
+            fetch_model.main([f"models:/{NAME}/1", str(tmp_path / "mnt/models")])
+        assert list((tmp_path / "mnt/models").iterdir()) == []
+    finally:
+        client.log_model_artifact(model_id, str(kept))
+    assert predict_files(f"models:/{NAME}@candidate", photos[:1]).classified

@@ -24,6 +24,16 @@ def always_dog_model(directory, channels=1, size=40):
     return _saved(directory, net, channels, size, mean=0.5)
 
 
+def nan_model(directory, channels=1, size=40):
+    """A tutorial net whose last bias is NaN: every logit it gives is NaN. Its weights
+    alone (no ONNX graph: its export's check against torch cannot pass), recorded."""
+    net = build_model("tutorial_cnn", channels, size)
+    with torch.no_grad():
+        net.fc2.bias.fill_(float("nan"))
+    _saved(directory, net, channels, size, mean=0.5, graph=False)
+    return directory
+
+
 def tiny_split(device, count=37, size=40) -> DeviceSplit:
     generator = torch.Generator().manual_seed(0)
     images = torch.randint(0, 256, (count, 1, size, size), dtype=torch.uint8, generator=generator)
@@ -43,9 +53,9 @@ def seeded_model(directory, channels=1, size=40, seed=0):
     return _saved(directory, net, channels, size, mean=0.45)
 
 
-def _saved(directory, net, channels: int, size: int, mean: float):
-    """``net`` saved as the train step saves a tutorial net: model.pt and model.onnx in
-    ``directory``."""
+def _saved(directory, net, channels: int, size: int, mean: float, graph: bool = True):
+    """``net`` saved as the train step saves a tutorial net: model.pt and (with ``graph``)
+    model.onnx in ``directory``, and their record."""
     spec = {
         "model": "tutorial_cnn",
         "channels": channels,
@@ -57,11 +67,13 @@ def _saved(directory, net, channels: int, size: int, mean: float):
     directory.mkdir(parents=True, exist_ok=True)
     model = Classifier(net, spec["mean"], spec["std"]).eval()
     digests = {"model.pt": save_classifier(directory / "model.pt", model, spec)}
-    photos = torch.randint(
-        0, 256, (4, channels, size, size), generator=torch.Generator().manual_seed(0)
-    )
-    graph = _graph(channels, size).write(directory / ONNX_FILE, model, photos.float())
-    identity.write_record(directory, {**digests, ONNX_FILE: identity.sha256_of_bytes(graph)})
+    if graph:
+        photos = torch.randint(
+            0, 256, (4, channels, size, size), generator=torch.Generator().manual_seed(0)
+        )
+        written = _graph(channels, size).write(directory / ONNX_FILE, model, photos.float())
+        digests[ONNX_FILE] = identity.sha256_of_bytes(written)
+    identity.write_record(directory, digests)
     return directory
 
 
