@@ -7,11 +7,11 @@ from typing import Any
 
 from components.core import schema
 from components.core.presets import preset_values
-from components.core.uris import redact, split_credentials
+from components.core.uris import holds_credentials, redact
 from components.data.sources import check_local_source
 from components.sweeping.grid import SWEEPABLE, grid, split_pairs
 from components.training.config import TrainConfig
-from components.tuning.config import TuneConfig
+from components.tuning.config import TuneConfig, check_search
 from pipeline.parameters import STEP_SCHEMAS
 from pipeline.target import PipelineOnly
 
@@ -46,9 +46,9 @@ def refuse_credentials(arguments: dict[str, Any], names: tuple[str, ...]) -> Non
     """
     for name in names:
         value = str(arguments.get(name, ""))
-        if split_credentials(value)[1] is not None:
+        if holds_credentials(value):
             raise SystemExit(
-                f"refused: {name}={redact(value)} holds a user and password, which every "
+                f"refused: {name}={redact(value)} holds a password or a secret, which every "
                 "reader of the run's parameters would see; give them through the "
                 "environment (MLFLOW_TRACKING_USERNAME/PASSWORD, AWS_* keys) or the "
                 "cluster's secrets (dogs-vs-cats-mlflow, dogs-vs-cats-s3)"
@@ -86,6 +86,7 @@ def check_arguments(arguments: dict[str, Any], parameters: Parameters) -> None:
     not when its step runs, maybe hours into the run."""
     values = {name: arguments.get(name, default) for name, (_, default) in parameters.items()}
     searching = (TuneConfig,) if "trials" in parameters else ()  # the tune pipeline's search
+    built = {}
     for step in (*STEP_SCHEMAS, PipelineOnly, *searching):
         values_of_step = {}
         for field in dataclasses.fields(step):
@@ -97,7 +98,12 @@ def check_arguments(arguments: dict[str, Any], parameters: Parameters) -> None:
                     schema.field_type(step, field)() if example is None else example
                 )
         try:
-            step(**values_of_step)
+            built[step] = step(**values_of_step)
+        except ValueError as err:
+            raise SystemExit(f"refused before the run starts: {err}") from None
+    if searching:  # the check tune --output and tune --local take too
+        try:
+            check_search(built[TuneConfig], built[TrainConfig].epochs)
         except ValueError as err:
             raise SystemExit(f"refused before the run starts: {err}") from None
 

@@ -25,7 +25,7 @@ from components.core.schema import RECIPE
 from components.core.search_space import Dimension, searched
 from components.core.uris import split_credentials
 from components.training.config import TrainConfig
-from components.tuning.config import TuneConfig
+from components.tuning.config import TuneConfig, check_search
 from pipeline.arguments import parse_arguments, refuse_credentials, refuse_missing_source
 from pipeline.parameters import PARAMETERS
 from pipeline.target import CLUSTER_TRACKING_URI, GPU_IMAGE
@@ -108,24 +108,19 @@ def run_tune(args: argparse.Namespace) -> None:
             "$MLFLOW_TRACKING_URI (with --local), found tracking_uri= among the settings"
         )
     space = searched({name: None for name in explicit})
-    if args.min_trials_required is not None and args.min_trials_required >= args.trials:
-        raise SystemExit(
-            f"expected --min-trials-required below --trials ({args.trials}), found "
-            f"{args.min_trials_required}: the median rule would wait for that many finished "
-            "trials, and none could stop early"
-        )
-    for name in ("parallel_trials", "max_failed_trials", "min_trials_required"):
+    for name in ("parallel_trials", "max_failed_trials"):
         if getattr(args, name) is None:
             setattr(args, name, min(getattr(TuneConfig, name), args.trials))
+    if args.min_trials_required is None:  # the default, below a small search's trials
+        args.min_trials_required = max(1, min(TuneConfig.min_trials_required, args.trials - 1))
     recipe = TrainConfig(data="-", output="-", **schema.pick(TrainConfig, arguments))
     if args.start_step is None:
         args.start_step = min(TuneConfig.start_step, recipe.epochs)
-    elif args.start_step > recipe.epochs:
-        raise SystemExit(
-            f"expected --start-step at most epochs ({recipe.epochs}), found {args.start_step}: "
-            "the median rule would never look at a trial, and none could stop early"
-        )
     tune = schema.from_namespace(TuneConfig, args)
+    try:
+        check_search(tune, recipe.epochs)
+    except ValueError as err:
+        raise SystemExit(str(err)) from None
     if args.output:
         _write_experiment(args, tune, recipe, space)
     else:

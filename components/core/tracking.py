@@ -84,18 +84,9 @@ class TrackingUnavailableError(RuntimeError):
 def default_store() -> str:
     """The SQLite store that every step and the local pipeline share when
     ``$MLFLOW_TRACKING_URI`` names none: ``runs/mlflow.db`` under the working directory
-    (the repository's root in every example), made on first use, by one process at a time
-    (two commands started at once on a fresh store would both create its tables)."""
+    (the repository's root in every example)."""
     DEFAULT_STORE.parent.mkdir(parents=True, exist_ok=True)
-    uri = f"sqlite:///{DEFAULT_STORE.resolve()}"
-    made = DEFAULT_STORE.with_name(f".{DEFAULT_STORE.name}.made")
-    if not made.exists():
-        with open(DEFAULT_STORE.with_name(f".{DEFAULT_STORE.name}.lock"), "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-            if not made.exists():
-                MlflowClient(uri).search_experiments(max_results=1)  # creates its tables
-                made.touch()
-    return uri
+    return f"sqlite:///{DEFAULT_STORE.resolve()}"
 
 
 def tracking_uri() -> str:
@@ -103,6 +94,7 @@ def tracking_uri() -> str:
 
     A user and password in the URI move to MLflow's own ``MLFLOW_TRACKING_USERNAME`` and
     ``MLFLOW_TRACKING_PASSWORD``, so that no URI MLflow or this project shows holds them.
+    A SQLite store is made by one process at a time (``_made_once``).
     """
     uri, user, password = uris.split_credentials(
         os.environ.get("MLFLOW_TRACKING_URI") or default_store()
@@ -111,7 +103,23 @@ def tracking_uri() -> str:
         os.environ["MLFLOW_TRACKING_URI"] = uri
         os.environ["MLFLOW_TRACKING_USERNAME"] = user
         os.environ["MLFLOW_TRACKING_PASSWORD"] = password or ""
+    if uri.startswith("sqlite:///"):
+        _made_once(uri)
     return uri
+
+
+def _made_once(uri: str) -> None:
+    """Make a SQLite store's tables on its first use, under a lock beside it: two commands
+    started at once on a new store would both create them, and one would crash."""
+    database = Path(uri.removeprefix("sqlite:///")).resolve()
+    made = database.with_name(f".{database.name}.made")
+    if made.exists() or not database.parent.is_dir():
+        return  # made, or a folder MLflow will say is missing
+    with open(database.with_name(f".{database.name}.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not made.exists():
+            MlflowClient(uri).search_experiments(max_results=1)  # creates its tables
+            made.touch()
 
 
 def check_server(uri: str | None = None, timeout: float = 10.0) -> None:

@@ -14,7 +14,7 @@ from components.cluster.object_names import is_dns_label, is_dns_subdomain, is_s
 from components.core.errors import printable
 from components.core.names import REGISTERED_MODEL_NAME
 from components.core.schema import LOCAL, PER_RUN, setting
-from components.core.uris import is_http_url, redact, split_credentials
+from components.core.uris import holds_credentials, is_http_url, redact, split_credentials
 from components.serving.config import MODEL_NAME
 
 # KServe 0.15+: Standard (Deployments, the default since) or Knative (was Serverless)
@@ -139,10 +139,11 @@ class DeployConfig:
             ValueError: not an http(s) URI, which a pod in the cluster could reach.
         """
         bare, _, _ = split_credentials(self.tracking_uri)
-        if not is_http_url(bare):
+        if not is_http_url(bare) or holds_credentials(bare):
             raise ValueError(
-                "expected the tracking URI as http(s)://HOST[:PORT], which the model server "
-                f"in the cluster loads the model through, found {redact(self.tracking_uri)!r}"
+                "expected the tracking URI as http(s)://HOST[:PORT] with no secret in its "
+                "query, which the model server in the cluster loads the model through, found "
+                f"{redact(self.tracking_uri)!r}"
             )
         return bare
 

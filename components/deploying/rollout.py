@@ -86,12 +86,14 @@ def deploy(cfg: DeployConfig, api_client: k8s.ApiClient) -> str:
     if current is not None:
         _refuse_foreign(current, cfg)
     # a version already serving keeps most traffic while the new one proves itself
-    as_canary = (
-        cfg.canary
-        and current is not None
-        and status.is_ready(current)
-        and status.model_uri(current) != cfg.model_uri
-    )
+    as_canary = cfg.canary and current is not None and status.model_uri(current) != cfg.model_uri
+    if as_canary and current is not None and not status.is_ready(current):
+        raise RuntimeError(
+            f"{service} is not Ready ({status.not_serving(current, service.mode)}), so "
+            f"{cfg.model_uri} cannot run beside it as a canary at {cfg.canary_percent}%; "
+            "nothing written: make it serve again (or `rollout rollback` a canary of it), "
+            "or replace it whole with canary_percent 100"
+        )
     if current is None:
         log.info("creating %s for %s (%s mode)", service, cfg.model_uri, cfg.deployment_mode)
         body = manifest(build(cfg))
@@ -106,11 +108,19 @@ def deploy(cfg: DeployConfig, api_client: k8s.ApiClient) -> str:
             body["spec"]["predictor"]["canaryTrafficPercent"] = 100  # no revision to keep
         else:
             body["spec"]["canary"] = None
-    generation = _write(objects, service, body, deadline, create=current is None)
+    generation = _write(objects, service, body, deadline, current)
     standard = as_canary and service.mode == STANDARD
     standard_canary = canary_name(cfg.model_version) if standard else None
+    serves = cfg.model_uri
+    if as_canary and current is not None:
+        share = (
+            "none of the traffic: a dark launch"
+            if cfg.canary_percent == 0
+            else (f"{cfg.canary_percent}% of the traffic")
+        )
+        serves = f"{status.model_uri(current)}, with {cfg.model_uri} as its canary ({share}),"
     return _wait_until_serving(
-        api_client, objects, (service, cfg.model_uri), generation, deadline, cfg.poll_seconds,
+        api_client, objects, (service, serves), generation, deadline, cfg.poll_seconds,
         standard_canary,
     )  # fmt: skip
 
@@ -171,16 +181,50 @@ def _end_canary(cfg: RolloutConfig, api_client: k8s.ApiClient, action: str) -> s
     service = Service(
         cfg.namespace, cfg.name, status.annotations_of(found).get(MODE_ANNOTATION) or STANDARD
     )
+    if action == PROMOTE:
+        _check_canary_serves(found, service, candidate)
     serving = candidate if action == PROMOTE else status.model_uri(found) or "its version"
     log.info("%s: %s %s; %s takes all the traffic", service, action, candidate, serving)
     body = {
         "metadata": {"annotations": {MODEL_URI_ANNOTATION: serving, CANARY_URI_ANNOTATION: None}},
         "spec": _ended(found, service.mode, action),
     }
-    generation = _write(objects, service, body, deadline, create=False)
+    generation = _write(objects, service, body, deadline, found)
     return _wait_until_serving(
         api_client, objects, (service, serving), generation, deadline, cfg.poll_seconds
     )
+
+
+def _check_canary_serves(found: dict[str, Any], service: Service, candidate: str) -> None:
+    """Refuse to promote a canary that KServe does not report ready: promoted, it would
+    replace the working predictor with one that does not serve.
+
+    Raises:
+        RuntimeError: its canary is missing from the spec, or not ready.
+    """
+    if service.mode == KNATIVE:
+        pending = status.not_serving(found, KNATIVE)
+    else:
+        specs = status.canaries(found)
+        if len(specs) != 1:
+            raise RuntimeError(
+                f"{service} says {candidate} runs as its canary, but its spec.canary holds "
+                f"{len(specs)} predictors (changed by hand?): nothing written; "
+                "`rollout rollback` clears the canary, then deploy it again"
+            )
+        name = str(specs[0]["predictor"].get("name"))
+        conditions = status.conditions(found)
+        said = conditions.get("CanaryPredictorReady", {})
+        pending = status.canary_pending(found, name)
+        if not pending and said.get("status") != "True":
+            reason = f"{said.get('reason', '')}: {said.get('message', '')}".strip(": ")
+            pending = f"CanaryPredictorReady is not True ({reason or 'not reported'})"
+    if pending:
+        raise RuntimeError(
+            f"not promoting {candidate} in {service}: its canary does not serve ({pending}); "
+            "nothing written, the serving version keeps its traffic: `rollout rollback` "
+            "removes the canary"
+        )
 
 
 def _ended(found: dict[str, Any], mode: str, action: str) -> dict[str, Any]:
@@ -192,7 +236,7 @@ def _ended(found: dict[str, Any], mode: str, action: str) -> dict[str, Any]:
         return {"predictor": {"canaryTrafficPercent": None if action == PROMOTE else 0}}
     if action == ROLLBACK:
         return {"canary": None}
-    (canary_spec,) = status.canaries(found)  # the deploy step runs one at a time
+    (canary_spec,) = status.canaries(found)  # one, as _check_canary_serves found
     predictor = {**status.predictor(found)}
     for field in ("name", "containers", "volumes"):
         predictor[field] = canary_spec["predictor"].get(field)
@@ -204,26 +248,61 @@ def _write(
     service: Service,
     body: dict[str, Any],
     deadline: Deadline,
-    create: bool,
+    current: dict[str, Any] | None,
 ) -> int:
-    """Create or merge-patch the service with the API's strict field validation, so that a
-    KServe older than a field refuses it instead of dropping it; its new generation."""
-    verb = "create" if create else "update"
+    """Create the service (``current`` None), or merge-patch ``current`` on the condition
+    that it is still the version read (its ``resourceVersion``: a promote and a rollback
+    at once cannot both land); with the API's strict field validation, so that a KServe
+    older than a field refuses it instead of dropping it. The new generation.
+
+    Raises:
+        RuntimeError: the service changed since it was read, or the API did not answer
+            and the read-back shows the change did not land; either way, what it is now.
+    """
+    if current is None:
+        written = _sent(
+            service, "create",
+            lambda: deadline.call(
+                f"create {service}", objects.create_namespaced_custom_object,
+                GROUP, VERSION, service.namespace, PLURAL, body, field_validation="Strict",
+            ),
+        )  # fmt: skip
+        return status.generation(written)
+    version = str(_meta(current).get("resourceVersion") or "")
+    conditional = {**body, "metadata": {**body.get("metadata", {}), "resourceVersion": version}}
     try:
-        if create:
-            written = deadline.call(
-                f"{verb} {service}",
-                objects.create_namespaced_custom_object,
-                GROUP, VERSION, service.namespace, PLURAL, body,
+        written = _sent(
+            service, "update",
+            lambda: deadline.call(
+                f"update {service}", objects.patch_namespaced_custom_object,
+                GROUP, VERSION, service.namespace, PLURAL, service.name, conditional,
                 field_validation="Strict",
-            )  # fmt: skip
-        else:
-            written = deadline.call(
-                f"{verb} {service}",
-                objects.patch_namespaced_custom_object,
-                GROUP, VERSION, service.namespace, PLURAL, service.name, body,
-                field_validation="Strict",
-            )  # fmt: skip
+            ),
+        )  # fmt: skip
+    except ApiError as err:
+        now = _read(objects, service, deadline, 0.5) or {}
+        if err.status == 409:
+            raise RuntimeError(
+                f"{service} changed while this step ran (another deploy, promote or rollback?): "
+                f"nothing written by this step; it now {_state(now)}. Run it again if still "
+                "wanted"
+            ) from None
+        if err.status == 0 and _landed(now, version, body):
+            log.warning("%s: no answer to the update, but reading it back, it landed", service)
+            return status.generation(now)
+        if err.status == 0:
+            raise RuntimeError(
+                f"{err}; read back, {service} is unchanged: it {_state(now)}"
+            ) from None
+        raise
+    return status.generation(written)
+
+
+def _sent(service: Service, verb: str, send: Any) -> dict[str, Any]:
+    """``send()``, with an older KServe's refusal of ``spec.canary`` said plainly."""
+    try:
+        written: dict[str, Any] = send()
+        return written
     except ApiError as err:
         if 'unknown field "spec.canary"' in str(err):
             raise RuntimeError(
@@ -232,7 +311,29 @@ def _write(
                 f"canary_percent 100 (a rolling update) or in the Knative mode ({err})"
             ) from None
         raise
-    return status.generation(written)
+
+
+def _meta(found: dict[str, Any]) -> dict[str, Any]:
+    meta = found.get("metadata")
+    return meta if isinstance(meta, dict) else {}
+
+
+def _landed(now: dict[str, Any], version: str, body: dict[str, Any]) -> bool:
+    """Whether the service read back holds ``body``'s annotations on a newer version than
+    ``version``: the unanswered update was applied."""
+    wanted = body.get("metadata", {}).get("annotations", {})
+    held = status.annotations_of(now) if now else {}
+    newer = bool(now) and str(_meta(now).get("resourceVersion")) != version
+    return newer and all(held.get(key) == value for key, value in wanted.items())
+
+
+def _state(found: dict[str, Any]) -> str:
+    """What a service serves, read back, in words."""
+    if not found:
+        return "does not exist"
+    serving = status.model_uri(found) or "an unnamed version"
+    candidate = status.annotations_of(found).get(CANARY_URI_ANNOTATION)
+    return f"serves {serving}" + (f" with {candidate} as its canary" if candidate else "")
 
 
 def _refuse_foreign(current: dict[str, Any], cfg: DeployConfig) -> None:
@@ -301,7 +402,8 @@ def _wait_until_serving(
     canary: str | None = None,
 ) -> str:
     """Wait for KServe's word that the service serves its new generation with the model
-    (and, with ``canary``, that the Standard-mode canary of that name is ready); its URL."""
+    (and, with ``canary``, that the Standard-mode canary of that name is ready); its URL.
+    ``serving``: the service, and what it serves in words."""
     service, model_uri = serving
     pending = "no status reported yet"
     while deadline.left() > 0:

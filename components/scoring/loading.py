@@ -167,6 +167,14 @@ def _from_onnx(folder: Path, name: str, passes: int, record: Record) -> LoadedMo
         "scoring with ONNX Runtime (%s): %d forward passes at once, %d threads each",
         path.name, passes, threads,
     )  # fmt: skip
+    if (folder / WEIGHTS_FILE).is_file():  # a train output: the graph is of its weights
+        files |= record.check(folder, [WEIGHTS_FILE])
+        _, spec = load_classifier(folder)
+        if (spec["channels"], spec["image_size"]) != (shape[1], shape[2]):
+            raise ValueError(
+                f"expected {path} to take the {spec['channels']}×{spec['image_size']}² photos "
+                f"its {WEIGHTS_FILE} was trained on, found a graph of {shape[1]}×{shape[2]}²"
+            )
     return LoadedModel(scorer, shape[1], shape[2], files)
 
 

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import onnx
-from onnx import external_data_helper
+from onnx import external_data_helper, numpy_helper
 
 ONNX_FILE = "model.onnx"  # beside model.pt in a train output, and in the MLflow model
 INT8_FILE = "model.int8.onnx"  # the same graph in int8, where training was asked for it
@@ -21,6 +21,30 @@ INPUT, OUTPUT = "pixels", "logits"  # the graph's input (N×C×S×S photos) and 
 VIEWS = "views"  # the graph's metadata: the views of a photo it scores
 MOST_ONNX_MB = 512  # the classifiers are 1–45 MB; with their external data, if any
 STANDARD_DOMAINS = ("", "ai.onnx")  # the ONNX standard's operators
+# what the project's exports are made of (every net, its views, its int8 graph), and a few
+# of their kind: each one's output is bounded by its inputs and weights, and none loops,
+# branches, or makes a tensor of a size it reads from data (Loop, Tile, Expand,
+# ConstantOfShape, Resize, Range are refused)
+OPERATORS = frozenset(
+    {
+        *("Add", "AveragePool", "BatchNormalization", "Concat", "Conv", "DequantizeLinear"),
+        *("Div", "Flatten", "Gemm", "GlobalAveragePool", "Identity", "LogSoftmax", "MatMul"),
+        *("MaxPool", "Mul", "Pad", "QuantizeLinear", "ReduceLogSumExp", "ReduceMean", "Relu"),
+        *("Reshape", "Slice", "Softmax", "Sub", "Transpose"),
+    }
+)
+# float32, uint8, int8, int32 (int8 biases), int64 (shapes, pads): no strings, whose
+# memory lies outside ONNX Runtime's bounded arena
+TENSOR_TYPES = frozenset(
+    {
+        onnx.TensorProto.FLOAT,
+        onnx.TensorProto.UINT8,
+        onnx.TensorProto.INT8,
+        onnx.TensorProto.INT32,
+        onnx.TensorProto.INT64,
+    }
+)
+MOST_PAD = 64  # pixels a Pad may add on a side (the shifted views pad 4)
 
 
 def read_onnx(path: Path, most_mb: float = MOST_ONNX_MB) -> bytes:
@@ -44,19 +68,109 @@ def read_onnx(path: Path, most_mb: float = MOST_ONNX_MB) -> bytes:
             f"expected an ONNX model at {path}, found a file that does not parse "
             f"({type(err).__name__})"
         ) from err
+    _check_versions(model, path)
     _check_domains(model, path)
-    external = _external_files(model, path.parent)
-    total = size + sum(file.stat().st_size for file in set(external))
+    _check_operators(model, path)
+    _check_types(model, path)
+    external = _external_reads(model, path.parent)
+    total = size + sum(external)
     if total > most:
         raise ValueError(
             f"expected an ONNX model of at most {most_mb:g} MB with its external data at "
-            f"{path}, found {total / 2**20:.0f} MB"
+            f"{path}, every reference counted, found {total / 2**20:.0f} MB"
         )
     for tensor in _tensors(model):
         if external_data_helper.uses_external_data(tensor):
-            external_data_helper.load_external_data_for_tensor(tensor, str(path.parent))
+            try:
+                external_data_helper.load_external_data_for_tensor(tensor, str(path.parent))
+            except (OSError, ValueError) as err:
+                raise ValueError(
+                    f"cannot read the external data of {tensor.name!r:.100} in {path}: {err!s:.200}"
+                ) from None
+    _check_sizes(model, path)
     checked: bytes = model.SerializeToString()
     return checked
+
+
+def _check_versions(model: onnx.ModelProto, path: Path) -> None:
+    """Refuse an IR or opset version newer than this onnx knows (a file of the future
+    is no file of this project's)."""
+    opsets = [opset.version for opset in model.opset_import if opset.domain in STANDARD_DOMAINS]
+    newest = onnx.defs.onnx_opset_version()
+    if not 3 <= model.ir_version <= onnx.IR_VERSION or not all(1 <= v <= newest for v in opsets):
+        raise ValueError(
+            f"expected an ONNX model of IR version 3 to {onnx.IR_VERSION} and opset 1 to "
+            f"{newest} at {path}, found IR version {model.ir_version} and opsets {opsets}"
+        )
+
+
+def _check_operators(model: onnx.ModelProto, path: Path) -> None:
+    """Refuse local functions and any operator outside ``OPERATORS``; a Pad only with
+    constant pads of at most ``MOST_PAD``."""
+    if model.functions:
+        raise ValueError(
+            f"expected a graph of plain operators in {path}, found {len(model.functions)} "
+            "local functions"
+        )
+    constants = {tensor.name: tensor for tensor in model.graph.initializer}
+    for node in _nodes(model):
+        if node.op_type not in OPERATORS:
+            raise ValueError(
+                f"expected only the operators a classifier of this project is made of in "
+                f"{path} ({', '.join(sorted(OPERATORS))}), found {node.op_type!r:.100}"
+            )
+        if node.op_type == "Pad" and not _bounded_pads(node, constants):
+            raise ValueError(
+                f"expected each Pad in {path} to add at most {MOST_PAD} pixels a side, given "
+                f"as a constant, found {node.name!r:.100} padding by {list(node.input)[1:2]}"
+            )
+
+
+def _bounded_pads(node: onnx.NodeProto, constants: dict[str, onnx.TensorProto]) -> bool:
+    pads = constants.get(node.input[1]) if len(node.input) > 1 else None
+    if pads is None or pads.data_type != onnx.TensorProto.INT64 or len(pads.dims) != 1:
+        return False
+    if not 0 < pads.dims[0] <= 16:
+        return False
+    values = numpy_helper.to_array(pads)
+    return bool(((values >= 0) & (values <= MOST_PAD)).all())
+
+
+def _check_types(model: onnx.ModelProto, path: Path) -> None:
+    """Refuse a tensor, an input, an output or a value of a type outside ``TENSOR_TYPES``."""
+    graph = model.graph
+    declared = [
+        (value.name, value.type.tensor_type.elem_type)
+        for value in (*graph.input, *graph.output, *graph.value_info)
+    ]
+    held = [(tensor.name, tensor.data_type) for tensor in _tensors(model)]
+    for name, kind in declared + held:
+        if kind not in TENSOR_TYPES:
+            found = onnx.TensorProto.DataType.Name(kind) if kind in range(1, 30) else kind
+            raise ValueError(
+                f"expected tensors of numbers in {path} (float, uint8, int8, int32, int64), "
+                f"found {name!r:.100} of type {found}"
+            )
+
+
+def _check_sizes(model: onnx.ModelProto, path: Path) -> None:
+    """Refuse a tensor whose data is not the size its shape declares."""
+    for tensor in _tensors(model):
+        if any(dim < 0 for dim in tensor.dims):
+            raise ValueError(
+                f"expected tensor sizes of 0 or more in {path}, found {tensor.name!r:.100}"
+            )
+        count = 1
+        for dim in tensor.dims:
+            count *= dim
+        itemsize = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
+        typed = len(tensor.float_data) + len(tensor.int32_data) + len(tensor.int64_data)
+        found = len(tensor.raw_data) if tensor.HasField("raw_data") else typed * itemsize
+        if found != count * itemsize:
+            raise ValueError(
+                f"expected {tensor.name!r:.100} in {path} to hold the {count * itemsize} bytes "
+                f"its shape {list(tensor.dims)[:8]} declares, found {found}"
+            )
 
 
 def _check_domains(model: onnx.ModelProto, path: Path) -> None:
@@ -76,25 +190,39 @@ def _check_domains(model: onnx.ModelProto, path: Path) -> None:
             )
 
 
-def _external_files(model: onnx.ModelProto, folder: Path) -> list[Path]:
-    """The files the model's external data lie in, each checked to be in ``folder``."""
-    inside, files = folder.resolve(), []
+def _external_reads(model: onnx.ModelProto, folder: Path) -> list[int]:
+    """The bytes each reference to external data reads, every reference counted (one
+    file named by many tensors is read as often), each file checked to be a plain file
+    of ``folder``."""
+    inside, reads = folder.resolve(), []
     for tensor in _tensors(model):
         if not external_data_helper.uses_external_data(tensor):
             continue
-        location = {entry.key: entry.value for entry in tensor.external_data}.get("location", "")
+        entries = {entry.key: entry.value for entry in tensor.external_data}
+        location = entries.get("location", "")
         file = (folder / location).resolve()
         if not location or Path(location).is_absolute() or not file.is_relative_to(inside):
             raise ValueError(
                 f"expected the external data of {tensor.name!r:.100} inside {folder}, found "
                 f"{location!r:.200}: a model reads no file outside its folder"
             )
-        if not file.is_file():
+        if not file.is_file() or (folder / location).is_symlink():
             raise ValueError(
                 f"expected the external data file {location!r:.200} in {folder}, found none"
             )
-        files.append(file)
-    return files
+        if file.stat().st_nlink > 1:
+            raise ValueError(
+                f"expected the external data file {location!r:.200} in {folder} to be its own, "
+                "found a hard link to another file"
+            )
+        offset, length = entries.get("offset", "0"), entries.get("length")
+        if not offset.isdigit() or (length is not None and not length.isdigit()):
+            raise ValueError(
+                f"expected whole-number offset and length for {tensor.name!r:.100}'s external "
+                f"data, found {offset!r:.40} and {length!r:.40}"
+            )
+        reads.append(int(length) if length is not None else file.stat().st_size - int(offset))
+    return reads
 
 
 def _nodes(model: onnx.ModelProto) -> Iterator[onnx.NodeProto]:

@@ -7,6 +7,7 @@ torch (docs/BENCHMARKS.md); on a GPU, torch runs it. ``--runtime auto`` picks so
 from __future__ import annotations
 
 import functools
+import threading
 
 import numpy as np
 import onnxruntime
@@ -21,6 +22,9 @@ VIEWS_A_CALL = 64  # views (photos × views of each) a session call scores: the 
 # tutorial preset's ten views at 64 photos a batch use about 250 MB; a graph that asks
 # for more (a crafted model) fails its call, the process stays within its bound
 SCORING_MEMORY_MB = 1024
+# the longest one session call may run: 64 views of resnet18 at 128 px take about a second
+# on two cores; a graph that runs longer is stopped, its thread freed
+CALL_SECONDS = 60.0
 
 
 def pick_runtime(name: str, device: torch.device) -> str:
@@ -45,6 +49,14 @@ def session_threads(passes: int = 1) -> int:
     """ONNX Runtime's threads for each of ``passes`` forward passes running at once:
     the cores this process may use (its pod's CPU limit) shared between them."""
     return max(1, available_cores() // passes)
+
+
+class ScoringError(RuntimeError):
+    """ONNX Runtime failed a call (a graph that asks for more memory than its bound)."""
+
+
+class ScoringTimeoutError(ScoringError):
+    """A session call ran past ``CALL_SECONDS`` and was stopped."""
 
 
 class NonFiniteLogitsError(ValueError):
@@ -114,9 +126,13 @@ class OnnxScorer:
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         options.log_severity_level = 3  # errors only: its warnings are about its own tuning
-        self.session = onnxruntime.InferenceSession(
-            model, options, providers=["CPUExecutionProvider"]
-        )
+        try:
+            self.session = onnxruntime.InferenceSession(
+                model, options, providers=["CPUExecutionProvider"]
+            )
+        except Exception as err:  # ONNX Runtime's own error kinds, not Python's
+            reason = (str(err).splitlines() or [type(err).__name__])[0]
+            raise ValueError(f"ONNX Runtime refused the graph: {reason:.300}") from err
         said = self.session.get_modelmeta().custom_metadata_map.get(VIEWS, "1")
         views = int(said) if said.isdigit() and len(said) < 4 else 1  # what a file may say
         self.photos_a_call = max(1, VIEWS_A_CALL // max(1, views))
@@ -124,11 +140,36 @@ class OnnxScorer:
     def __call__(self, pixels: np.ndarray) -> np.ndarray:
         pixels = np.ascontiguousarray(pixels, dtype=np.float32)
         step = self.photos_a_call
-        chunks = [
-            self.session.run(None, {INPUT: pixels[start : start + step]})[0]
-            for start in range(0, len(pixels), step)
-        ]
+        chunks = [self._run(pixels[start : start + step]) for start in range(0, len(pixels), step)]
         logits: np.ndarray = np.concatenate(chunks) if chunks else np.empty((0, 2), np.float32)
+        return logits
+
+    def _run(self, pixels: np.ndarray) -> np.ndarray:
+        """One session call, stopped by ONNX Runtime's own terminate flag once it has run
+        ``CALL_SECONDS``: its thread and cores are free again.
+
+        Raises:
+            ScoringTimeoutError: the call ran out of time.
+            ScoringError: ONNX Runtime failed the call.
+        """
+        run = onnxruntime.RunOptions()
+        timer = threading.Timer(CALL_SECONDS, setattr, (run, "terminate", True))
+        timer.start()
+        try:
+            logits: np.ndarray = self.session.run(None, {INPUT: pixels}, run)[0]
+        except Exception as err:  # ONNX Runtime's own error kinds, not Python's
+            if run.terminate:
+                raise ScoringTimeoutError(
+                    f"expected a call of ONNX Runtime to score {len(pixels)} photos within "
+                    f"{CALL_SECONDS:g} s, found it still running; stopped (the model is too "
+                    "costly for this machine, or crafted to be)"
+                ) from None
+            reason = (str(err).splitlines() or [type(err).__name__])[0]
+            raise ScoringError(
+                f"ONNX Runtime could not score {len(pixels)} photos: {reason:.300}"
+            ) from err
+        finally:
+            timer.cancel()
         return logits
 
     def input_shape(self) -> list[int | str]:

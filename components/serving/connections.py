@@ -1,5 +1,5 @@
 """Each client connection held to time and size limits, so a slow or greedy client loses
-its own slot, never everyone else's.
+its own slot, never everyone else's: a slot is held only by a complete request.
 
 uvicorn (under KServe's server) reads requests with httptools and bounds neither the
 time a request's head or body may take nor its headers' size: a connection that sends
@@ -74,15 +74,10 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         head = len(self.url) + sum(len(name) + len(value) + 4 for name, value in self.headers)
         if head > self.limits.max_header_bytes:  # a whole head that came in one read
             self._refusal = 431
-        elif self._busy_elsewhere() >= self.limits.max_connections:
-            # counted by connection alone: uvicorn's own limit also counts a kept-alive
-            # connection's finishing request beside its next one, and refused those
-            self._refusal = 503
-        if self._refusal:  # answered once the parser returns; the app never starts
-            return
-        self._in_head, self._busy = False, True
+            return  # answered once the parser returns; the app never starts
+        self._in_head = False
         self._disarm()
-        self._arm(self.limits.body_seconds)
+        self._arm(self.limits.body_seconds)  # the whole body's time, however it trickles
         super().on_headers_complete()
         self._app_started = True
 
@@ -91,10 +86,10 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         super().on_response_complete()
 
     def _busy_elsewhere(self) -> int:
-        """Other connections serving a request (from its whole head to its answer's end):
-        a silent, trickling or idle kept-alive one holds no slot (its own deadline closes
-        it), so a client that keeps reopening idle connections cannot keep everyone else
-        at 503."""
+        """Other connections serving a request (from its whole body to its answer's end):
+        a silent one, one trickling its head or body, or an idle kept-alive one holds no
+        slot (its own deadline closes it), so a client that keeps reopening slow
+        connections cannot keep everyone else at 503."""
         return sum(
             1 for other in self.connections if other is not self and getattr(other, "_busy", False)
         )
@@ -105,7 +100,14 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def on_message_complete(self) -> None:
         self._disarm()
+        if not self._refusal and self._busy_elsewhere() >= self.limits.max_connections:
+            # counted by connection alone: uvicorn's own limit also counts a kept-alive
+            # connection's finishing request beside its next one, and refused those
+            self._refusal = 503
+            self._refuse(503)
+            return
         if not self._refusal:
+            self._busy = True  # a whole request: it holds a slot until it is answered
             super().on_message_complete()
 
     def connection_lost(self, exc: Exception | None) -> None:

@@ -64,3 +64,25 @@ class TuneConfig:
             raise ValueError(
                 f"expected a search seed from 0 to 2**31 - 1, found {self.search_seed}"
             )
+
+
+def check_search(tune: TuneConfig, epochs: int) -> None:
+    """Refuse a median rule that could stop no trial: the one check every path to a
+    search takes (``tune --output``, ``tune --local``, ``submit --tune``).
+
+    Raises:
+        ValueError: ``min_trials_required`` not below ``trials`` (of two or more), or
+            ``start_step`` over the recipe's ``epochs``.
+    """
+    if tune.trials > 1 and tune.min_trials_required >= tune.trials:
+        raise ValueError(
+            f"expected min_trials_required (--min-trials-required) below trials "
+            f"({tune.trials}), found {tune.min_trials_required}: the median rule would wait "
+            "for that many finished trials, and none could stop early"
+        )
+    if tune.start_step > epochs:
+        raise ValueError(
+            f"expected start_step (--start-step) at most epochs ({epochs}), found "
+            f"{tune.start_step}: the median rule would never look at a trial, and none "
+            "could stop early"
+        )

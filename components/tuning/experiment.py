@@ -25,7 +25,7 @@ from components.cluster.placement import GPU, Placement
 from components.core import schema
 from components.core.errors import printable
 from components.core.search_space import CATEGORICAL, Dimension
-from components.core.uris import redact, split_credentials
+from components.core.uris import holds_credentials, redact
 from components.core.workspace import workspace_env
 from components.training.config import TrainConfig
 from components.tuning import webhook
@@ -67,12 +67,11 @@ class ExperimentTarget:
             )
         if self.namespace is not None and not is_dns_label(self.namespace):
             raise ValueError(f"expected a namespace name, found {self.namespace!r}")
-        _, user, _ = split_credentials(self.tracking_uri)
         tidy = self.tracking_uri.isprintable() and not any(c.isspace() for c in self.tracking_uri)
-        if user is not None or not tidy or SUBSTITUTION in self.tracking_uri:
+        if holds_credentials(self.tracking_uri) or not tidy or SUBSTITUTION in self.tracking_uri:
             raise ValueError(
-                "expected the tracking URI as one URI such as http://HOST:PORT, with no user "
-                "and password (the trials read them from the MLflow secret), found "
+                "expected the tracking URI as one URI such as http://HOST:PORT, with no user, "
+                "password or secret (the trials read them from the MLflow secret), found "
                 f"{printable(redact(self.tracking_uri))!r:.200}"
             )
         if self.parent_run_id is not None and not RUN_ID.fullmatch(self.parent_run_id):

@@ -379,15 +379,20 @@ def test_a_sqlite_store_keeps_its_artifacts_beside_the_database_not_in_the_worki
     assert [model.model_id in str(path) for path in checkpoints] == [True]
 
 
-def test_commands_started_at_once_on_a_fresh_default_store_all_work(tmp_path, monkeypatch):
-    """Two `tune --local` (or any two commands) at once on a fresh ``runs/mlflow.db``:
-    one of them makes the store's tables, the others wait, all log."""
+@pytest.mark.parametrize("store", ["runs/mlflow.db", "elsewhere/new.db"])
+def test_commands_started_at_once_on_a_fresh_store_all_work(tmp_path, monkeypatch, store):
+    """Two `tune --local` (or any two commands) at once on a fresh SQLite store, the
+    default ``runs/mlflow.db`` or one named in ``MLFLOW_TRACKING_URI``: one of them makes
+    the store's tables, the others wait, all log."""
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     code = (
         "import sys\nfrom components.core import tracking\n"
         "with tracking.start_run(f'race-{sys.argv[1]}') as run_id:\n    pass\n"
     )
     env = {**os.environ, "PYTHONPATH": str(REPO)}
+    (tmp_path / store).parent.mkdir(exist_ok=True)
+    if store != "runs/mlflow.db":
+        env["MLFLOW_TRACKING_URI"] = f"sqlite:///{tmp_path / store}"
     started = [
         subprocess.Popen(
             [sys.executable, "-c", code, str(i)],
@@ -401,7 +406,7 @@ def test_commands_started_at_once_on_a_fresh_default_store_all_work(tmp_path, mo
     ]
     said = [process.communicate(timeout=HANG_SECONDS)[1][-2000:] for process in started]
     assert [process.returncode for process in started] == [0] * 4, said
-    client = MlflowClient(f"sqlite:///{tmp_path / 'runs/mlflow.db'}")
+    client = MlflowClient(f"sqlite:///{tmp_path / store}")
     experiments = [e.experiment_id for e in client.search_experiments()]
     assert len(client.search_runs(experiments)) == 4
 

@@ -41,3 +41,14 @@ def test_an_http_url_has_a_host_and_nothing_a_header_or_a_pod_could_not_take():
         "http://[::1",
     ):
         assert not is_http_url(bad), bad
+
+
+def test_a_secret_in_a_query_is_redacted_and_counts_as_credentials():
+    from components.core.uris import holds_credentials
+
+    uri = "http://mlflow:5000/?password=s3cret&x=1&access_token=t0k&X-Amz-Signature=abc"
+    assert (
+        redact(uri) == "http://mlflow:5000/?password=***&x=1&access_token=***&X-Amz-Signature=***"
+    )
+    assert holds_credentials(uri) and holds_credentials("http://u:p@mlflow")
+    assert not holds_credentials("http://mlflow:5000/?experiment=7")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import socket
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from kubernetes import client as k8s
@@ -329,3 +330,97 @@ def test_a_tracking_uri_no_pod_could_use_is_refused_before_any_request():
         with pytest.raises(ValueError, match="expected the tracking URI as http"):
             rollout.deploy(local, client(api.url))
         assert api.writes == [] and api.services == {}
+
+
+def with_a_canary(api: FakeKServeApi, timeout_seconds: float = 5) -> None:
+    """Version 1 serving, version 2 added beside it as a Standard-mode canary at 10%."""
+    standard = dataclasses.replace(CFG, canary_percent=10, timeout_seconds=timeout_seconds)
+    api.serving("team-a", earlier(standard))
+    rollout.deploy(standard, client(api.url))
+
+
+def test_a_canary_that_does_not_serve_is_never_promoted_and_can_still_be_rolled_back():
+    """KServe reports the canary's predictor crash-looping (``CanaryPredictorReady``
+    False): promote refuses and writes nothing, so the working predictor stays, and
+    rollback still finds the canary to remove."""
+    with FakeKServeApi() as api:
+        api.canary_crashing = True
+        with pytest.raises(TimeoutError, match="CanaryPredictorReady CrashLoopBackOff"):
+            with_a_canary(api, timeout_seconds=1)
+        writes = len(api.writes)
+        with pytest.raises(
+            RuntimeError,
+            match=r"not promoting models:/dogs-vs-cats/2 .*: its canary does not serve \(canary v2",
+        ):
+            rollout.promote(ROLLOUT, client(api.url))
+        assert len(api.writes) == writes
+        assert served_version(api.services[KEY]) == "--model=models:/dogs-vs-cats/1"
+        api.canary_crashing = False
+        rollout.rollback(ROLLOUT, client(api.url))
+        assert "canary" not in api.services[KEY]["spec"]
+
+
+def test_a_promote_and_a_rollback_at_once_cannot_both_land():
+    """Each PATCH held 2 s by the API server: both read the same version, and the
+    precondition (its resourceVersion) lets one write land; the other is refused, saying
+    what the service now serves, and the service's predictor is the one its annotation
+    names."""
+    with FakeKServeApi() as api:
+        with_a_canary(api)
+        api.patch_seconds = 2.0
+        slow = dataclasses.replace(ROLLOUT, timeout_seconds=20)
+        with ThreadPoolExecutor(2) as pool:
+            ends = [
+                pool.submit(end, slow, client(api.url))
+                for end in (rollout.promote, rollout.rollback)
+            ]
+            outcomes = [future.exception() for future in ends]
+        refused = [err for err in outcomes if err is not None]
+        assert len(refused) == 1 and "changed while this step ran" in str(refused[0])
+        stored = api.services[KEY]
+        said = stored["metadata"]["annotations"]["dogs-vs-cats/model-uri"]
+        assert served_version(stored) == f"--model={said}" and "canary" not in stored["spec"]
+
+
+def test_a_connection_dropped_after_an_applied_update_is_read_back_not_called_a_failure(caplog):
+    with FakeKServeApi() as api:
+        with_a_canary(api)
+        api.drop_after_patch = 1
+        url = rollout.promote(ROLLOUT, client(api.url))
+    assert url.startswith("http://dogs-vs-cats.team-a")
+    assert served_version(api.services[KEY]) == "--model=models:/dogs-vs-cats/2"
+    assert "no answer to the update, but reading it back, it landed" in caplog.text
+
+
+def test_a_canary_for_a_service_that_is_not_ready_is_refused_not_rolled_out_whole():
+    with FakeKServeApi() as api:
+        api.serving("team-a", earlier(CFG))
+        api.services[KEY]["status"]["conditions"] = [
+            {"type": "Ready", "status": "False", "reason": "RevisionMissing"}
+        ]
+        with pytest.raises(
+            RuntimeError, match="is not Ready .* cannot run beside it as a canary at 10%"
+        ):
+            rollout.deploy(dataclasses.replace(CFG, canary_percent=10), client(api.url))
+        assert api.writes == []
+
+
+def test_a_dark_launch_says_the_serving_version_keeps_all_the_traffic(caplog):
+    with FakeKServeApi() as api:
+        api.serving("team-a", earlier(CFG))
+        caplog.set_level("INFO")
+        rollout.deploy(dataclasses.replace(CFG, canary_percent=0), client(api.url))
+    assert (
+        "serves models:/dogs-vs-cats/1, with models:/dogs-vs-cats/2 as its canary (none of the "
+        "traffic: a dark launch), at http://" in caplog.text
+    )
+
+
+def test_a_canary_removed_by_hand_from_the_spec_is_one_line_on_promote():
+    with FakeKServeApi() as api:
+        with_a_canary(api)
+        api.services[KEY]["spec"].pop("canary")
+        with pytest.raises(
+            RuntimeError, match=r"spec.canary holds 0 predictors \(changed by hand\?\)"
+        ):
+            rollout.promote(ROLLOUT, client(api.url))

@@ -93,7 +93,13 @@ def test_a_password_in_the_tracking_uri_stays_out_of_the_experiment(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "uri", ["http://mlflow:5000\nX-Forged: 1", "http:// a", "http://m/${trialParameters.lr}"]
+    "uri",
+    [
+        "http://mlflow:5000\nX-Forged: 1",
+        "http:// a",
+        "http://m/${trialParameters.lr}",
+        "http://mlflow:5000/?password=s3cret-pw",  # a secret in the query: never written
+    ],
 )
 def test_a_tracking_uri_no_trial_could_use_is_refused_and_nothing_written(uri, tmp_path):
     output = tmp_path / "experiment.yaml"
@@ -103,6 +109,7 @@ def test_a_tracking_uri_no_trial_could_use_is_refused_and_nothing_written(uri, t
     )  # fmt: skip
     assert done.returncode != 0 and not output.exists()
     assert "expected the tracking URI as one URI such as http://HOST:PORT" in done.stderr
+    assert "s3cret-pw" not in done.stderr
 
 
 @pytest.mark.parametrize(
@@ -113,8 +120,14 @@ def test_a_tracking_uri_no_trial_could_use_is_refused_and_nothing_written(uri, t
         (["--parent-run-id", "../x\n"], "expected --parent-run-id as an MLflow run id"),
         (["--shared-pvc", "Bad PVC"], "expected --shared-pvc as a claim's name"),
         (["--shm-size", "16Gi", "--memory", "12Gi"], "expected the shm size at most the memory"),
-        (["--start-step", "40", "epochs=10"], "expected --start-step at most epochs (10)"),
-        (["--trials", "4", "--min-trials-required", "4"], "expected --min-trials-required below"),
+        (
+            ["--start-step", "40", "epochs=10"],
+            "expected start_step (--start-step) at most epochs (10)",
+        ),
+        (
+            ["--trials", "4", "--min-trials-required", "4"],
+            "expected min_trials_required (--min-trials-required) below",
+        ),
         (["--trials", "1000000000000"], "expected trials from 1 to 2**31 - 1"),  # Katib's int32
         (["tracking_uri=http://mlflow:5000"], "expected the tracking server as --tracking-uri"),
     ],

@@ -107,3 +107,14 @@ def test_a_folder_without_its_record_or_with_a_forged_one_is_refused(tmp_path):
     (folder / identity.RECORD).unlink()
     with pytest.raises(ModelIdentityError, match="expected identity.json beside the model's files"):
         load_scorer(folder.as_uri())  # a file: URI is the folder it names
+
+
+def test_a_graph_of_another_photo_size_than_its_weights_is_refused(tmp_path):
+    """model.onnx of 48×48 beside model.pt of 40×40 (both recorded): scored, it would
+    resize every photo to what the weights never saw."""
+    folder = seeded_model(tmp_path / "model")
+    other = seeded_model(tmp_path / "other", size=48)
+    shutil.copyfile(other / ONNX_FILE, folder / ONNX_FILE)
+    rerecord(folder)
+    with pytest.raises(ValueError, match=r"trained on, found a graph of 1×48²"):
+        load_scorer(str(folder))

@@ -3,6 +3,8 @@ folder or is larger than its bound; read whole, external data included, when it 
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import onnx
 import pytest
@@ -119,3 +121,111 @@ def test_a_file_that_is_no_onnx_model_is_one_line(tmp_path):
     (tmp_path / "model.onnx").write_bytes(b"\xff" * 64)
     with pytest.raises(ValueError, match="expected an ONNX model at .*, found a file that does"):
         read_onnx(tmp_path / "model.onnx")
+
+
+def single_node_model(node: onnx.NodeProto, *initializers: TensorProto) -> onnx.ModelProto:
+    """A graph of one node from ``x`` (float, 2) to ``y``."""
+    graph = helper.make_graph(
+        [node],
+        "crafted",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        list(initializers),
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
+def int64s(name: str, values: list[int]) -> TensorProto:
+    return numpy_helper.from_array(np.array(values, np.int64), name)
+
+
+@pytest.mark.parametrize(
+    "model, said",
+    [
+        (
+            single_node_model(
+                helper.make_node("ConstantOfShape", ["s"], ["y"]), int64s("s", [2**31])
+            ),
+            "found 'ConstantOfShape'",
+        ),
+        (
+            single_node_model(
+                helper.make_node("Expand", ["x", "s"], ["y"]), int64s("s", [2**31, 2])
+            ),
+            "found 'Expand'",
+        ),
+        (
+            single_node_model(helper.make_node("Tile", ["x", "r"], ["y"]), int64s("r", [4000])),
+            "found 'Tile'",
+        ),
+        (
+            single_node_model(helper.make_node("Pad", ["x", "p"], ["y"]), int64s("p", [0, 10**9])),
+            "to add at most 64 pixels a side",
+        ),
+        (
+            single_node_model(helper.make_node("Pad", ["x", "p"], ["y"])),  # pads from data
+            "to add at most 64 pixels a side, given as a constant",
+        ),
+    ],
+)
+def test_an_operator_a_classifier_is_not_made_of_is_refused_naming_it(tmp_path, model, said):
+    """Operators that loop, branch or size a tensor from data are no part of this
+    project's classifiers: refused before ONNX Runtime sees the graph."""
+    onnx.save(model, tmp_path / "model.onnx")
+    with pytest.raises(ValueError, match=said):
+        read_onnx(tmp_path / "model.onnx")
+
+
+def test_a_string_tensor_is_refused_its_memory_is_outside_the_bound(tmp_path):
+    words = helper.make_tensor("words", TensorProto.STRING, [1], [b"x" * 2**20])
+    model = single_node_model(helper.make_node("Identity", ["words"], ["y"]), words)
+    onnx.save(model, tmp_path / "model.onnx")
+    with pytest.raises(ValueError, match="found 'words' of type STRING"):
+        read_onnx(tmp_path / "model.onnx")
+
+
+@pytest.mark.parametrize(
+    "change, said",
+    [
+        (lambda m: setattr(m, "ir_version", 99), "found IR version 99"),
+        (
+            lambda m: setattr(m.opset_import[0], "version", 99),
+            r"found IR version \d+ and opsets \[99\]",
+        ),
+        (
+            lambda m: m.graph.initializer[0].dims.__setitem__(0, 2**40),
+            "to hold the .* bytes its shape",
+        ),
+    ],
+)
+def test_a_file_of_the_future_or_a_tensor_larger_than_its_data_is_one_line(tmp_path, change, said):
+    model = doubling_model()
+    change(model)
+    onnx.save(model, tmp_path / "model.onnx")
+    with pytest.raises(ValueError, match=said):
+        read_onnx(tmp_path / "model.onnx")
+
+
+def test_one_external_file_named_by_many_tensors_counts_each_time(tmp_path):
+    """A 1 MB file read by 30 tensors is 30 MB read: counted so, against a 16 MB bound."""
+    (tmp_path / "weights.bin").write_bytes(b"\0" * 2**20)
+    model = doubling_model()
+    model.graph.ClearField("initializer")
+    for index in range(30):
+        weight = TensorProto(name=f"w{index}", data_type=TensorProto.FLOAT, dims=[2**18])
+        weight.data_location = TensorProto.EXTERNAL
+        weight.external_data.add(key="location", value="weights.bin")
+        model.graph.initializer.append(weight)
+    onnx.save(model, tmp_path / "model.onnx")
+    with pytest.raises(ValueError, match="every reference counted, found 30 MB"):
+        read_onnx(tmp_path / "model.onnx", most_mb=16)
+
+
+def test_external_data_through_a_hard_link_is_refused(tmp_path):
+    (tmp_path / "elsewhere.bin").write_bytes(np.full(2, 3.0, np.float32).tobytes())
+    folder = tmp_path / "model"
+    folder.mkdir()
+    os.link(tmp_path / "elsewhere.bin", folder / "weights.bin")
+    onnx.save(with_external_weight(doubling_model(), "weights.bin"), folder / "model.onnx")
+    with pytest.raises(ValueError, match="found a hard link to another file"):
+        read_onnx(folder / "model.onnx")

@@ -182,3 +182,34 @@ def test_a_client_reopening_silent_connections_as_they_close_holds_no_slot(serve
     for sock in opened:
         sock.close()
     assert set(answers) <= {"cat", "dog"} and len(answers) == 3
+
+
+def test_clients_trickling_their_bodies_hold_no_slot(server, photo):
+    """Twice the slots in connections that send a whole POST head, then a body byte every
+    0.3 s, each reopened when the server answers 408: the slots are kept for complete
+    requests, so another client is answered within 10 s, every time."""
+    stop = time.monotonic() + 4
+    head = (
+        f"POST {V1} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        "Content-Length: 100000\r\n\r\n"
+    ).encode()
+
+    def trickle() -> None:
+        while time.monotonic() < stop:
+            with connect(server) as sock, contextlib.suppress(OSError):
+                sock.sendall(head)
+                while time.monotonic() < stop and not closed_by_server(sock):
+                    sock.sendall(b" ")
+                    time.sleep(0.3)
+
+    with ThreadPoolExecutor(8) as pool:
+        attack = [pool.submit(trickle) for _ in range(8)]
+        times = []
+        for _ in range(3):
+            time.sleep(0.7)
+            started = time.monotonic()
+            assert good_answer(server, photo)["class"] in ("cat", "dog")
+            times.append(time.monotonic() - started)
+        for done in attack:
+            done.result()
+    assert max(times) < 10

@@ -9,8 +9,10 @@ of the job's pods (writing the outputs they would write).
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -278,9 +280,17 @@ class FakeKServeApi(LocalHTTPServer):
     ``spec.canary``: with ``fieldValidation=Strict`` the API server refuses the field, as
     it refuses any a structural schema does not declare.
 
+    Every write sets ``metadata.resourceVersion`` anew; a merge patch that carries one
+    other than the stored object's is refused 409 ``Conflict`` with the API server's own
+    message, as a precondition (``resourceVersion`` in a patch's metadata) works there.
+
     Faults on cue: ``answer_all`` (every request answered with that status and a Status
     body whose message is ``said``), ``hang`` (every request accepted and never answered),
-    ``malformed_status`` (the status KServe would never write), ``unavailable_reads``.
+    ``malformed_status`` (the status KServe would never write), ``unavailable_reads``,
+    ``canary_crashing`` (a canary's predictor never becomes ready: its canary status not
+    ready and ``CanaryPredictorReady`` False, as KServe reports a crash-looping pod),
+    ``drop_after_patch`` (that many PATCHes applied, then the connection closed with no
+    answer) and ``patch_seconds`` (each PATCH held that long before it is applied).
     """
 
     def __init__(
@@ -302,6 +312,11 @@ class FakeKServeApi(LocalHTTPServer):
         self.said = ""
         self.hang = False
         self.malformed_status: object = None
+        self.canary_crashing = False
+        self.drop_after_patch = 0
+        self.patch_seconds = 0.0
+        self._versions = itertools.count(1000)
+        self._writing = threading.Lock()  # the API server applies one write at a time
         self._released = threading.Event()  # lets hung requests go when the server stops
         self._reads_since_write = 0
         self._rollout_reads = 0
@@ -317,8 +332,10 @@ class FakeKServeApi(LocalHTTPServer):
 
     def serving(self, namespace: str, body: dict) -> None:
         """Place a service that already serves, as an earlier deploy (or another team) left it."""
-        stored = {**body, "metadata": {**body["metadata"], "generation": 1}}
-        self.services[namespace, body["metadata"]["name"]] = self._settled(stored, "Ready")
+        meta = {**body["metadata"], "generation": 1, "resourceVersion": str(next(self._versions))}
+        self.services[namespace, body["metadata"]["name"]] = self._settled(
+            {**body, "metadata": meta}, "Ready"
+        )
 
     def _settled(self, service: dict, outcome: str | None) -> dict:
         meta = service["metadata"]
@@ -327,11 +344,16 @@ class FakeKServeApi(LocalHTTPServer):
             status = {
                 "observedGeneration": generation,
                 "url": f"http://{meta['name']}.{meta['namespace']}.example.com",
-                "conditions": [{"type": t, "status": "True"} for t in ready_conditions(service)],
+                "conditions": [
+                    {"type": t, "status": "False", "reason": "CrashLoopBackOff"}
+                    if t == "CanaryPredictorReady" and self.canary_crashing
+                    else {"type": t, "status": "True"}
+                    for t in ready_conditions(service)
+                ],
                 "canaryStatuses": [
                     {
                         "name": c["predictor"]["name"],
-                        "ready": True,
+                        "ready": not self.canary_crashing,
                         "trafficPercent": c["trafficPercent"],
                     }
                     for c in service["spec"].get("canary", [])
@@ -437,22 +459,37 @@ class FakeKServeApi(LocalHTTPServer):
         if self.refuse_writes:
             message = "admission webhook denied the request: spec.predictor: invalid"
             return 422, {"kind": "Status", "code": 422, "message": message}
-        self.writes.append((kind, body))
-        if kind == "create":
-            if key in self.services:
-                return 409, {"kind": "Status", "code": 409, "reason": "AlreadyExists"}
-            updated = {**body, "metadata": {**body["metadata"], "generation": 1}}
-        else:
-            old = {k: v for k, v in self.services[key].items() if k != "status"}
-            updated = merge_patch(old, body)
-            updated["metadata"]["generation"] = old["metadata"]["generation"] + 1
-        if refused := self.refusal(updated, strict):
-            return refused
-        if "canary" in updated.get("spec", {}) and self.kserve_version < (0, 20):
-            updated["spec"].pop("canary")  # pruned: the schema has no such field
-        self.services[key] = updated
-        self._reads_since_write = self._rollout_reads = 0
-        return (201 if kind == "create" else 200), updated
+        with self._writing:
+            self.writes.append((kind, body))
+            if kind == "create":
+                if key in self.services:
+                    return 409, {"kind": "Status", "code": 409, "reason": "AlreadyExists"}
+                updated = {**body, "metadata": {**body["metadata"], "generation": 1}}
+            else:
+                old = {k: v for k, v in self.services[key].items() if k != "status"}
+                precondition = body.get("metadata", {}).get("resourceVersion")
+                if precondition is not None and precondition != old["metadata"]["resourceVersion"]:
+                    message = (
+                        f"Operation cannot be fulfilled on inferenceservices.serving.kserve.io "
+                        f'"{key[1]}": the object has been modified; please apply your changes '
+                        "to the latest version and try again"
+                    )
+                    return 409, {
+                        "kind": "Status",
+                        "code": 409,
+                        "reason": "Conflict",
+                        "message": message,
+                    }
+                updated = merge_patch(old, body)
+                updated["metadata"]["generation"] = old["metadata"]["generation"] + 1
+            if refused := self.refusal(updated, strict):
+                return refused
+            if "canary" in updated.get("spec", {}) and self.kserve_version < (0, 20):
+                updated["spec"].pop("canary")  # pruned: the schema has no such field
+            updated["metadata"]["resourceVersion"] = str(next(self._versions))
+            self.services[key] = updated
+            self._reads_since_write = self._rollout_reads = 0
+            return (201 if kind == "create" else 200), updated
 
     def _handler(self):
         api = self
@@ -511,7 +548,15 @@ class FakeKServeApi(LocalHTTPServer):
                 if key not in api.services:
                     return self._reply(404, {"kind": "Status", "code": 404, "reason": "NotFound"})
                 assert self.headers["Content-Type"] == "application/merge-patch+json"
-                self._reply(*api.write("patch", key, self._body(), self._strict()))
+                body = self._body()
+                time.sleep(api.patch_seconds)
+                answer = api.write("patch", key, body, self._strict())
+                if api.drop_after_patch:  # applied, then the connection lost
+                    api.drop_after_patch -= 1
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
+                self._reply(*answer)
 
             def _strict(self) -> bool:
                 query = parse_qs(urlsplit(self.path).query)
