@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -18,12 +19,15 @@ from components.core.cores import available_cores
 from components.core.names import CLASSES
 from components.data.images import decode_bytes, decode_pixels
 from components.scoring.loading import load_scorer
-from components.scoring.scorers import OnnxScorer, TorchScorer, class_probabilities
+from components.scoring.scorers import CALL_SECONDS, OnnxScorer, TorchScorer, class_probabilities
 from components.serving import payloads
 from components.serving.batching import MicroBatcher
 from components.serving.config import MODEL_NAME, ServeConfig
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
+# a scoring call this long is held: ONNX Runtime stops its own calls at CALL_SECONDS
+STUCK_SECONDS = CALL_SECONDS + 30
 
 
 class ClientGone(Exception):
@@ -42,6 +46,7 @@ class DogsVsCats(Model):
         # a request's photos are decoded by one thread, a thread a core: one client's
         # large request holds one of them, and the decodes running at once stay few
         self.decoding = ThreadPoolExecutor(available_cores(), "decode")
+        self.held_calls, self._holding = 0, threading.Lock()  # scoring calls past their bound
 
     def load(self) -> bool:
         """Load the model as ``components.predict`` does (no pickle, an ONNX file checked
@@ -67,8 +72,32 @@ class DogsVsCats(Model):
         return self.ready
 
     def _probabilities(self, pixels: np.ndarray) -> np.ndarray:
+        """The photos' class probabilities; a call still running ``STUCK_SECONDS`` after
+        it began (past ONNX Runtime's own time bound, which frees its thread) makes the
+        model not ready until it ends: the readiness probe then sends no more requests
+        to a server whose workers are held."""
         assert self.scorer is not None
-        return class_probabilities(self.scorer(pixels.astype(np.float32, copy=False)))
+        fired = threading.Event()
+
+        def held() -> None:
+            fired.set()
+            self._held(+1)
+
+        watch = threading.Timer(STUCK_SECONDS, held)
+        watch.start()
+        try:
+            return class_probabilities(self.scorer(pixels.astype(np.float32, copy=False)))
+        finally:
+            watch.cancel()
+            if fired.is_set():
+                self._held(-1)
+
+    def _held(self, change: int) -> None:
+        with self._holding:
+            self.held_calls += change
+            self.ready = self.held_calls == 0
+        if change > 0:
+            log.error("a scoring call runs past %g s: not ready until it ends", STUCK_SECONDS)
 
     async def predict(
         self,

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
 import pytest
 from kserve.errors import InvalidInput
 from kserve.protocol.infer_type import InferInput, InferRequest
@@ -100,3 +104,30 @@ def test_non_finite_logits_are_an_error_not_a_class(tmp_path, photos):
         match=r"expected finite logits from the model, found \[nan, nan\] for photo 0",
     ):
         asyncio.run(model.predict(body))
+
+
+def test_a_scoring_call_held_past_its_bound_makes_the_model_not_ready_until_it_ends(
+    model_dir, monkeypatch
+):
+    """A call that ONNX Runtime's own bound did not stop (held in one long node): the
+    readiness probe then reads not ready, so no more requests come; ready again after."""
+    from components.serving import model as served_model
+
+    monkeypatch.setattr(served_model, "STUCK_SECONDS", 0.2)
+    model = served(model_dir)
+    release, seen = threading.Event(), []
+    scorer = model.scorer
+
+    def held(pixels):
+        release.wait(timeout=30)
+        return scorer(pixels)
+
+    model.scorer = held
+    pixels = np.zeros((1, 1, 40, 40), np.float32)
+    with ThreadPoolExecutor(1) as pool:
+        call = pool.submit(model._probabilities, pixels)
+        time.sleep(0.6)
+        seen.append(model.ready)
+        release.set()
+        call.result(timeout=30)
+    assert seen == [False] and model.ready
