@@ -59,3 +59,43 @@ def exists(where: str, path: str) -> bool:
 def test_every_path_a_doc_or_a_comment_cites_exists():
     missing = [f"{where}: {path}" for where, path in cited_paths() if not exists(where, path)]
     assert not missing, "\n".join(missing)
+
+
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+# a link followed by the heading it cites: [text](FILE.md), "The heading"
+CITED_HEADING = re.compile(r"\]\(([^)#\s]+\.md)\),?\s+\"([^\"]+)\"")
+DOCUMENTS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+
+
+def headings(document) -> set[str]:
+    return {
+        line.lstrip("#").strip()
+        for line in document.read_text().splitlines()
+        if line.startswith("#")
+    }
+
+
+def anchor(heading: str) -> str:
+    """GitHub's anchor for a heading: lowercase, punctuation gone, spaces to hyphens."""
+    kept = re.sub(r"[^\w\- ]", "", heading.lower())
+    return kept.replace(" ", "-")
+
+
+@pytest.mark.parametrize("document", DOCUMENTS, ids=lambda p: p.name)
+def test_every_relative_link_and_cited_heading_resolves_from_its_own_file(document):
+    """As a reader's browser follows it: relative to the file that holds the link."""
+    broken = []
+    for target in LINK.findall(document.read_text()):
+        if target.startswith(("http://", "https://", "mailto:")):
+            continue
+        path, _, fragment = target.partition("#")
+        resolved = (document.parent / path).resolve() if path else document
+        if not resolved.exists():
+            broken.append(f"{target}: no {resolved.relative_to(REPO.resolve())}")
+        elif fragment and fragment not in {anchor(h) for h in headings(resolved)}:
+            broken.append(f"{target}: no heading #{fragment}")
+    for path, heading in CITED_HEADING.findall(document.read_text()):
+        resolved = (document.parent / path).resolve()
+        if resolved.exists() and heading not in headings(resolved):
+            broken.append(f'{path}, "{heading}": no such heading')
+    assert not broken, "\n".join(broken)

@@ -185,9 +185,9 @@ def test_a_client_reopening_silent_connections_as_they_close_holds_no_slot(serve
 
 
 def test_clients_trickling_their_bodies_hold_no_slot(server, photo):
-    """Twice the slots in connections that send a whole POST head, then a body byte every
-    0.3 s, each reopened when the server answers 408: the slots are kept for complete
-    requests, so another client is answered within 10 s, every time."""
+    """32 connections (eight times the slots) that send a whole POST head, then a body
+    byte every 0.3 s, each reopened when the server answers 408: the slots are kept for
+    complete requests, so another client is answered within 10 s, every time."""
     stop = time.monotonic() + 4
     head = (
         f"POST {V1} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
@@ -202,8 +202,8 @@ def test_clients_trickling_their_bodies_hold_no_slot(server, photo):
                     sock.sendall(b" ")
                     time.sleep(0.3)
 
-    with ThreadPoolExecutor(8) as pool:
-        attack = [pool.submit(trickle) for _ in range(8)]
+    with ThreadPoolExecutor(32) as pool:
+        attack = [pool.submit(trickle) for _ in range(32)]
         times = []
         for _ in range(3):
             time.sleep(0.7)
