@@ -125,7 +125,8 @@ def build_parser(description: str) -> argparse.ArgumentParser:
             "--workdir",
             type=Path,
             default=Path("runs/local"),
-            help="where outputs and the MLflow SQLite store go (default: %(default)s)",
+            help="where the tasks' outputs and logs go (default: %(default)s); MLflow logs "
+            "to $MLFLOW_TRACKING_URI, else to runs/mlflow.db",
         )
         run.add_argument(
             "--verbose",

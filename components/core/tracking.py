@@ -251,9 +251,9 @@ def check_kfp_task_run(run_id: str, tags: dict[str, str]) -> None:
     Raises:
         ValueError: any other run, in one line, before anything is written.
     """
-    task = kfp_task()
+    experiment = os.environ.get("MLFLOW_EXPERIMENT_ID")
     refused = f"refusing MLFLOW_RUN_ID={run_id[:64]!r}: expected the run KFP made for this task"
-    if task is None:
+    if not experiment:
         raise ValueError(
             f"{refused}, which KFP sets with MLFLOW_EXPERIMENT_ID, found no "
             "MLFLOW_EXPERIMENT_ID; unset MLFLOW_RUN_ID to start a run of this step's own"
@@ -272,8 +272,8 @@ def check_kfp_task_run(run_id: str, tags: dict[str, str]) -> None:
         and all(run.data.tags.get(k) == v for k, v in own.items())
     )
     problems = [
-        f"experiment {run.info.experiment_id}, not MLFLOW_EXPERIMENT_ID={task.experiment_id}"
-        if run.info.experiment_id != task.experiment_id
+        f"experiment {run.info.experiment_id}, not MLFLOW_EXPERIMENT_ID={experiment[:64]}"
+        if run.info.experiment_id != experiment
         else "",
         f"a {run.info.status} run" if run.info.status != "RUNNING" and not retried else "",
         "" if _under_kfp_parent(client, run) else "not nested under a KFP pipeline run",

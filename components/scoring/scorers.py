@@ -165,8 +165,9 @@ class OnnxScorer:
                     "costly for this machine, or crafted to be)"
                 ) from None
             reason = (str(err).splitlines() or [type(err).__name__])[0]
+            reason = reason if len(reason) <= 300 else "…" + reason[-300:]  # its end says why
             raise ScoringError(
-                f"ONNX Runtime could not score {len(pixels)} photos: {reason:.300}"
+                f"ONNX Runtime could not score {len(pixels)} photos: {reason}"
             ) from err
         finally:
             timer.cancel()

@@ -431,7 +431,7 @@ def test_only_the_run_kfp_made_for_this_task_is_taken_from_the_environment(
     left FAILED is its own earlier attempt. Anything else named in ``MLFLOW_RUN_ID`` is
     refused before it is written to."""
     client = MlflowClient(mlflow_store)
-    experiment = client.create_experiment("Default")
+    experiment = client.create_experiment("kfp-runs")
     pipeline_run = client.create_run(experiment, tags={tracking.KFP_PIPELINE_RUN_TAG: "k-1"})
     loop = client.create_run(experiment, tags={tracking.PARENT_TAG: pipeline_run.info.run_id})
 
