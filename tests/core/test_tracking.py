@@ -354,7 +354,7 @@ def test_a_run_on_a_cluster_refuses_a_tracking_uri_holding_a_password():
         text=True,
         timeout=HANG_SECONDS,
     )
-    assert refused.returncode == 1 and "holds a user and password" in refused.stderr
+    assert refused.returncode == 1 and "holds a password or a secret" in refused.stderr
     assert leaked(refused.stderr) == []
 
 

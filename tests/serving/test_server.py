@@ -308,17 +308,25 @@ def test_a_model_that_is_not_there_is_one_line(tmp_path):
 
 
 @pytest.mark.slow
-def test_connections_beyond_the_limit_are_503_at_once_and_served_again_after(model_dir, tmp_path):
-    with ModelServerProcess(model_dir, tmp_path, "--max-connections", "1") as running:
+def test_connections_beyond_the_limit_are_503_at_once_and_served_again_after(
+    model_dir, photos, tmp_path
+):
+    """One slot: a complete request of 32 photos, held a second in the batcher (its
+    longest wait for others), holds it; a request meanwhile is 503 at once, and once the
+    first is answered the slot is given back."""
+    flags = ("--max-connections", "1", "--batch-wait-ms", "1000")
+    with ModelServerProcess(model_dir, tmp_path, *flags) as running:
         ready = f"{running.url}/v1/models/dogs-vs-cats"
+        body = json.dumps(v1_body(*[photos[0].read_bytes()] * 32)).encode()
         with socket.create_connection(("127.0.0.1", running.port), timeout=30) as held:
-            # a request whose body never finishes arriving holds the one place
             held.sendall(
                 f"POST {V1} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                "Content-Length: 1000\r\n\r\n{".encode()
+                f"Connection: close\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+                + body
             )
             time.sleep(0.5)
             assert requests.get(ready, timeout=10).status_code == 503
+            assert read_reply(held).startswith("HTTP/1.1 200")
         deadline = time.monotonic() + 30
         while requests.get(ready, timeout=10).status_code != 200:
             assert time.monotonic() < deadline, "the place was not given back"
