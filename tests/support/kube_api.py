@@ -392,6 +392,12 @@ class FakeKServeApi(LocalHTTPServer):
             }
         return {**service, "status": status}
 
+    def report_again(self, key: tuple[str, str]) -> None:
+        """The controller's status of a settled service made anew, as it reports a change
+        in its pods (after ``canary_crashing`` is set, say)."""
+        stored = {k: v for k, v in self.services[key].items() if k != "status"}
+        self.services[key] = self._settled(stored, "Ready")
+
     def read(self, key: tuple[str, str]) -> dict:
         self._reads_since_write += 1
         service = self.services[key]
