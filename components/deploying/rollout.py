@@ -407,7 +407,10 @@ def _wait_until_serving(
     service, model_uri = serving
     pending = "no status reported yet"
     while deadline.left() > 0:
-        found = _read(objects, service, deadline, poll_seconds) or {}
+        try:
+            found = _read(objects, service, deadline, poll_seconds) or {}
+        except TimeoutError:
+            break  # the deadline ran out during a read: what was last seen is the answer
         if status.observed(found) >= generation:
             if reason := status.failure(found):
                 raise RuntimeError(f"KServe could not serve {model_uri} as {service}: {reason}")
