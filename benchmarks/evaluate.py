@@ -17,9 +17,9 @@ from pathlib import Path
 import torch
 
 from benchmarks.common import base_parser, measure, report
+from components.networks.models import Classifier, build_model
 from components.training.batches import DeviceSplit
 from components.training.inference import default_batch_size, predict_logits
-from components.training.models import Classifier, build_model
 from components.training.runtime import pick_device
 
 

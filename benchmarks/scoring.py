@@ -38,12 +38,12 @@ from benchmarks.serve import preset_model, sample_photos
 from components.core.presets import preset_values
 from components.data.images import decode_bytes
 from components.evaluation.predictions import predict_files
+from components.networks.models import load_classifier
 from components.scoring.loading import load_scorer
 from components.scoring.onnx_export import export_graph
 from components.scoring.scorers import score_batches, session_threads
 from components.training.batches import DeviceSplit
 from components.training.inference import predict_logits
-from components.training.models import load_classifier
 from components.training.onnx_graph import OnnxGraph
 
 

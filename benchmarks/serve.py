@@ -42,8 +42,8 @@ from components.core import identity
 from components.core.presets import preset_values
 from components.data.images import decode_bytes
 from components.evaluation.predictions import predict_files
+from components.networks.models import Classifier, build_model, save_classifier
 from components.scoring.onnx_file import ONNX_FILE
-from components.training.models import Classifier, build_model, save_classifier
 from components.training.onnx_graph import OnnxGraph
 
 SCENARIOS = [  # (name, concurrent clients, photos a request)

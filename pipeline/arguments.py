@@ -9,9 +9,9 @@ from components.core import schema
 from components.core.presets import preset_values
 from components.core.uris import holds_credentials, redact
 from components.data.sources import check_local_source
-from components.sweeping.grid import SWEEPABLE, grid, split_pairs
 from components.training.config import TrainConfig
 from components.tuning.config import TuneConfig, check_search
+from components.tuning.grid import SWEEPABLE, grid, split_pairs
 from pipeline.parameters import STEP_SCHEMAS
 from pipeline.target import PipelineOnly
 

@@ -15,8 +15,8 @@ from kfp import local
 from components.core import tracking
 from components.core.names import DEFAULT_EXPERIMENT
 from components.core.uris import split_credentials
-from components.sweeping.grid import run_url, ui_address
-from components.sweeping.live import LiveView
+from components.tasks.live import LiveView
+from components.tuning.grid import run_url, ui_address
 from pipeline.next_steps import closing_lines
 
 

@@ -39,7 +39,7 @@ def preflight_op(tracking_uri: str, grid: Optional[list] = None) -> None:  # noq
         grid: in a sweep, the combinations, which must be one or more valid ones.
     """
     from components.core.tracking import check_server, use_tracking_uri
-    from components.sweeping.grid import check_grid
+    from components.tuning.grid import check_grid
 
     use_tracking_uri(tracking_uri)
     check_server()
@@ -144,7 +144,7 @@ def train_op(
             label_smoothing, mirror_average, shift_average, amp, compile, seed, experiment:
             the train step's recipe and per-run fields (``TrainConfig`` says what each means).
         combination: in a sweep, this child's recipe fields as a JSON object (from
-            ``components.sweeping.grid.grid``), over the ones above; the run is nested under the
+            ``components.tuning.grid.grid``), over the ones above; the run is nested under the
             sweep's parent run of the same KFP run.
 
     Returns:
@@ -168,8 +168,8 @@ def train_op(
         experiment=experiment,
     )
     from components.core.tracking import kfp_task, use_tracking_uri
-    from components.sweeping.live import announce_combination
-    from components.sweeping.steps import pipeline_train_config
+    from components.tasks.live import announce_combination
+    from components.tasks.train_config import pipeline_train_config
     from components.training.session import train_processes
 
     announce_combination(combination)
@@ -262,7 +262,7 @@ def trainjob_op(
     from components.cluster import kube, trainjob
     from components.cluster.placement import Placement
     from components.core.tracking import kfp_task, use_tracking_uri
-    from components.sweeping.steps import pipeline_train_config
+    from components.tasks.train_config import pipeline_train_config
 
     use_tracking_uri(tracking_uri)
     task = kfp_task()  # KFP's own run for this task: the nodes' rank 0 trains in it
@@ -366,7 +366,7 @@ def tune_op(
     from components.cluster.placement import Placement
     from components.core.search_space import SEARCH_SPACE
     from components.core.tracking import use_tracking_uri
-    from components.sweeping.steps import pipeline_train_config
+    from components.tasks.train_config import pipeline_train_config
     from components.tuning.cluster import tune_on_cluster
     from components.tuning.config import TuneConfig
     from components.tuning.experiment import ExperimentTarget, experiment_name
@@ -435,8 +435,8 @@ def evaluate_op(
     from components.core.tracking import use_tracking_uri
     from components.evaluation.config import EvaluateConfig
     from components.evaluation.report import evaluate
-    from components.sweeping.live import announce_combination
-    from components.sweeping.reports import publish_evaluation
+    from components.tasks.live import announce_combination
+    from components.tasks.reports import publish_evaluation
 
     announce_combination(combination)
     use_tracking_uri(tracking_uri)
@@ -562,7 +562,7 @@ def sweep_parent_op(
         The parent run's id.
     """
     from components.core.tracking import use_tracking_uri
-    from components.sweeping.runs import start_sweep
+    from components.tuning.runs import start_sweep
 
     use_tracking_uri(tracking_uri)
     return start_sweep(experiment, grid, kfp_run_id, pipeline_name)
@@ -583,7 +583,7 @@ def sweep_best_op(parent_run_id: str, child_run_ids: list, tracking_uri: str) ->
         The best child's run id and accuracies, and the MLflow UI's compare view of all.
     """
     from components.core.tracking import use_tracking_uri
-    from components.sweeping.runs import finish_sweep
+    from components.tuning.runs import finish_sweep
 
     use_tracking_uri(tracking_uri)
     return tuple(finish_sweep(parent_run_id, child_run_ids))

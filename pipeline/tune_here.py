@@ -21,10 +21,10 @@ from components.preprocessing.build import build_arrays
 from components.preprocessing.config import PreprocessConfig
 from components.registration.config import RegisterConfig
 from components.registration.decision import register_if_accurate
-from components.sweeping.grid import compare_url, run_url, ui_address
 from components.training.config import TrainConfig
 from components.tuning import local
 from components.tuning.config import TuneConfig
+from components.tuning.grid import compare_url, run_url, ui_address
 from pipeline.next_steps import closing_lines
 
 

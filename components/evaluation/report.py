@@ -22,12 +22,12 @@ from components.data.arrays import read_meta
 from components.evaluation import metrics as scoring
 from components.evaluation import plots
 from components.evaluation.config import EvaluateConfig
+from components.networks.models import WEIGHTS_FILE, load_classifier
 from components.scoring.loading import Record, folder_record, load_scorer
 from components.scoring.onnx_file import INT8_FILE, ONNX_FILE
 from components.scoring.scorers import class_probabilities, pick_runtime, score_batches
 from components.training.batches import DeviceSplit
 from components.training.inference import predict_logits
-from components.training.models import WEIGHTS_FILE, load_classifier
 from components.training.runtime import pick_device
 
 log = logging.getLogger(__name__)

@@ -16,9 +16,9 @@ import torch
 from components.core import identity
 from components.core.names import INT8_RUNTIME
 from components.data.arrays import shape_problems
+from components.networks.models import WEIGHTS_FILE, load_classifier
 from components.scoring.onnx_file import INPUT, INT8_FILE, ONNX_FILE, OUTPUT, read_onnx
 from components.scoring.scorers import OnnxScorer, TorchScorer, pick_runtime, session_threads
-from components.training.models import WEIGHTS_FILE, load_classifier
 
 log = logging.getLogger(__name__)
 

@@ -22,8 +22,8 @@ import onnxscript
 import torch
 from onnx import numpy_helper
 
+from components.networks.models import Classifier, views_of
 from components.scoring.onnx_file import INPUT, OUTPUT, VIEWS
-from components.training.models import Classifier, views_of
 
 OPSET = 18  # ONNX Runtime 1.20 on runs it; pinned so a model's graph does not follow torch
 

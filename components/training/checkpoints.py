@@ -19,9 +19,9 @@ from components.core import s3, schema, tracking
 from components.core.atomic import atomic_file
 from components.core.identity import ModelIdentityError, sha256_of
 from components.core.schema import RECIPE
+from components.networks.models import load_tensors
 from components.training.config import TrainConfig
 from components.training.loop import Learner
-from components.training.models import load_tensors
 
 log = logging.getLogger(__name__)
 

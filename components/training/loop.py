@@ -14,12 +14,12 @@ from torch.optim.lr_scheduler import LRScheduler
 
 from components.core.names import CLASSES
 from components.core.progress import progress
+from components.networks.models import WANTS_CROPS, Classifier, build_model
 from components.scoring.scorers import pick_runtime, score_batches
 from components.training import runtime
 from components.training.batches import DeviceSplit, augment
 from components.training.config import TrainConfig
 from components.training.inference import autocast, predict_logits
-from components.training.models import WANTS_CROPS, Classifier, build_model
 from components.training.onnx_graph import OnnxGraph
 
 log = logging.getLogger(__name__)

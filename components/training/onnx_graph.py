@@ -16,9 +16,9 @@ import onnx
 import torch
 
 from components.core.atomic import atomic_file
+from components.networks.models import Classifier
 from components.scoring.onnx_export import check_agreement, export_graph, swappable, with_weights
 from components.scoring.scorers import OnnxScorer, session_threads
-from components.training.models import Classifier
 
 log = logging.getLogger(__name__)
 

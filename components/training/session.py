@@ -25,12 +25,12 @@ from components.core import identity, schema, tracking
 from components.core.atomic import atomic_file, claim_directory, exclusive, write_json
 from components.core.identity import sha256_of_bytes
 from components.data.arrays import load_split, read_meta
+from components.networks.models import WEIGHTS_FILE, Classifier, save_classifier
 from components.scoring.onnx_file import INT8_FILE, ONNX_FILE
 from components.training import checkpoints, runtime
 from components.training.batches import DeviceSplit
 from components.training.config import TrainConfig
 from components.training.loop import DivergedError, new_learner, run_epoch
-from components.training.models import WEIGHTS_FILE, Classifier, save_classifier
 from components.training.onnx_graph import OnnxGraph
 from components.training.runtime import Workers
 

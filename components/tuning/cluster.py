@@ -26,8 +26,8 @@ from components.cluster.object_names import is_dns_label
 from components.core import tracking
 from components.core.errors import printable
 from components.core.search_space import Dimension
-from components.sweeping import runs
 from components.training.config import TrainConfig
+from components.tuning import runs
 from components.tuning.config import TuneConfig
 from components.tuning.experiment import ExperimentTarget, build_experiment, to_manifest
 

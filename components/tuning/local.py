@@ -22,10 +22,10 @@ import optuna
 
 from components.core import tracking
 from components.core.search_space import CATEGORICAL, DOUBLE, Dimension
-from components.sweeping import runs
 from components.training.config import TrainConfig
 from components.training.loop import DivergedError
 from components.training.session import train
+from components.tuning import runs
 from components.tuning.config import TuneConfig
 from components.tuning.report import OBJECTIVE
 

@@ -16,11 +16,11 @@ from components.core.schema import LOCAL, PER_RUN, RECIPE, setting
 from components.deploying.config import DeployConfig
 from components.downloading.config import DownloadConfig
 from components.evaluation.config import EvaluateConfig
+from components.networks.models import MODELS
 from components.preprocessing.config import PreprocessConfig
 from components.registration.config import RegisterConfig
-from components.sweeping.grid import SWEEPABLE
 from components.training.config import MODEL_NAMES, TrainConfig
-from components.training.models import MODELS
+from components.tuning.grid import SWEEPABLE
 from pipeline.parameters import STEP_SCHEMAS
 from pipeline.target import PipelineOnly
 

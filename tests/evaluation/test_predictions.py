@@ -12,8 +12,8 @@ import torch
 from components import predict
 from components.core import identity, tracking
 from components.evaluation import predictions
+from components.networks.models import Classifier, build_model
 from components.scoring.loading import load_scorer
-from components.training.models import Classifier, build_model
 from tests.support.models import always_dog_model, nan_model, seeded_model
 
 

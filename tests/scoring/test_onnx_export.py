@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from components.networks.models import Classifier, build_model
 from components.scoring.onnx_export import (
     check_agreement,
     export_graph,
@@ -14,7 +15,6 @@ from components.scoring.onnx_export import (
     with_weights,
 )
 from components.scoring.scorers import OnnxScorer
-from components.training.models import Classifier, build_model
 
 NETS = [  # (net, channels, size, mirror_average, shift_average); resnet18, the accurate
     # preset's, is exported and checked by tests/training/test_session.py's accurate run

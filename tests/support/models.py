@@ -8,9 +8,9 @@ import functools
 import torch
 
 from components.core import identity
+from components.networks.models import Classifier, build_model, save_classifier
 from components.scoring.onnx_file import ONNX_FILE
 from components.training.batches import DeviceSplit
-from components.training.models import Classifier, build_model, save_classifier
 from components.training.onnx_graph import OnnxGraph
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
+from components.networks.models import Classifier, build_model
 from components.training import inference
 from components.training.inference import predict_logits
-from components.training.models import Classifier, build_model
 from tests.support.models import tiny_model, tiny_split
 
 

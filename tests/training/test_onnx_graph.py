@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from components.networks.models import Classifier, build_model
 from components.scoring.scorers import OnnxScorer
 from components.training import onnx_graph
-from components.training.models import Classifier, build_model
 
 
 def model_and_photos() -> tuple[Classifier, torch.Tensor]:

@@ -14,8 +14,8 @@ import torch
 from mlflow.tracking import MlflowClient
 
 from components import train
+from components.networks.models import build_model
 from components.training import session
-from components.training.models import build_model
 from tests.support.helpers import run_to_end
 
 

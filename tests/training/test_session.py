@@ -19,12 +19,12 @@ from mlflow.tracking import MlflowClient
 
 from components import train
 from components.core import tracking
+from components.networks.models import load_classifier, shifted_views
 from components.scoring.loading import load_scorer
 from components.scoring.onnx_file import ONNX_FILE
 from components.scoring.scorers import OnnxScorer
 from components.training import session
 from components.training.loop import DivergedError
-from components.training.models import load_classifier, shifted_views
 from tests.conftest import REPO
 from tests.support.helpers import train_config as config
 from tests.support.local_http import LocalHTTPServer

@@ -16,8 +16,8 @@ from typing import Any, NamedTuple
 
 from components.core import tracking
 from components.core.search_space import Dimension
-from components.sweeping.grid import BEST_TAG, compare_url, ui_address
 from components.tuning.config import TuneConfig
+from components.tuning.grid import BEST_TAG, compare_url, ui_address
 from components.tuning.report import OBJECTIVE
 
 log = logging.getLogger(__name__)

@@ -10,10 +10,10 @@ from mlflow.tracking import MlflowClient
 
 from components.core import tracking
 from components.core.search_space import SEARCH_SPACE
-from components.sweeping import runs
-from components.sweeping.grid import BEST_TAG
-from components.sweeping.runs import GRID_FILE, finish_sweep, start_sweep
+from components.tuning import runs
 from components.tuning.config import TuneConfig
+from components.tuning.grid import BEST_TAG
+from components.tuning.runs import GRID_FILE, finish_sweep, start_sweep
 
 
 def child(parent: str, accuracies: list[float]) -> str:

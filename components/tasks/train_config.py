@@ -4,8 +4,8 @@ from typing import Any
 
 from components.core import tracking
 from components.core.schema import decode, pick
-from components.sweeping.grid import SWEEPABLE, combination_key
 from components.training.config import TrainConfig
+from components.tuning.grid import SWEEPABLE, combination_key
 
 
 def pipeline_train_config(

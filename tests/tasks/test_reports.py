@@ -6,7 +6,7 @@ import json
 
 from kfp.dsl import ClassificationMetrics, Markdown, Metrics
 
-from components.sweeping.reports import markdown_report, publish_evaluation
+from components.tasks.reports import markdown_report, publish_evaluation
 
 RESULT = {
     "count": 20,

@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from components.training.models import (
+from components.networks.models import (
     MODELS,
     Classifier,
     build_model,

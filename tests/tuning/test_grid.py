@@ -7,7 +7,7 @@ import urllib.parse
 
 import pytest
 
-from components.sweeping import grid as sweep
+from components.tuning import grid as sweep
 
 
 def test_pairs_with_commas_are_axes_and_the_rest_fixed():

@@ -8,9 +8,9 @@ from dataclasses import asdict
 import pytest
 
 from components.core import schema
-from components.sweeping.grid import combination_key
-from components.sweeping.steps import pipeline_train_config
+from components.tasks.train_config import pipeline_train_config
 from components.training.config import TrainConfig
+from components.tuning.grid import combination_key
 
 RECIPE = schema.pick(TrainConfig, asdict(TrainConfig(data="-", output="-", epochs=3)))
 

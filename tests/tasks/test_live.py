@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from components.sweeping.live import LiveView
+from components.tasks.live import LiveView
 
 RUN = [
     "\x1b[96mExecuting task 'download-op'\x1b[0m\n",

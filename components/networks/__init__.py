@@ -1,0 +1,1 @@
+"""The networks: the classifier's architectures, its views, its weights file."""
