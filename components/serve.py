@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> None:
     sys.argv[1:] = []  # kserve parses sys.argv when imported; these flags are ours, parsed
     with one_line_errors():
         if cfg.model.startswith("models:/"):
-            from components.core.tracking import check_registered
+            from components.tracking.registry import check_registered
 
             check_registered(cfg.model)  # at once, before the server and the model load
         from components.serving.server import serve  # kserve loads only now

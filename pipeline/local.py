@@ -12,10 +12,10 @@ from typing import Any, TextIO
 
 from kfp import local
 
-from components.core import tracking
 from components.core.names import DEFAULT_EXPERIMENT
 from components.core.uris import split_credentials
 from components.tasks.live import LiveView
+from components.tracking import store
 from components.tuning.grid import run_url, ui_address
 from pipeline.next_steps import closing_lines
 
@@ -44,7 +44,7 @@ def run_local(
     """
     workdir = Path(workdir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
-    arguments = {"tracking_uri": tracking.tracking_uri(), **arguments}
+    arguments = {"tracking_uri": store.tracking_uri(), **arguments}
     # the tasks find a user and password where MLflow looks for them, in their environment
     # (as a cluster's pods do, from a secret): kfp.local prints every task's inputs
     uri, user, password = split_credentials(arguments["tracking_uri"])
@@ -52,8 +52,8 @@ def run_local(
         os.environ.update(MLFLOW_TRACKING_USERNAME=user, MLFLOW_TRACKING_PASSWORD=password or "")
         arguments["tracking_uri"] = uri
     if arguments["tracking_uri"].startswith("sqlite:///"):  # artifacts beside the database
-        tracking.use_tracking_uri(arguments["tracking_uri"])
-        tracking.use_experiment(arguments.get("experiment", DEFAULT_EXPERIMENT))
+        store.use_tracking_uri(arguments["tracking_uri"])
+        store.use_experiment(arguments.get("experiment", DEFAULT_EXPERIMENT))
     local.init(
         runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(workdir / "outputs")
     )

@@ -38,7 +38,7 @@ def preflight_op(tracking_uri: str, grid: Optional[list] = None) -> None:  # noq
         tracking_uri: the MLflow tracking server, which must answer.
         grid: in a sweep, the combinations, which must be one or more valid ones.
     """
-    from components.core.tracking import check_server, use_tracking_uri
+    from components.tracking.store import check_server, use_tracking_uri
     from components.tuning.grid import check_grid
 
     use_tracking_uri(tracking_uri)
@@ -167,9 +167,10 @@ def train_op(
         seed=seed,
         experiment=experiment,
     )
-    from components.core.tracking import kfp_task, use_tracking_uri
     from components.tasks.live import announce_combination
     from components.tasks.train_config import pipeline_train_config
+    from components.tracking.kfp_tracking import kfp_task
+    from components.tracking.store import use_tracking_uri
     from components.training.session import train_processes
 
     announce_combination(combination)
@@ -261,8 +262,9 @@ def trainjob_op(
     )
     from components.cluster import kube, trainjob
     from components.cluster.placement import Placement
-    from components.core.tracking import kfp_task, use_tracking_uri
     from components.tasks.train_config import pipeline_train_config
+    from components.tracking.kfp_tracking import kfp_task
+    from components.tracking.store import use_tracking_uri
 
     use_tracking_uri(tracking_uri)
     task = kfp_task()  # KFP's own run for this task: the nodes' rank 0 trains in it
@@ -365,8 +367,8 @@ def tune_op(
     from components.cluster import kube
     from components.cluster.placement import Placement
     from components.core.search_space import SEARCH_SPACE
-    from components.core.tracking import use_tracking_uri
     from components.tasks.train_config import pipeline_train_config
+    from components.tracking.store import use_tracking_uri
     from components.tuning.cluster import tune_on_cluster
     from components.tuning.config import TuneConfig
     from components.tuning.experiment import ExperimentTarget, experiment_name
@@ -432,11 +434,11 @@ def evaluate_op(
     Returns:
         The test accuracy and, passed through, the MLflow run id.
     """
-    from components.core.tracking import use_tracking_uri
     from components.evaluation.config import EvaluateConfig
     from components.evaluation.report import evaluate
     from components.tasks.live import announce_combination
     from components.tasks.reports import publish_evaluation
+    from components.tracking.store import use_tracking_uri
 
     announce_combination(combination)
     use_tracking_uri(tracking_uri)
@@ -476,9 +478,9 @@ def register_op(
         Whether the model was registered, whether it took the alias, why, and its version
         ("" when it was not registered).
     """
-    from components.core.tracking import use_tracking_uri
     from components.registration.config import RegisterConfig
     from components.registration.decision import register_if_accurate
+    from components.tracking.store import use_tracking_uri
 
     use_tracking_uri(tracking_uri)
     cfg = RegisterConfig(
@@ -527,9 +529,9 @@ def deploy_op(
     if not took_alias:
         return ("", "not deployed: the quality gate did not give the model the alias")
     from components.cluster import kube
-    from components.core.tracking import use_tracking_uri
     from components.deploying.config import DeployConfig
     from components.deploying.steps import serve_and_record
+    from components.tracking.store import use_tracking_uri
 
     use_tracking_uri(tracking_uri)
     cfg = DeployConfig(
@@ -561,7 +563,7 @@ def sweep_parent_op(
     Returns:
         The parent run's id.
     """
-    from components.core.tracking import use_tracking_uri
+    from components.tracking.store import use_tracking_uri
     from components.tuning.runs import start_sweep
 
     use_tracking_uri(tracking_uri)
@@ -582,7 +584,7 @@ def sweep_best_op(parent_run_id: str, child_run_ids: list, tracking_uri: str) ->
     Returns:
         The best child's run id and accuracies, and the MLflow UI's compare view of all.
     """
-    from components.core.tracking import use_tracking_uri
+    from components.tracking.store import use_tracking_uri
     from components.tuning.runs import finish_sweep
 
     use_tracking_uri(tracking_uri)

@@ -11,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from components.core import schema, tracking
+from components.core import schema
 from components.core.search_space import Dimension
 from components.downloading.config import DownloadConfig
 from components.downloading.fetch import download
@@ -21,6 +21,8 @@ from components.preprocessing.build import build_arrays
 from components.preprocessing.config import PreprocessConfig
 from components.registration.config import RegisterConfig
 from components.registration.decision import register_if_accurate
+from components.tracking import run_log, store
+from components.tracking.tags import PARENT_TAG
 from components.training.config import TrainConfig
 from components.tuning import local
 from components.tuning.config import TuneConfig
@@ -65,18 +67,18 @@ def search_and_register(
             **schema.pick(RegisterConfig, arguments),
         )
     )
-    ui = ui_address(tracking.tracking_uri())
-    experiment_id = tracking.experiment_of(best.run_id)
+    ui = ui_address(store.tracking_uri())
+    experiment_id = run_log.experiment_of(best.run_id)
     children = [trial.run_id for trial in trials]
     return "\n".join(
         [
             f"best trial:    {best.name}, run {best.run_id} (test accuracy {accuracy:.4f})",
             f"registration:  {decision.reason}",
-            f"search run:    {tracking.run_tag(best.run_id, tracking.PARENT_TAG)} (the trials "
-            f"nest under it) at {tracking.tracking_uri()}",
+            f"search run:    {run_log.run_tag(best.run_id, PARENT_TAG)} (the trials "
+            f"nest under it) at {store.tracking_uri()}",
             f"best run:      {run_url(ui, experiment_id, best.run_id)}",
             f"compare:       {compare_url(ui, experiment_id, children)}",
             f"outputs:       {workdir}",
-            *closing_lines(decision.reason, accuracy, tracking.tracking_uri(), arguments),
+            *closing_lines(decision.reason, accuracy, store.tracking_uri(), arguments),
         ]
     )

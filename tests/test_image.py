@@ -16,8 +16,9 @@ import pytest
 from kfp import local
 from kfp.local import docker_task_handler
 
-from components.core import tracking
 from components.core.names import DEFAULT_EXPERIMENT
+from components.tracking import run_log
+from components.tracking.store import ensure_experiment, use_tracking_uri
 from pipeline.pipeline import build_pipeline
 from pipeline.target import ClusterTarget
 from tests.support import imagebuild
@@ -70,8 +71,8 @@ def test_every_task_of_the_pipeline_runs_in_the_image(
     root = tmp_path / "root"  # kfp mounts the pipeline root into each task's container
     root.mkdir()
     store = f"sqlite:///{root / 'mlflow.db'}"
-    tracking.use_tracking_uri(store)
-    tracking.ensure_experiment(DEFAULT_EXPERIMENT, root / "mlartifacts")
+    use_tracking_uri(store)
+    ensure_experiment(DEFAULT_EXPERIMENT, root / "mlartifacts")
     shutil.chown(root, APP_UID, APP_UID)
     shutil.chown(root / "mlflow.db", APP_UID, APP_UID)
     monkeypatch.setattr(docker_task_handler, "DockerTaskHandler", imagebuild.BuildahTaskHandler)
@@ -94,7 +95,7 @@ def test_every_task_of_the_pipeline_runs_in_the_image(
         # every file a task wrote belongs to the image's user: no task ran as root
         assert {path.stat().st_uid for path in written} == {APP_UID}, task
     assert (run_dir / "train-op/trained_model/model.pt").is_file()
-    logged = tracking.run_metrics(outputs["mlflow_run_id"])
+    logged = run_log.run_metrics(outputs["mlflow_run_id"])
     assert logged["test_accuracy"] == pytest.approx(outputs["test_accuracy"])
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from kubernetes import client as k8s
 
-from components.core import tracking
 from components.deploying.config import DeployConfig
 from components.deploying.rollout import deploy
+from components.tracking import run_log
 
 SERVING_TAG = "serving.url"  # on the training run: where its model answers
 
@@ -14,5 +14,5 @@ SERVING_TAG = "serving.url"  # on the training run: where its model answers
 def serve_and_record(cfg: DeployConfig, mlflow_run_id: str, api: k8s.ApiClient) -> str:
     """Serve ``cfg``'s version, tag its URL on the training run; the URL."""
     url = deploy(cfg, api)
-    tracking.set_run_tags(mlflow_run_id, {SERVING_TAG: url, "serving.model_uri": cfg.model_uri})
+    run_log.set_run_tags(mlflow_run_id, {SERVING_TAG: url, "serving.model_uri": cfg.model_uri})
     return url

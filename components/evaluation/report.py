@@ -15,7 +15,6 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
-from components.core import tracking
 from components.core.atomic import atomic_directory, check_replaceable, write_json
 from components.core.names import INT8_RUNTIME
 from components.data.arrays import read_meta
@@ -26,6 +25,7 @@ from components.networks.models import WEIGHTS_FILE, load_classifier
 from components.scoring.loading import Record, folder_record, load_scorer
 from components.scoring.onnx_file import INT8_FILE, ONNX_FILE
 from components.scoring.scorers import class_probabilities, pick_runtime, score_batches
+from components.tracking import logged_models, run_log, store
 from components.training.batches import DeviceSplit
 from components.training.inference import predict_logits
 from components.training.runtime import pick_device
@@ -83,14 +83,14 @@ def evaluate(cfg: EvaluateConfig) -> dict[str, Any]:
         # the int8 graph's figures apart: the registration gate reads the float32 model's
         prefix = f"{cfg.split}_int8" if runtime == INT8_RUNTIME else cfg.split
         where = f"evaluation/{prefix}"
-        with tracking.start_run(cfg.experiment, run_id=run_id):
-            tracking.log_evaluation(
+        with run_log.start_run(cfg.experiment, run_id=run_id):
+            run_log.log_evaluation(
                 cfg.split, report["metrics"], model_id, images, labels, prefix=prefix
             )
             for name in ("metrics.json", "roc.json"):
-                tracking.log_artifact(output_dir / name, where)
+                run_log.log_artifact(output_dir / name, where)
             for name, figure in figures.items():
-                tracking.log_figure(figure, f"{where}/{name}")
+                run_log.log_figure(figure, f"{where}/{name}")
     else:
         log.warning("no MLflow run id given or recorded in %s; metrics not logged", model_dir)
     log.info("%s: %s", cfg.split, json.dumps(report["metrics"]))
@@ -115,10 +115,10 @@ def _run_model(run_id: str) -> tuple[str, Record]:
     Raises:
         ModelIdentityError: the run's model records no digests.
     """
-    tracking.check_server()
-    model_id = tracking.logged_model_id(run_id)
+    store.check_server()
+    model_id = logged_models.logged_model_id(run_id)
     where = f"MLflow run {run_id}'s model {model_id} (the tracking store)"
-    return model_id, Record(tracking.recorded_identity(model_id), where)
+    return model_id, Record(logged_models.recorded_identity(model_id), where)
 
 
 def _figures(

@@ -43,9 +43,12 @@ def register_if_accurate(cfg: RegisterConfig) -> Decision:
     Returns:
         The decision, with the registered version when there is one.
     """
-    from components.core import tracking  # mlflow loads when the gate runs, not for --help
+    from components.tracking import (  # mlflow loads when the gate runs, not for --help
+        run_log,
+        store,
+    )
 
-    tracking.check_server()  # one line at once, not a minute of retries
+    store.check_server()  # one line at once, not a minute of retries
     report = evaluation_report(cfg)
     accuracy = float(report["metrics"]["accuracy"])
     passed = accuracy >= cfg.min_accuracy
@@ -56,7 +59,7 @@ def register_if_accurate(cfg: RegisterConfig) -> Decision:
         decision = _register(cfg, report, accuracy, comparison)
     else:
         decision = Decision(False, f"not registered: {comparison}")
-    tracking.set_run_tags(cfg.mlflow_run_id, {DECISION_TAG: decision.reason})
+    run_log.set_run_tags(cfg.mlflow_run_id, {DECISION_TAG: decision.reason})
     log.info("quality gate: %s", decision.reason)
     return decision
 
@@ -65,17 +68,17 @@ def _register(
     cfg: RegisterConfig, report: dict[str, Any], accuracy: float, comparison: str
 ) -> Decision:
     """Register the run's model with its card; the alias only as the challenge allows."""
-    from components.core import tracking
+    from components.tracking import logged_models, registry, run_log
 
     name, run, alias = cfg.registered_model_name, cfg.mlflow_run_id, cfg.alias
-    digests = tracking.input_digests(run)
-    held = tracking.alias_holder(name, alias)
+    digests = run_log.input_digests(run)
+    held = registry.alias_holder(name, alias)
     holder = Holder(*held) if held else None
     verdict = challenge(holder, accuracy, digests.get("test-split"), alias, cfg.force_alias)
-    files = tracking.recorded_identity(report["model_id"])
-    description, tags = model_card(run, report, tracking.run_params(run), digests, files)
+    files = logged_models.recorded_identity(report["model_id"])
+    description, tags = model_card(run, report, run_log.run_params(run), digests, files)
     description += f" Compared for @{alias}: {verdict.reason}."
-    version = tracking.register_model(
+    version = registry.register_model(
         report["model_id"],
         name,
         alias if verdict.takes_alias else None,
@@ -106,18 +109,18 @@ def evaluation_report(cfg: RegisterConfig) -> dict[str, Any]:
             split without both classes, or ``cfg.test_accuracy`` is given and is not the
             evaluation's.
     """
-    from components.core import tracking
+    from components.tracking import logged_models, run_log
 
     run = cfg.mlflow_run_id
-    report = tracking.load_run_json(run, EVALUATION)
+    report = run_log.load_run_json(run, EVALUATION)
     if report is None:
         raise LookupError(
             f"expected the evaluate step's report {EVALUATION} in MLflow run {run}, found "
             "none: evaluate the model first"
         )
-    model_id = tracking.logged_model_id(run)
+    model_id = logged_models.logged_model_id(run)
     scored = _scored_files(report, model_id)
-    recorded = tracking.recorded_identity(model_id)
+    recorded = logged_models.recorded_identity(model_id)
     accuracy = report["metrics"].get("accuracy")
     if any(recorded.get(name) != digest for name, digest in scored.items()) or not _is_accuracy(
         accuracy

@@ -92,20 +92,20 @@ def folder_record(folder: Path) -> Record:
     model its MLmodel file names."""
     if (folder / identity.RECORD).exists() or not (folder / "MLmodel").is_file():
         return Record(identity.read_record(folder), str(folder / identity.RECORD))
-    from components.core import tracking
+    from components.tracking import logged_models
 
-    model_id = tracking.logged_model_of(folder)
-    return Record(tracking.recorded_identity(model_id), f"MLflow model {model_id}'s record")
+    model_id = logged_models.logged_model_of(folder)
+    return Record(logged_models.recorded_identity(model_id), f"MLflow model {model_id}'s record")
 
 
 def _from_uri(uri: str, runtime: str, passes: int) -> LoadedModel:
     """An MLflow URI's model: its files fetched once and checked against the tracking
     store's record, for ONNX Runtime or torch."""
-    from components.core import tracking
+    from components.tracking import logged_models, store
 
-    tracking.check_server()
+    store.check_server()
     with tempfile.TemporaryDirectory(prefix="model-") as scratch:
-        folder, digests = tracking.download_verified(uri, Path(scratch))
+        folder, digests = logged_models.download_verified(uri, Path(scratch))
         return _from_folder(folder, runtime, passes, uri, Record(digests, "the tracking store"))
 
 
@@ -180,13 +180,13 @@ def _from_onnx(folder: Path, name: str, passes: int, record: Record) -> LoadedMo
 
 def _from_mlflow(uri: str, files: dict[str, str]) -> LoadedModel:
     """A logged model's torch program (no pickle), its input read from its signature."""
-    from components.core import tracking
+    from components.tracking import logged_models
 
-    shape = tracking.model_input_shape(uri)
+    shape = logged_models.model_input_shape(uri)
     square = len(shape) == 4 and shape[2] == shape[3]
     problems = shape_problems(shape[1], shape[2]) if square else ["square N×C×S×S images"]
     if problems:
         raise ValueError(
             f"expected a model at {uri} that takes {'; '.join(problems)}, found input shape {shape}"
         )
-    return LoadedModel(TorchScorer(tracking.load_model(uri)), shape[1], shape[2], files)
+    return LoadedModel(TorchScorer(logged_models.load_model(uri)), shape[1], shape[2], files)

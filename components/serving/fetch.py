@@ -7,7 +7,8 @@ import re
 import shutil
 from pathlib import Path
 
-from components.core import identity, tracking
+from components.core import identity
+from components.tracking import logged_models, store
 
 log = logging.getLogger(__name__)
 
@@ -37,9 +38,9 @@ def fetch_model(source: str, destination: str) -> Path:
         raise ValueError(
             f"expected an empty folder to fetch {source} into, found files in {folder}"
         )
-    tracking.check_server()
+    store.check_server()
     try:
-        where, record = tracking.download_verified(source, folder)
+        where, record = logged_models.download_verified(source, folder)
     except identity.ModelIdentityError:
         for entry in list(folder.iterdir()):  # the folder was empty: all of it was fetched
             shutil.rmtree(entry) if entry.is_dir() else entry.unlink()

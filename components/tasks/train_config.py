@@ -2,8 +2,8 @@
 
 from typing import Any
 
-from components.core import tracking
 from components.core.schema import decode, pick
+from components.tracking import kfp_tracking
 from components.training.config import TrainConfig
 from components.tuning.grid import SWEEPABLE, combination_key
 
@@ -37,7 +37,7 @@ def pipeline_train_config(
     key = f"{kfp_run_id}/{combination_key(combination)}" if combination else kfp_run_id
     checkpoint_uri = f"{checkpoint_root.rstrip('/')}/{key}" if checkpoint_root else None
     swept = decode(TrainConfig, combination, SWEEPABLE) if combination else {}
-    experiment = tracking.pipeline_experiment(recipe["experiment"])  # KFP's, where it tracks
+    experiment = kfp_tracking.pipeline_experiment(recipe["experiment"])  # KFP's, where it tracks
     return TrainConfig(
         data=arrays,
         output=output,

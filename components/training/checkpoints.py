@@ -15,11 +15,14 @@ from urllib.parse import urlparse
 
 import torch
 
-from components.core import s3, schema, tracking
+from components.core import s3, schema
 from components.core.atomic import atomic_file
 from components.core.identity import ModelIdentityError, sha256_of
 from components.core.schema import RECIPE
 from components.networks.models import load_tensors
+from components.tracking import checkpoint_models, run_log
+from components.tracking.store import tracking_uri
+from components.tracking.tags import COMBINATION_TAG, KFP_RUN_ID_TAG, OUTPUT_TAG, STORE_TAG
 from components.training.config import TrainConfig
 from components.training.loop import Learner
 
@@ -118,7 +121,7 @@ class CheckpointStore:
 
 def save_everywhere(cfg: TrainConfig, checkpoint: bytes) -> Path:
     """The rolling checkpoint in the output, then in the store; its path (the MLflow run
-    gets it as the epoch's checkpoint model, ``tracking.log_checkpoint``)."""
+    gets it as the epoch's checkpoint model, ``checkpoint_models.log_checkpoint``)."""
     path = Path(cfg.output) / CHECKPOINT
     save_checkpoint(checkpoint, path)
     if cfg.checkpoint_uri:
@@ -188,14 +191,14 @@ def check_recorded(state: dict[str, Any], sha256: str, source: str) -> None:
     """Refuse a checkpoint whose digest the MLflow run it names never recorded.
 
     Each epoch's checkpoint model records the digest of the checkpoint written after it
-    (``tracking.log_epoch``), so a checkpoint edited, or another run's relabelled, is no
+    (``checkpoint_models.log_epoch``), so a checkpoint edited, or another run's relabelled, is no
     checkpoint of the run it names.
 
     Raises:
         ModelIdentityError: no such record, or a checkpoint that names no run.
     """
     run_id, epoch = state["mlflow_run_id"], state["epoch"]
-    if run_id is None or not tracking.checkpoint_recorded(run_id, epoch, sha256):
+    if run_id is None or not checkpoint_models.checkpoint_recorded(run_id, epoch, sha256):
         raise ModelIdentityError(
             f"cannot resume from {source}: MLflow run {run_id} recorded no checkpoint after "
             f"epoch {epoch} with its sha256 {sha256[:16]}…, so it is not a checkpoint that "
@@ -217,7 +220,7 @@ def _candidates(cfg: TrainConfig) -> Iterator[tuple[dict[str, Any], str, str]]:
     if local.is_file():
         yield load_checkpoint(local), sha256_of(local), str(local)
     run_id = cfg.mlflow_run_id or (
-        cfg.kfp_run_id and tracking.find_run_by_tags(cfg.experiment, identity_tags(cfg))
+        cfg.kfp_run_id and run_log.find_run_by_tags(cfg.experiment, identity_tags(cfg))
     )
     with tempfile.TemporaryDirectory() as scratch:  # private to this run, removed after
         fetched = Path(scratch) / CHECKPOINT
@@ -225,7 +228,9 @@ def _candidates(cfg: TrainConfig) -> Iterator[tuple[dict[str, Any], str, str]]:
         if store and store.fetch(fetched):
             where = f"{store.uri}/{CHECKPOINT}"
             yield load_checkpoint(fetched, where), sha256_of(fetched), where
-        if run_id and (path := tracking.download_checkpoint(run_id, Path(scratch) / "mlflow")):
+        if run_id and (
+            path := checkpoint_models.download_checkpoint(run_id, Path(scratch) / "mlflow")
+        ):
             where = f"MLflow run {run_id}'s {CHECKPOINT}"
             yield load_checkpoint(path, where), sha256_of(path), where
 
@@ -248,21 +253,21 @@ def check_own_run(state: dict[str, Any], cfg: TrainConfig) -> None:
     refused = f"cannot resume: the checkpoint names MLflow run {run_id!r}"
     if cfg.mlflow_run_id:
         raise ValueError(f"{refused}, not the run given, {cfg.mlflow_run_id}")
-    found = tracking.run_identity(run_id)
+    found = run_log.run_identity(run_id)
     if found is None:
-        raise ValueError(f"{refused}, which does not exist at {tracking.tracking_uri()}")
+        raise ValueError(f"{refused}, which does not exist at {tracking_uri()}")
     experiment, tags, params = found
     # this training: its KFP run (and combination); outside a pipeline, its output folder
     # or its durable store (a lost pod's successor writes another folder)
     identities = [identity_tags(cfg)] if cfg.kfp_run_id else []
-    identities += [{tracking.OUTPUT_TAG: os.path.abspath(cfg.output)}]
+    identities += [{OUTPUT_TAG: os.path.abspath(cfg.output)}]
     if cfg.checkpoint_uri:
-        identities.append({tracking.STORE_TAG: cfg.checkpoint_uri})
+        identities.append({STORE_TAG: cfg.checkpoint_uri})
     ours = any(all(tags.get(k) == v for k, v in tags_.items()) for tags_ in identities)
     if experiment != cfg.experiment or not ours:
         raise ValueError(
             f"{refused}, which this training did not create (its experiment {experiment!r}, "
-            f"its output {tags.get(tracking.OUTPUT_TAG)!r}); start without --resume, or "
+            f"its output {tags.get(OUTPUT_TAG)!r}); start without --resume, or "
             "give --mlflow-run-id to continue that run"
         )
     # the checkpoint's recipe is this run's (check_resumable), so the run's params must be too
@@ -281,7 +286,7 @@ def identity_tags(cfg: TrainConfig) -> dict[str, str]:
     The KFP run id, and in a sweep the child's combination: every child of a sweep
     shares the KFP run.
     """
-    tags = {tracking.KFP_RUN_ID_TAG: cfg.kfp_run_id, tracking.COMBINATION_TAG: cfg.combination}
+    tags = {KFP_RUN_ID_TAG: cfg.kfp_run_id, COMBINATION_TAG: cfg.combination}
     return {key: value for key, value in tags.items() if value}
 
 

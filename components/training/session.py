@@ -21,12 +21,24 @@ from typing import Any
 import numpy as np
 import torch
 
-from components.core import identity, schema, tracking
+from components.core import identity, schema
 from components.core.atomic import atomic_file, claim_directory, exclusive, write_json
 from components.core.identity import sha256_of_bytes
 from components.data.arrays import load_split, read_meta
 from components.networks.models import WEIGHTS_FILE, Classifier, save_classifier
 from components.scoring.onnx_file import INT8_FILE, ONNX_FILE
+from components.tracking import checkpoint_models, logged_models, run_log, store
+from components.tracking.tags import (
+    DIVERGED_TAG,
+    EPOCHS_TAG,
+    KFP_PIPELINE_TAG,
+    KFP_RUN_ID_TAG,
+    OUTPUT_TAG,
+    PARENT_TAG,
+    STORE_TAG,
+    SWEEP_PARENT_TAG,
+    TRIAL_TAG,
+)
 from components.training import checkpoints, runtime
 from components.training.batches import DeviceSplit
 from components.training.config import TrainConfig
@@ -86,7 +98,7 @@ def _train(
     cfg: TrainConfig, workers: Workers, device: torch.device, on_epoch: EpochHook | None
 ) -> TrainResult:
     if workers.is_main:
-        tracking.check_server()  # before any time goes into training
+        store.check_server()  # before any time goes into training
         claim_directory(Path(cfg.output), "train", OUTPUT_FILES)
         if cfg.resume and cfg.kfp_run_id:
             _refuse_a_retry_that_diverged(cfg)
@@ -112,33 +124,33 @@ def _train(
     history = state["history"] if state else []
     run_id = state["mlflow_run_id"] if state else cfg.mlflow_run_id
     tracked = (
-        tracking.start_run(cfg.experiment, run_id=run_id, run_name=run_name(cfg), tags=_tags(cfg))
+        run_log.start_run(cfg.experiment, run_id=run_id, run_name=run_name(cfg), tags=_tags(cfg))
         if workers.is_main
         else contextlib.nullcontext(None)
     )
     with tracked as run_id:
         if workers.is_main and not state:
-            tracking.log_params(run_params(cfg, meta))
+            run_log.log_params(run_params(cfg, meta))
             if meta.get("source"):
-                tracking.log_source_input(meta["source"])
+                run_log.log_source_input(meta["source"])
             for split, context in (("train", "train"), ("val", "validation")):
-                tracking.log_split_input(split, context, *load_split(Path(cfg.data), split))
+                run_log.log_split_input(split, context, *load_split(Path(cfg.data), split))
         if run_id and state and cfg.epochs != state["config"]["epochs"]:  # rank 0 only
-            tracking.set_run_tags(run_id, {tracking.EPOCHS_TAG: _extension(cfg, state)})
+            run_log.set_run_tags(run_id, {EPOCHS_TAG: _extension(cfg, state)})
         for epoch in range(len(history) + 1, cfg.epochs + 1):
             try:
                 metrics = run_epoch(learner, train_data, val_data, cfg, epoch, workers)
             except DivergedError as err:
                 if run_id:  # rank 0: a retry of this KFP run reads it and stops at once
-                    tracking.set_run_tags(run_id, {tracking.DIVERGED_TAG: str(err)})
+                    run_log.set_run_tags(run_id, {DIVERGED_TAG: str(err)})
                 raise
             history.append({"epoch": epoch, **metrics})
             if workers.is_main:
                 state = checkpoints.training_state(cfg, meta, learner, history, run_id)
                 checkpoint = checkpoints.serialize(state)
-                model_id = tracking.log_epoch(metrics, epoch, sha256_of_bytes(checkpoint))
+                model_id = checkpoint_models.log_epoch(metrics, epoch, sha256_of_bytes(checkpoint))
                 saved = checkpoints.save_everywhere(cfg, checkpoint)
-                tracking.log_checkpoint(model_id, saved, epoch)
+                checkpoint_models.log_checkpoint(model_id, saved, epoch)
                 if on_epoch:
                     on_epoch(epoch, metrics)
             if cfg.dry_run:
@@ -163,10 +175,10 @@ def _refuse_a_retry_that_diverged(cfg: TrainConfig) -> None:
     Raises:
         DivergedError: the KFP run's MLflow run records a divergence.
     """
-    run_id = cfg.mlflow_run_id or tracking.find_run_by_tags(
+    run_id = cfg.mlflow_run_id or run_log.find_run_by_tags(
         cfg.experiment, checkpoints.identity_tags(cfg)
     )
-    reason = run_id and tracking.run_tag(run_id, tracking.DIVERGED_TAG)
+    reason = run_id and run_log.run_tag(run_id, DIVERGED_TAG)
     if reason:
         raise DivergedError(
             f"not retrying: an earlier attempt of KFP run {cfg.kfp_run_id} stopped ({reason}); "
@@ -203,11 +215,11 @@ def run_params(cfg: TrainConfig, meta: dict[str, Any]) -> dict[str, object]:
 
 def _tags(cfg: TrainConfig) -> dict[str, str]:
     tags = {
-        tracking.KFP_PIPELINE_TAG: cfg.pipeline_name,
-        tracking.PARENT_TAG: _parent_run(cfg),
-        tracking.OUTPUT_TAG: os.path.abspath(cfg.output),
-        tracking.STORE_TAG: cfg.checkpoint_uri,
-        tracking.TRIAL_TAG: cfg.trial,
+        KFP_PIPELINE_TAG: cfg.pipeline_name,
+        PARENT_TAG: _parent_run(cfg),
+        OUTPUT_TAG: os.path.abspath(cfg.output),
+        STORE_TAG: cfg.checkpoint_uri,
+        TRIAL_TAG: cfg.trial,
     }
     return {**checkpoints.identity_tags(cfg), **{k: v for k, v in tags.items() if v}}
 
@@ -221,8 +233,8 @@ def _parent_run(cfg: TrainConfig) -> str | None:
     """
     if cfg.parent_run_id or cfg.mlflow_run_id or not (cfg.combination and cfg.kfp_run_id):
         return cfg.parent_run_id
-    parent_tags = {tracking.KFP_RUN_ID_TAG: cfg.kfp_run_id, tracking.SWEEP_PARENT_TAG: "true"}
-    parent = tracking.find_run_by_tags(cfg.experiment, parent_tags)
+    parent_tags = {KFP_RUN_ID_TAG: cfg.kfp_run_id, SWEEP_PARENT_TAG: "true"}
+    parent = run_log.find_run_by_tags(cfg.experiment, parent_tags)
     if parent is None:
         raise LookupError(f"expected the parent run of sweep {cfg.kfp_run_id}, found none")
     return parent
@@ -262,12 +274,12 @@ def _write_outputs(
     write_json(output / "history.json", history)
     with atomic_file(output / "mlflow_run_id", "w") as handle:
         handle.write(run_id or "")
-    tracking.log_artifact(output / "history.json")
+    run_log.log_artifact(output / "history.json")
     side = meta["image_size"]
     # a batch of two, so the exported model keeps a dynamic batch dimension
     example = np.full((2, meta["channels"], side, side), 128, np.float32)
     onnx_files = [output / name for name in (ONNX_FILE, INT8_FILE) if name in digests]
-    return tracking.log_model(model, example, digests, onnx_files)
+    return logged_models.log_model(model, example, digests, onnx_files)
 
 
 def _write_int8(
@@ -287,7 +299,7 @@ def _write_int8(
     int8_graph = int8.quantise(float_graph, calibration)
     images, labels = val_data.images.cpu().numpy(), val_data.labels.cpu().numpy()
     float_accuracy, int8_accuracy = int8.val_accuracies(float_graph, int8_graph, images, labels)
-    tracking.log_metric("val_accuracy_int8", int8_accuracy)
+    run_log.log_metric("val_accuracy_int8", int8_accuracy)
     lost = 100 * (float_accuracy - int8_accuracy)
     if lost > int8.MOST_POINTS_LOST:
         log.warning(

@@ -23,9 +23,10 @@ from urllib3.exceptions import HTTPError
 
 from components.cluster import kube
 from components.cluster.object_names import is_dns_label
-from components.core import tracking
 from components.core.errors import printable
 from components.core.search_space import Dimension
+from components.tracking import run_log
+from components.tracking.tags import KFP_RUN_ID_TAG, TRIAL_TAG
 from components.training.config import TrainConfig
 from components.tuning import runs
 from components.tuning.config import TuneConfig
@@ -72,7 +73,7 @@ def tune_on_cluster(
             tune,
             space,
             tags={
-                tracking.KFP_RUN_ID_TAG: recipe.kfp_run_id or "",
+                KFP_RUN_ID_TAG: recipe.kfp_run_id or "",
                 "katib.experiment": target.name,
             },
         )
@@ -81,7 +82,7 @@ def tune_on_cluster(
         outcome = run_experiment(manifest, api_client, timeout_seconds, poll_seconds)
         best = runs.finish_search(parent, _trials(recipe.experiment, outcome))
         # Katib's choice, for the record: it may name a trial stopped early, which wrote no model
-        tracking.set_run_tags(parent, {"katib.optimal_trial": str(outcome.optimal_trial)})
+        run_log.set_run_tags(parent, {"katib.optimal_trial": str(outcome.optimal_trial)})
         if outcome.optimal_trial != best.name:
             log.warning(
                 "Katib's optimal trial is %s; the best finished one %s",
@@ -170,7 +171,7 @@ def _trials(experiment: str, outcome: Outcome) -> list[runs.Trial]:
             raise RuntimeError(
                 f"expected Katib's trial names as DNS labels, found {printable(repr(name))}"
             )
-        run_id = tracking.find_run_by_tags(experiment, {tracking.TRIAL_TAG: name})
+        run_id = run_log.find_run_by_tags(experiment, {TRIAL_TAG: name})
         if run_id is None:
             log.warning("trial %s has no MLflow run (it ended before training started)", name)
             continue

@@ -20,8 +20,9 @@ from typing import Any
 
 import optuna
 
-from components.core import tracking
 from components.core.search_space import CATEGORICAL, DOUBLE, Dimension
+from components.tracking import run_log
+from components.tracking.tags import TRIAL_TAG
 from components.training.config import TrainConfig
 from components.training.loop import DivergedError
 from components.training.session import train
@@ -134,7 +135,7 @@ def _pruner_of(trial: optuna.Trial) -> Callable[[int, dict[str, float]], None]:
 
 def _run_of(cfg: TrainConfig) -> str:
     """The MLflow run of a trial that stopped before writing its output."""
-    run_id = tracking.find_run_by_tags(cfg.experiment, {tracking.TRIAL_TAG: str(cfg.trial)})
+    run_id = run_log.find_run_by_tags(cfg.experiment, {TRIAL_TAG: str(cfg.trial)})
     if run_id is None:
         raise LookupError(f"expected the MLflow run of trial {cfg.trial}, found none")
     return run_id

@@ -14,8 +14,9 @@ import logging
 from dataclasses import asdict
 from typing import Any, NamedTuple
 
-from components.core import tracking
 from components.core.search_space import Dimension
+from components.tracking import kfp_tracking, run_log, store
+from components.tracking.tags import KFP_PIPELINE_TAG, KFP_RUN_ID_TAG, PARENT_TAG, SWEEP_PARENT_TAG
 from components.tuning.config import TuneConfig
 from components.tuning.grid import BEST_TAG, compare_url, ui_address
 from components.tuning.report import OBJECTIVE
@@ -24,6 +25,9 @@ log = logging.getLogger(__name__)
 
 SPACE_FILE = "search_space.json"
 GRID_FILE = "sweep_grid.json"
+TUNE_PARENT_TAG = "tune.parent"  # "true" on a search's parent run
+STOPPED_EARLY_TAG = "tune.stopped_early"  # "true" on a trial the median rule stopped
+TUNE_BEST_TAG = "tune.best"  # "true" on the search's best trial
 
 
 class Trial(NamedTuple):
@@ -41,15 +45,15 @@ def start_search(
 
     Where KFP tracks the pipeline run in MLflow, the search task's own run is the parent.
     """
-    tags = {**tags, tracking.TUNE_PARENT_TAG: "true"}
-    task = tracking.kfp_task()
+    tags = {**tags, TUNE_PARENT_TAG: "true"}
+    task = kfp_tracking.kfp_task()
     if task:
         run_id = task.run_id
-        tracking.set_run_tags(run_id, tags)
+        run_log.set_run_tags(run_id, tags)
     else:
-        run_id = tracking.create_run(experiment, run_name=f"search {name}", tags=tags)
-    tracking.log_params_into(run_id, {f"tune_{key}": value for key, value in asdict(tune).items()})
-    tracking.log_json_into(run_id, {"dimensions": [_described(d) for d in space]}, SPACE_FILE)
+        run_id = run_log.create_run(experiment, run_name=f"search {name}", tags=tags)
+    run_log.log_params_into(run_id, {f"tune_{key}": value for key, value in asdict(tune).items()})
+    run_log.log_json_into(run_id, {"dimensions": [_described(d) for d in space]}, SPACE_FILE)
     return run_id
 
 
@@ -65,14 +69,14 @@ def finish_search(parent_run_id: str, trials: list[Trial]) -> Trial:
     """
     for trial in trials:
         if trial.stopped_early:
-            tracking.finish_run(trial.run_id, {}, {tracking.STOPPED_EARLY_TAG: "true"}, "KILLED")
+            run_log.finish_run(trial.run_id, {}, {STOPPED_EARLY_TAG: "true"}, "KILLED")
     finished = [trial for trial in trials if not trial.stopped_early]
     if not finished:
         raise ValueError(f"expected at least one finished trial, found {len(trials)} stopped")
-    best_id, score = tracking.best_run([trial.run_id for trial in finished], OBJECTIVE)
+    best_id, score = run_log.best_run([trial.run_id for trial in finished], OBJECTIVE)
     (best,) = [trial for trial in finished if trial.run_id == best_id]
-    tracking.set_run_tags(best.run_id, {tracking.TUNE_BEST_TAG: "true"})
-    tracking.finish_run(
+    run_log.set_run_tags(best.run_id, {TUNE_BEST_TAG: "true"})
+    run_log.finish_run(
         parent_run_id,
         metrics={
             f"best_{OBJECTIVE}": score,
@@ -80,7 +84,7 @@ def finish_search(parent_run_id: str, trials: list[Trial]) -> Trial:
             "trials_stopped_early": len(trials) - len(finished),
         },
         tags={"tune.best_run_id": best.run_id, "tune.best_trial": best.name},
-        status=None if tracking.kfp_task() else "FINISHED",
+        status=None if kfp_tracking.kfp_task() else "FINISHED",
     )
     log.info("best of %d trials: %s (%s %.4f)", len(trials), best.name, OBJECTIVE, score)
     return best
@@ -103,20 +107,20 @@ def start_sweep(experiment: str, grid: list[str], kfp_run_id: str, pipeline_name
     """
     names = sorted({name for combination in grid for name in json.loads(combination)})
     tags = {
-        tracking.KFP_RUN_ID_TAG: kfp_run_id,
-        tracking.KFP_PIPELINE_TAG: pipeline_name,
-        tracking.SWEEP_PARENT_TAG: "true",
+        KFP_RUN_ID_TAG: kfp_run_id,
+        KFP_PIPELINE_TAG: pipeline_name,
+        SWEEP_PARENT_TAG: "true",
     }
-    task = tracking.kfp_task()
+    task = kfp_tracking.kfp_task()
     if task:
-        run_id = tracking.run_tag(task.run_id, tracking.PARENT_TAG) or task.run_id
-        tracking.set_run_tags(run_id, tags)
+        run_id = run_log.run_tag(task.run_id, PARENT_TAG) or task.run_id
+        run_log.set_run_tags(run_id, tags)
     else:
         name = f"sweep {' '.join(names)} ({len(grid)} runs)"
-        run_id = tracking.create_run(experiment, run_name=name, tags=tags)
+        run_id = run_log.create_run(experiment, run_name=name, tags=tags)
     # the grid whole as an artifact (a param is cut at 6,000 characters), its shape as params
-    tracking.log_json_into(run_id, {"combinations": [json.loads(c) for c in grid]}, GRID_FILE)
-    tracking.log_params_into(run_id, {"sweep_axes": " ".join(names), "sweep_size": len(grid)})
+    run_log.log_json_into(run_id, {"combinations": [json.loads(c) for c in grid]}, GRID_FILE)
+    run_log.log_params_into(run_id, {"sweep_axes": " ".join(names), "sweep_size": len(grid)})
     return run_id
 
 
@@ -128,18 +132,16 @@ def finish_sweep(parent_run_id: str, child_run_ids: list[str]) -> Best:
     """
     if not child_run_ids:
         raise ValueError("expected at least one child run, found none: the grid was empty")
-    best, val_accuracy = tracking.best_run(child_run_ids, "val_accuracy")
-    test_accuracy = tracking.run_metrics(best).get("test_accuracy", float("nan"))
-    tracking.set_run_tags(best, {BEST_TAG: "true"})
-    tracking.finish_run(
+    best, val_accuracy = run_log.best_run(child_run_ids, "val_accuracy")
+    test_accuracy = run_log.run_metrics(best).get("test_accuracy", float("nan"))
+    run_log.set_run_tags(best, {BEST_TAG: "true"})
+    run_log.finish_run(
         parent_run_id,
         metrics={"best_val_accuracy": val_accuracy, "best_test_accuracy": test_accuracy},
         tags={"sweep.best_run_id": best},
-        status=None if tracking.kfp_task() else "FINISHED",
+        status=None if kfp_tracking.kfp_task() else "FINISHED",
     )
-    url = compare_url(
-        ui_address(tracking.tracking_uri()), tracking.experiment_of(best), child_run_ids
-    )
+    url = compare_url(ui_address(store.tracking_uri()), run_log.experiment_of(best), child_run_ids)
     log.info("best of %d: %s (val_accuracy %.4f)", len(child_run_ids), best, val_accuracy)
     return Best(best, val_accuracy, test_accuracy, url)
 

@@ -6,9 +6,9 @@ import pytest
 from kubernetes import client as k8s
 from mlflow.tracking import MlflowClient
 
-from components.core import tracking
 from components.deploying.config import DeployConfig
 from components.deploying.steps import serve_and_record
+from components.tracking import run_log
 from tests.support.kube_api import FakeKServeApi
 
 CFG = DeployConfig(
@@ -23,7 +23,7 @@ def client(api) -> k8s.ApiClient:
 
 
 def test_the_url_is_tagged_on_the_run_once_ready(mlflow_store):
-    run_id = tracking.create_run("dogs-vs-cats", run_name="trained", tags={})
+    run_id = run_log.create_run("dogs-vs-cats", run_name="trained", tags={})
     with FakeKServeApi() as api:
         url = serve_and_record(CFG, run_id, client(api))
     tags = MlflowClient(mlflow_store).get_run(run_id).data.tags
@@ -31,7 +31,7 @@ def test_the_url_is_tagged_on_the_run_once_ready(mlflow_store):
 
 
 def test_a_failed_rollout_records_nothing(mlflow_store):
-    run_id = tracking.create_run("dogs-vs-cats", run_name="trained", tags={})
+    run_id = run_log.create_run("dogs-vs-cats", run_name="trained", tags={})
     with FakeKServeApi(outcome="FailedToLoad") as api, pytest.raises(RuntimeError):
         serve_and_record(CFG, run_id, client(api))
     assert "serving.url" not in MlflowClient(mlflow_store).get_run(run_id).data.tags

@@ -10,10 +10,11 @@ import pytest
 import torch
 
 from components import predict
-from components.core import identity, tracking
+from components.core import identity
 from components.evaluation import predictions
 from components.networks.models import Classifier, build_model
 from components.scoring.loading import load_scorer
+from components.tracking import logged_models, run_log
 from tests.support.models import always_dog_model, nan_model, seeded_model
 
 
@@ -43,10 +44,10 @@ def test_an_mlflow_model_taking_huge_images_is_refused_before_any_decoding(
     scored by torch (its ONNX file is refused in tests/scoring/test_loading.py)."""
     net = Classifier(build_model("compact_cnn", 1, 520), [0.5], [0.25])
     (tmp_path / "model.onnx").write_bytes(b"not read")
-    with tracking.start_run("dogs-vs-cats"):
+    with run_log.start_run("dogs-vs-cats"):
         example = np.full((2, 1, 520, 520), 128, np.float32)
         digests = {"model.onnx": identity.sha256_of(tmp_path / "model.onnx")}
-        uri = tracking.log_model(net, example, digests, [tmp_path / "model.onnx"])
+        uri = logged_models.log_model(net, example, digests, [tmp_path / "model.onnx"])
     with pytest.raises(ValueError, match=r"found input shape \(-1, 1, 520, 520\)"):
         predictions.predict_files(uri, [sample_images / "PetImages/Dog/1.jpg"], "torch")
 
@@ -92,7 +93,7 @@ def test_a_pickled_mlflow_model_is_refused_and_its_code_never_runs(tmp_path, mlf
     )
     assert not (tmp_path / "pwned").exists()
     with pytest.raises(Exception, match="Deserializing model using pickle is disallowed"):
-        tracking.load_model(model_dir.as_uri())  # how predict and serving load MLflow models
+        logged_models.load_model(model_dir.as_uri())  # how predict and serving load MLflow models
     with pytest.raises(ValueError, match="found neither: the files cannot be checked"):
         load_scorer(model_dir.as_uri())  # predict's own path: no record, refused unread
     assert not (tmp_path / "pwned").exists()

@@ -63,7 +63,7 @@ def test_registration_takes_no_alias_from_the_pipeline():
 def test_preflight_refuses_a_tracking_server_that_does_not_answer_and_an_empty_grid(
     mlflow_store,
 ):
-    from components.core.tracking import TrackingUnavailableError
+    from components.tracking.store import TrackingUnavailableError
     from tests.support.servers import free_port
 
     ops.preflight_op.python_func(tracking_uri=mlflow_store)
@@ -229,13 +229,13 @@ def test_deploy_serves_the_registered_version_and_tags_its_url_on_the_run(
     from kubernetes import client as k8s
 
     from components.cluster import kube
-    from components.core import tracking
+    from components.tracking import run_log
     from tests.support.kube_api import FakeKServeApi
 
     # the model server in the pod loads through a tracking server, so the step takes one
     mlflow_store = running_server.url
     monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_store)
-    run_id = tracking.create_run("dogs-vs-cats", run_name="trained", tags={})
+    run_id = run_log.create_run("dogs-vs-cats", run_name="trained", tags={})
     with FakeKServeApi(polls_to_settle=1) as api:  # Ready at the first read: no poll waits
         configuration = k8s.Configuration()
         configuration.host = api.url

@@ -7,7 +7,8 @@ import sys
 import pytest
 from mlflow.tracking import MlflowClient
 
-from components.core import tracking
+from components.tracking.tags import PARENT_TAG
+from components.tuning.runs import STOPPED_EARLY_TAG, TUNE_BEST_TAG, TUNE_PARENT_TAG
 from tests.support.processes import HANG_SECONDS
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
@@ -43,7 +44,7 @@ def test_a_worse_model_from_tune_local_leaves_candidate_on_the_better_one(
     assert "registered tuned version 1 as @candidate" in better.stdout
     champion = client.get_model_version_by_alias("tuned", "candidate")
     best = client.get_run(champion.run_id)
-    assert best.data.tags[tracking.TUNE_BEST_TAG] == "true"
+    assert best.data.tags[TUNE_BEST_TAG] == "true"
     assert "compare-runs" in better.stdout
     worse = tune_here(small_sample_zip, tmp_path, *WEAK)
     theirs, ours = best.data.metrics["test_accuracy"], accuracy_of(worse.stdout)
@@ -76,13 +77,13 @@ def test_the_readmes_tune_local_command_records_the_search_in_the_default_store(
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     client = MlflowClient(f"sqlite:///{tmp_path / 'runs/mlflow.db'}")
-    (parent,) = client.search_runs(["1"], f"tags.`{tracking.TUNE_PARENT_TAG}` = 'true'")
-    children = client.search_runs(["1"], f"tags.`{tracking.PARENT_TAG}` = '{parent.info.run_id}'")
+    (parent,) = client.search_runs(["1"], f"tags.`{TUNE_PARENT_TAG}` = 'true'")
+    children = client.search_runs(["1"], f"tags.`{PARENT_TAG}` = '{parent.info.run_id}'")
     assert len(children) == 4
-    stopped = [c for c in children if c.data.tags.get(tracking.STOPPED_EARLY_TAG) == "true"]
+    stopped = [c for c in children if c.data.tags.get(STOPPED_EARLY_TAG) == "true"]
     assert all(c.info.status == "KILLED" for c in stopped)
     assert parent.data.metrics["trials_stopped_early"] == len(stopped)
-    (best,) = [c for c in children if c.data.tags.get(tracking.TUNE_BEST_TAG) == "true"]
+    (best,) = [c for c in children if c.data.tags.get(TUNE_BEST_TAG) == "true"]
     assert parent.data.tags["tune.best_run_id"] == best.info.run_id
     assert f"search run:    {parent.info.run_id}" in done.stdout
     store = f"sqlite:///{tmp_path / 'runs/mlflow.db'}"

@@ -12,12 +12,13 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from components import register
-from components.core import identity, tracking
+from components.core import identity
 from components.core.identity import ModelIdentityError
 from components.evaluation.config import EvaluateConfig
 from components.evaluation.report import evaluate
 from components.registration.config import RegisterConfig
 from components.registration.decision import register_if_accurate
+from components.tracking import logged_models
 from components.training import session
 from components.training.config import TrainConfig
 
@@ -169,7 +170,7 @@ def test_a_weak_run_holding_a_stronger_runs_graph_is_never_registered(
     assert "test_accuracy" not in MlflowClient(mlflow_store).get_run(weak.run_id).data.metrics
     evaluated(small_arrays, tmp_path / "strong")
     report = json.loads((tmp_path / "strong-eval/metrics.json").read_text())
-    report["model_id"] = tracking.logged_model_id(weak.run_id)  # the strong graph's scores
+    report["model_id"] = logged_models.logged_model_id(weak.run_id)  # the strong graph's scores
     MlflowClient(mlflow_store).log_dict(weak.run_id, report, "evaluation/test/metrics.json")
     refused_and_nothing_registered(
         weak.run_id, mlflow_store, ValueError, "did not score the files of the model the run"
@@ -268,7 +269,7 @@ def test_a_model_tested_on_another_split_takes_the_alias_only_when_forced(
 def test_a_tracking_server_that_does_not_answer_is_one_line_at_once(monkeypatch):
     """The health check's own error: MLflow's client, which retries for minutes, was
     never asked."""
-    from components.core.tracking import TrackingUnavailableError
+    from components.tracking.store import TrackingUnavailableError
     from tests.support.servers import free_port
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{free_port()}")

@@ -11,7 +11,6 @@ import onnx
 import pytest
 from mlflow.tracking import MlflowClient
 
-from components.core import tracking
 from components.core.identity import ModelIdentityError
 from components.data.arrays import load_split
 from components.evaluation.config import EvaluateConfig
@@ -19,6 +18,7 @@ from components.evaluation.report import evaluate
 from components.scoring import int8
 from components.scoring.loading import load_scorer
 from components.scoring.onnx_file import INT8_FILE, ONNX_FILE, read_onnx
+from components.tracking import logged_models
 from components.training import session
 from components.training.config import TrainConfig
 
@@ -59,7 +59,7 @@ def test_the_int8_graph_is_standard_onnx_beside_the_float_one_and_logged_with_th
     assert (output / INT8_FILE).stat().st_size < (output / ONNX_FILE).stat().st_size / 2
     run = MlflowClient().get_run(result.run_id)
     assert 0.5 < run.data.metrics["val_accuracy_int8"] <= 1.0
-    logged = tracking.download_model(result.model_uri, tmp_path)
+    logged = logged_models.download_model(result.model_uri, tmp_path)
     assert (logged / INT8_FILE).read_bytes() == (output / INT8_FILE).read_bytes()
 
 
@@ -113,7 +113,7 @@ def test_a_graph_that_loses_val_accuracy_in_int8_is_not_kept_and_an_earlier_one_
     assert f"no {INT8_FILE}: in int8 the val accuracy is" in caplog.text
     assert "(at most -1.0 allowed)" in caplog.text
     assert "val_accuracy_int8" in MlflowClient().get_run(result.run_id).data.metrics
-    logged = tracking.download_model(result.model_uri, tmp_path / "logged")
+    logged = logged_models.download_model(result.model_uri, tmp_path / "logged")
     assert (logged / ONNX_FILE).is_file() and not (logged / INT8_FILE).exists()
 
 

@@ -18,9 +18,9 @@ import requests
 from mlflow.tracking import MlflowClient
 
 from components import fetch_model
-from components.core import tracking
 from components.evaluation.predictions import predict_files
 from components.scoring import int8
+from components.tracking import logged_models
 from tests.support.processes import HANG_SECONDS
 from tests.support.servers import S3_KEYS, ModelServerProcess
 from tests.support.tracking_stack import register_trained_model
@@ -212,7 +212,7 @@ def test_a_graph_swapped_in_the_artifact_store_is_refused_by_predict_and_fetch(
     _, tracking_url = registered
     monkeypatch.setenv("MLFLOW_TRACKING_URI", tracking_url)
     client = MlflowClient(tracking_url)
-    model_id = tracking.model_id_of(f"models:/{NAME}@candidate")
+    model_id = logged_models.model_id_of(f"models:/{NAME}@candidate")
     stored = client.get_logged_model(model_id).artifact_location
     kept, int8_graph = (
         Path(mlflow.artifacts.download_artifacts(f"{stored}/{name}", dst_path=str(tmp_path / name)))

@@ -73,7 +73,7 @@ def register_trained_model(
     """Train one batch on ``arrays`` through the server, as a step without bucket keys
     does (with the settings ``recipe`` gives), and register the model as ``name`` version
     1 @candidate; the run's id."""
-    from components.core import tracking
+    from components.tracking import logged_models, registry
     from components.training import session
     from components.training.config import TrainConfig
 
@@ -85,7 +85,7 @@ def register_trained_model(
         result = session.train(
             TrainConfig(data=str(arrays), output=str(workdir / "model"), dry_run=True, **recipe)
         )
-        model_id = tracking.logged_model_id(result.run_id)
-        version = tracking.register_model(model_id, name, "candidate", "a test model", {})
+        model_id = logged_models.logged_model_id(result.run_id)
+        version = registry.register_model(model_id, name, "candidate", "a test model", {})
         assert version == "1"
     return result.run_id

@@ -18,11 +18,12 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from components import train
-from components.core import tracking
 from components.networks.models import load_classifier, shifted_views
 from components.scoring.loading import load_scorer
 from components.scoring.onnx_file import ONNX_FILE
 from components.scoring.scorers import OnnxScorer
+from components.tracking import logged_models, run_log, store
+from components.tracking.tags import DIVERGED_TAG, KFP_PIPELINE_RUN_TAG, KFP_RUN_ID_TAG, PARENT_TAG
 from components.training import session
 from components.training.loop import DivergedError
 from tests.conftest import REPO
@@ -74,7 +75,7 @@ def test_train_logs_everything_to_mlflow(sample_arrays, tmp_path, mlflow_store):
         ]
     outputs = {(o.model_id, o.step) for o in run.outputs.model_outputs}
     assert {(m.model_id, int(m.tags["epoch"])) for m in checkpoints} <= outputs
-    logged = tracking.load_model(result.model_uri)  # pickle refused: it must load without
+    logged = logged_models.load_model(result.model_uri)  # pickle refused: it must load without
     assert logged(torch.full((5, 1, 40, 40), 128.0)).shape == (5, 2)
     model_id = result.model_uri.removeprefix("models:/")
     carried = {a.path for a in client.list_logged_model_artifacts(model_id)}
@@ -90,7 +91,7 @@ def test_train_logs_everything_to_mlflow(sample_arrays, tmp_path, mlflow_store):
 def test_system_metrics_are_on_unless_mlflows_switch_turns_them_off(
     small_arrays, tmp_path, mlflow_store, monkeypatch
 ):
-    assert tracking.logs_system_metrics()  # psutil is a dependency
+    assert store.logs_system_metrics()  # psutil is a dependency
     monkeypatch.setenv("MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL", "0.05")
     monkeypatch.setenv("MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING", "false")
     result = session.train(config(small_arrays, tmp_path / "out", epochs=1))
@@ -126,7 +127,7 @@ def test_a_mirror_averaging_model_keeps_it_when_saved_and_logged(
     saved, spec = load_classifier(tmp_path / "out")
     assert spec["mirror_average"] is True
     pixels = torch.randint(0, 256, (3, 1, 40, 40), generator=torch.Generator().manual_seed(0))
-    for model in (saved, tracking.load_model(result.model_uri)):
+    for model in (saved, logged_models.load_model(result.model_uri)):
         out, mirrored = model(pixels.float()), model(pixels.flip(3).float())
         assert torch.allclose(out, mirrored, atol=1e-6) and not torch.allclose(out[0], out[1])
     for where in (str(tmp_path / "out"), result.model_uri):  # its ONNX graph, both places
@@ -164,7 +165,7 @@ def test_a_shift_averaging_model_keeps_it_when_saved_and_logged(
         views = shifted_views((pixels.float() - saved.shift) * saved.scale)
         expected = torch.stack([saved.net(view).softmax(1) for view in views]).mean(0)
         assert not torch.allclose(saved.net(views[0]).softmax(1), expected, atol=1e-4)
-        for model in (saved, tracking.load_model(result.model_uri)):
+        for model in (saved, logged_models.load_model(result.model_uri)):
             assert torch.allclose(model(pixels.float()).softmax(1), expected, atol=1e-5)
 
 
@@ -190,8 +191,8 @@ def test_a_kfp_retry_of_a_run_that_diverged_stops_before_training(
     diverging = dict(epochs=1, lr=1e30, resume=True)  # as the pipeline runs it: resume=True
     with pytest.raises(DivergedError, match="epoch 1"):
         session.train(config(small_arrays, tmp_path / "pod1", kfp_run_id="kfp-nan", **diverging))
-    run_id = tracking.find_run_by_tags("dogs-vs-cats", {tracking.KFP_RUN_ID_TAG: "kfp-nan"})
-    assert "expected finite losses" in tracking.run_tag(run_id, tracking.DIVERGED_TAG)
+    run_id = run_log.find_run_by_tags("dogs-vs-cats", {KFP_RUN_ID_TAG: "kfp-nan"})
+    assert "expected finite losses" in run_log.run_tag(run_id, DIVERGED_TAG)
 
     # KFP retries the task in a new pod: it fails at once, naming the earlier attempt
     with pytest.raises(DivergedError, match="not retrying: an earlier attempt of KFP run"):
@@ -321,7 +322,7 @@ def test_mlflow_http_calls_are_bounded_unless_the_user_says_otherwise():
     def limits(**env):
         base = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_HTTP_")}
         code = (
-            "import os, components.core.tracking; "
+            "import os; from components.tracking.store import tracking_uri; tracking_uri(); "
             "print(os.environ['MLFLOW_HTTP_REQUEST_TIMEOUT'], "
             "os.environ['MLFLOW_HTTP_REQUEST_MAX_RETRIES'])"
         )
@@ -372,10 +373,10 @@ def test_the_train_command_trains_in_the_run_kfps_driver_made(
     ``MLFLOW_EXPERIMENT_ID``. The step's own ``--experiment`` names another."""
     client = MlflowClient(mlflow_store)
     experiment = client.create_experiment("Default-kfp")
-    kfp_tags = {tracking.KFP_PIPELINE_RUN_TAG: "kfp-run-1"}  # as KFP's API server tags it
+    kfp_tags = {KFP_PIPELINE_RUN_TAG: "kfp-run-1"}  # as KFP's API server tags it
     parent = client.create_run(experiment, run_name="pipeline run", tags=kfp_tags).info.run_id
     nested = client.create_run(
-        experiment, run_name="train-op", tags={tracking.PARENT_TAG: parent}
+        experiment, run_name="train-op", tags={PARENT_TAG: parent}
     ).info.run_id
     monkeypatch.setenv("MLFLOW_RUN_ID", nested)
     monkeypatch.setenv("MLFLOW_EXPERIMENT_ID", experiment)
@@ -384,7 +385,7 @@ def test_the_train_command_trains_in_the_run_kfps_driver_made(
     assert (output / "mlflow_run_id").read_text() == nested
     run = client.get_run(nested)
     assert run.data.params["epochs"] == "1" and "val_accuracy" in run.data.metrics
-    assert run.data.tags[tracking.PARENT_TAG] == parent  # where KFP nested it
+    assert run.data.tags[PARENT_TAG] == parent  # where KFP nested it
     assert run.data.tags["mlflow.runName"] == "train-op"  # KFP's name: it finds a retry by it
     assert [r.info.run_id for r in client.search_runs([experiment])] == [nested, parent]
     assert client.get_experiment_by_name("dogs-vs-cats") is None  # no tree of its own

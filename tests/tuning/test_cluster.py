@@ -16,12 +16,14 @@ import pytest
 from kubernetes.client import ApiClient, Configuration
 from mlflow.tracking import MlflowClient
 
-from components.core import tracking
 from components.core.search_space import searched
+from components.tracking import run_log, store
+from components.tracking.tags import PARENT_TAG, TRIAL_TAG
 from components.training.config import TrainConfig
 from components.tuning.cluster import tune_on_cluster
 from components.tuning.config import TuneConfig
 from components.tuning.experiment import ExperimentTarget
+from components.tuning.runs import STOPPED_EARLY_TAG, TUNE_BEST_TAG
 from tests.support.katib_api import FakeKatibApi
 from tests.support.processes import HANG_SECONDS
 
@@ -72,26 +74,23 @@ def test_the_best_trials_model_comes_back_and_mlflow_shows_the_search(search):
     (created,) = api.created
     assert created["metadata"]["name"] == "tune-a"
     assert created["metadata"]["namespace"] == "team-a"
-    client = MlflowClient(tracking.tracking_uri())
-    runs = {tracking.run_tag(r, tracking.TRIAL_TAG): r for r in _children(client, best)}
+    client = MlflowClient(store.tracking_uri())
+    runs = {run_log.run_tag(r, TRIAL_TAG): r for r in _children(client, best)}
     assert set(runs) == set(TRIALS)
     assert runs["tune-a-1"] == best or runs["tune-a-2"] == best
     assert Path(recipe.output, "model.pt").is_file()
     assert Path(recipe.output, "mlflow_run_id").read_text() == best
     stopped = client.get_run(runs["tune-a-3"])
-    assert (
-        stopped.info.status == "KILLED" and stopped.data.tags[tracking.STOPPED_EARLY_TAG] == "true"
-    )
-    assert client.get_run(best).data.tags[tracking.TUNE_BEST_TAG] == "true"
-    parent = client.get_run(client.get_run(best).data.tags[tracking.PARENT_TAG])
+    assert stopped.info.status == "KILLED" and stopped.data.tags[STOPPED_EARLY_TAG] == "true"
+    assert client.get_run(best).data.tags[TUNE_BEST_TAG] == "true"
+    parent = client.get_run(client.get_run(best).data.tags[PARENT_TAG])
     assert parent.info.status == "FINISHED" and parent.data.tags["tune.best_run_id"] == best
     assert parent.data.params["tune_trials"] == "3"
     assert parent.data.tags["katib.optimal_trial"] == "tune-a-1"  # Katib's status, read
     for run in runs.values():  # per-epoch metrics, as the compare view plots them
         assert len(client.get_metric_history(run, "val_accuracy")) == 2
         assert (
-            client.get_run(run).data.params["lr"]
-            == TRIALS[tracking.run_tag(run, tracking.TRIAL_TAG)]["lr"]
+            client.get_run(run).data.params["lr"] == TRIALS[run_log.run_tag(run, TRIAL_TAG)]["lr"]
         )
     assert not (shared / "tune-a").exists()  # the staged arrays and trial outputs are removed
 
@@ -122,10 +121,8 @@ def search_with(api: FakeKatibApi, target: ExperimentTarget, recipe: TrainConfig
 
 def _children(client: MlflowClient, run_id: str) -> list[str]:
     run = client.get_run(run_id)
-    parent = run.data.tags[tracking.PARENT_TAG]
-    found = client.search_runs(
-        [run.info.experiment_id], f"tags.`{tracking.PARENT_TAG}` = '{parent}'"
-    )
+    parent = run.data.tags[PARENT_TAG]
+    found = client.search_runs([run.info.experiment_id], f"tags.`{PARENT_TAG}` = '{parent}'")
     return [r.info.run_id for r in found]
 
 

@@ -3,13 +3,14 @@
 import pytest
 from mlflow.tracking import MlflowClient
 
-from components.core import tracking
 from components.core.search_space import DOUBLE, Dimension
 from components.preprocessing.build import build_arrays
 from components.preprocessing.config import PreprocessConfig
+from components.tracking.tags import PARENT_TAG
 from components.training.config import TrainConfig
 from components.tuning import local
 from components.tuning.config import TuneConfig
+from components.tuning.runs import STOPPED_EARLY_TAG, TUNE_BEST_TAG, TUNE_PARENT_TAG
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
@@ -42,18 +43,18 @@ def test_a_hopeless_trial_is_stopped_early_and_the_search_is_recorded(
     assert [trial.stopped_early for trial in trials] == [False, False, True]
     hopeless = client.get_run(trials[2].run_id)
     assert hopeless.info.status == "KILLED"
-    assert hopeless.data.tags[tracking.STOPPED_EARLY_TAG] == "true"
+    assert hopeless.data.tags[STOPPED_EARLY_TAG] == "true"
     assert len(client.get_metric_history(trials[2].run_id, "val_accuracy")) == 4  # not 5
     assert best.run_id in {trials[0].run_id, trials[1].run_id}
-    assert client.get_run(best.run_id).data.tags[tracking.TUNE_BEST_TAG] == "true"
-    parent_id = hopeless.data.tags[tracking.PARENT_TAG]
+    assert client.get_run(best.run_id).data.tags[TUNE_BEST_TAG] == "true"
+    parent_id = hopeless.data.tags[PARENT_TAG]
     parent = client.get_run(parent_id)
     assert parent.info.status == "FINISHED"
-    assert parent.data.tags[tracking.TUNE_PARENT_TAG] == "true"
+    assert parent.data.tags[TUNE_PARENT_TAG] == "true"
     assert parent.data.metrics["trials_stopped_early"] == 1
     assert parent.data.params["tune_min_trials_required"] == "2"
     children = client.search_runs(
-        [parent.info.experiment_id], f"tags.`{tracking.PARENT_TAG}` = '{parent_id}'"
+        [parent.info.experiment_id], f"tags.`{PARENT_TAG}` = '{parent_id}'"
     )
     assert {run.info.run_id for run in children} == {trial.run_id for trial in trials}
     assert {run.data.params["lr"] for run in children} == {"0.004", "0.006", "1e-06"}

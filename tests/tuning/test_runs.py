@@ -8,18 +8,19 @@ import mlflow
 import pytest
 from mlflow.tracking import MlflowClient
 
-from components.core import tracking
 from components.core.search_space import SEARCH_SPACE
+from components.tracking import run_log, store
+from components.tracking.tags import PARENT_TAG
 from components.tuning import runs
 from components.tuning.config import TuneConfig
 from components.tuning.grid import BEST_TAG
-from components.tuning.runs import GRID_FILE, finish_sweep, start_sweep
+from components.tuning.runs import GRID_FILE, TUNE_BEST_TAG, finish_sweep, start_sweep
 
 
 def child(parent: str, accuracies: list[float]) -> str:
     """A trial's run as the train step leaves it: nested, with its per-epoch accuracy."""
-    run_id = tracking.create_run("dogs-vs-cats", "trial", {tracking.PARENT_TAG: parent})
-    client = MlflowClient(tracking.tracking_uri())
+    run_id = run_log.create_run("dogs-vs-cats", "trial", {PARENT_TAG: parent})
+    client = MlflowClient(store.tracking_uri())
     for epoch, accuracy in enumerate(accuracies, 1):
         client.log_metric(run_id, "val_accuracy", accuracy, step=epoch)
     return run_id
@@ -33,9 +34,9 @@ def test_the_best_is_the_finished_trial_with_the_best_last_epoch(mlflow_store):
     trials = [runs.Trial("a", peaked, False), runs.Trial("b", steady, False),
               runs.Trial("c", stopped, True)]  # fmt: skip
     assert runs.finish_search(parent, trials).run_id == steady
-    client = MlflowClient(tracking.tracking_uri())
+    client = MlflowClient(store.tracking_uri())
     assert client.get_run(stopped).info.status == "KILLED"
-    assert client.get_run(steady).data.tags[tracking.TUNE_BEST_TAG] == "true"
+    assert client.get_run(steady).data.tags[TUNE_BEST_TAG] == "true"
     ended = client.get_run(parent)
     assert ended.info.status == "FINISHED"
     assert ended.data.metrics == {"best_val_accuracy": 0.75, "trials_finished": 2.0,

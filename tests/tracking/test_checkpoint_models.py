@@ -1,21 +1,23 @@
-"""Checkpoints as MLflow 3 logged models (``tracking.log_epoch``), in a SQLite store."""
+"""Checkpoints as MLflow 3 logged models (``checkpoint_models.log_epoch``), in a SQLite store."""
 
 from __future__ import annotations
 
 from mlflow.tracking import MlflowClient
 
-from components.core import tracking
 from components.core.identity import sha256_of_bytes
+from components.tracking import checkpoint_models, run_log
 
 
 def test_a_run_keeps_its_two_newest_checkpoints_and_its_best(mlflow_store, tmp_path):
     checkpoint = tmp_path / "checkpoint.pt"
-    with tracking.start_run("checkpoints") as run_id:
+    with run_log.start_run("checkpoints") as run_id:
         for epoch, accuracy in enumerate([0.9, 0.5, 0.6, 0.7, 0.6], start=1):
             state = b"state after epoch %d" % epoch
             checkpoint.write_bytes(state)
-            model_id = tracking.log_epoch({"val_accuracy": accuracy}, epoch, sha256_of_bytes(state))
-            tracking.log_checkpoint(model_id, checkpoint, epoch)
+            model_id = checkpoint_models.log_epoch(
+                {"val_accuracy": accuracy}, epoch, sha256_of_bytes(state)
+            )
+            checkpoint_models.log_checkpoint(model_id, checkpoint, epoch)
     client = MlflowClient(mlflow_store)
     experiment = client.get_run(run_id).info.experiment_id
     kept = client.search_logged_models(
@@ -28,7 +30,7 @@ def test_a_run_keeps_its_two_newest_checkpoints_and_its_best(mlflow_store, tmp_p
     stored = (tmp_path / "mlartifacts").rglob("checkpoint.pt")  # beside the database
     files = sorted(path.parent.parent.name for path in stored)
     assert files == sorted(m.model_id for m in kept)
-    fetched = tracking.download_checkpoint(run_id, tmp_path / "fetched")
+    fetched = checkpoint_models.download_checkpoint(run_id, tmp_path / "fetched")
     assert fetched is not None and fetched.read_bytes() == b"state after epoch 5"
     # the run's own history keeps every epoch, pruned checkpoints' included
     history = client.get_metric_history(run_id, "val_accuracy")
@@ -45,33 +47,35 @@ def test_an_epoch_whose_checkpoint_was_never_written_is_not_resumed_from(mlflow_
     """Stopped between the epoch's metrics and its checkpoint: the run's record of the
     epoch stays, and the resume takes the checkpoint before it."""
     checkpoint = tmp_path / "checkpoint.pt"
-    with tracking.start_run("checkpoints") as run_id:
+    with run_log.start_run("checkpoints") as run_id:
         checkpoint.write_bytes(b"state after epoch 1")
-        first = tracking.log_epoch(
+        first = checkpoint_models.log_epoch(
             {"val_accuracy": 0.6}, 1, sha256_of_bytes(b"state after epoch 1")
         )
-        tracking.log_checkpoint(first, checkpoint, 1)
-        tracking.log_epoch({"val_accuracy": 0.7}, 2, "2" * 64)  # the pod lost here
-    fetched = tracking.download_checkpoint(run_id, tmp_path / "fetched")
+        checkpoint_models.log_checkpoint(first, checkpoint, 1)
+        checkpoint_models.log_epoch({"val_accuracy": 0.7}, 2, "2" * 64)  # the pod lost here
+    fetched = checkpoint_models.download_checkpoint(run_id, tmp_path / "fetched")
     assert fetched is not None and fetched.read_bytes() == b"state after epoch 1"
     # each checkpoint's digest is on record: the one written, the one never written
-    assert tracking.checkpoint_recorded(run_id, 1, sha256_of_bytes(b"state after epoch 1"))
-    assert tracking.checkpoint_recorded(run_id, 2, "2" * 64)
-    assert not tracking.checkpoint_recorded(run_id, 2, sha256_of_bytes(b"state after epoch 1"))
+    assert checkpoint_models.checkpoint_recorded(run_id, 1, sha256_of_bytes(b"state after epoch 1"))
+    assert checkpoint_models.checkpoint_recorded(run_id, 2, "2" * 64)
+    assert not checkpoint_models.checkpoint_recorded(
+        run_id, 2, sha256_of_bytes(b"state after epoch 1")
+    )
 
 
 def test_a_checkpoint_whose_epoch_tag_is_forged_is_passed_over(mlflow_store, tmp_path):
     """A checkpoint model tagged epoch='abc' (by hand, in the store) is no checkpoint."""
     checkpoint = tmp_path / "checkpoint.pt"
     checkpoint.write_bytes(b"state after epoch 1")
-    with tracking.start_run("checkpoints") as run_id:
-        model_id = tracking.log_epoch({"val_accuracy": 0.6}, 1, sha256_of_bytes(b"x"))
-        tracking.log_checkpoint(model_id, checkpoint, 1)
+    with run_log.start_run("checkpoints") as run_id:
+        model_id = checkpoint_models.log_epoch({"val_accuracy": 0.6}, 1, sha256_of_bytes(b"x"))
+        checkpoint_models.log_checkpoint(model_id, checkpoint, 1)
     MlflowClient(mlflow_store).set_logged_model_tags(model_id, {"epoch": "abc"})
-    assert tracking.download_checkpoint(run_id, tmp_path / "fetched") is None
+    assert checkpoint_models.download_checkpoint(run_id, tmp_path / "fetched") is None
 
 
 def test_a_run_without_checkpoints_has_none_to_resume(mlflow_store, tmp_path):
-    with tracking.start_run("checkpoints") as run_id:
+    with run_log.start_run("checkpoints") as run_id:
         pass
-    assert tracking.download_checkpoint(run_id, tmp_path / "fetched") is None
+    assert checkpoint_models.download_checkpoint(run_id, tmp_path / "fetched") is None

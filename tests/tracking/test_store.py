@@ -1,5 +1,6 @@
-"""MLflow as the cluster uses it: a real tracking server process over HTTP on PostgreSQL,
-artifacts proxied into SeaweedFS (the store Kubeflow Pipelines installs)."""
+"""The tracking store: MLflow as the cluster uses it (a real tracking server process over
+HTTP on PostgreSQL, artifacts proxied into SeaweedFS, the store Kubeflow Pipelines
+installs), and the SQLite store a laptop uses."""
 
 from __future__ import annotations
 
@@ -21,9 +22,9 @@ import requests
 import torch
 from mlflow.tracking import MlflowClient
 
-from components.core import tracking
 from components.evaluation.config import EvaluateConfig
 from components.evaluation.report import evaluate
+from components.tracking.store import TrackingUnavailableError
 from components.training import session
 from components.training.config import TrainConfig
 from tests.conftest import REPO
@@ -129,7 +130,7 @@ def test_in_cluster_host_name_is_allowed_and_a_foreign_one_refused(server):
 
 def test_unreachable_server_fails_fast_before_training(small_arrays, tmp_path, monkeypatch):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{free_port()}")
-    with pytest.raises(tracking.TrackingUnavailableError, match="is unreachable"):  # not
+    with pytest.raises(TrackingUnavailableError, match="is unreachable"):  # not
         session.train(TrainConfig(data=str(small_arrays), output=str(tmp_path / "m")))  # retried
     assert not (tmp_path / "m").exists()
 
@@ -387,7 +388,7 @@ def test_commands_started_at_once_on_a_fresh_store_all_work(tmp_path, monkeypatc
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     code = (
         "import sys\nfrom components.core import tracking\n"
-        "with tracking.start_run(f'race-{sys.argv[1]}') as run_id:\n    pass\n"
+        "with run_log.start_run(f'race-{sys.argv[1]}') as run_id:\n    pass\n"
     )
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     (tmp_path / store).parent.mkdir(exist_ok=True)
@@ -414,54 +415,13 @@ def test_commands_started_at_once_on_a_fresh_store_all_work(tmp_path, monkeypatc
 def test_mlflows_progress_bars_show_on_a_terminal_only():
     """Redirected, a step's output holds no tqdm bar of MLflow's artifact transfers."""
     switch = "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"
-    code = f"import os, components.core.tracking; print(os.environ['{switch}'])"
+    code = (
+        "from components.tracking.store import tracking_uri; import os; tracking_uri(); "
+        f"print(os.environ['{switch}'])"
+    )
     env = {k: v for k, v in os.environ.items() if k != switch}
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO,
         timeout=HANG_SECONDS,
     )  # fmt: skip
     assert done.stdout.strip() == "false", done.stderr[-2000:]
-
-
-def test_only_the_run_kfp_made_for_this_task_is_taken_from_the_environment(
-    mlflow_store, monkeypatch
-):
-    """KFP's driver makes a RUNNING run nested under the pipeline run's parent (a loop's
-    iterations one level deeper), and on a retry reopens it; a run of this task's KFP run
-    left FAILED is its own earlier attempt. Anything else named in ``MLFLOW_RUN_ID`` is
-    refused before it is written to."""
-    client = MlflowClient(mlflow_store)
-    experiment = client.create_experiment("kfp-runs")
-    pipeline_run = client.create_run(experiment, tags={tracking.KFP_PIPELINE_RUN_TAG: "k-1"})
-    loop = client.create_run(experiment, tags={tracking.PARENT_TAG: pipeline_run.info.run_id})
-
-    def task_run(parent: str, status: str, **tags: str) -> str:
-        run = client.create_run(experiment, tags={tracking.PARENT_TAG: parent, **tags})
-        if status != "RUNNING":
-            client.set_terminated(run.info.run_id, status)
-        return run.info.run_id
-
-    own = {tracking.KFP_RUN_ID_TAG: "k-1"}
-    monkeypatch.setenv("MLFLOW_EXPERIMENT_ID", experiment)
-    taken = [
-        task_run(pipeline_run.info.run_id, "RUNNING"),
-        task_run(loop.info.run_id, "RUNNING"),  # a ParallelFor iteration's task
-        task_run(pipeline_run.info.run_id, "FAILED", **own),  # its own earlier attempt
-    ]
-    for run_id in taken:
-        tracking.check_kfp_task_run(run_id, own)
-    refused = {
-        task_run(pipeline_run.info.run_id, "FINISHED", **own): "found a FINISHED run",
-        task_run(pipeline_run.info.run_id, "FAILED"): "found a FAILED run",
-        client.create_run(experiment).info.run_id: "not nested under a KFP pipeline run",
-    }
-    for run_id, said in refused.items():
-        with pytest.raises(ValueError, match=f"refusing MLFLOW_RUN_ID='{run_id}': .*{said}"):
-            tracking.check_kfp_task_run(run_id, own)
-    elsewhere = client.create_experiment("elsewhere")
-    monkeypatch.setenv("MLFLOW_EXPERIMENT_ID", elsewhere)
-    with pytest.raises(ValueError, match=f"experiment {experiment}, not MLFLOW_EXPERIMENT_ID="):
-        tracking.check_kfp_task_run(taken[0], own)
-    monkeypatch.delenv("MLFLOW_EXPERIMENT_ID")
-    with pytest.raises(ValueError, match="found no MLFLOW_EXPERIMENT_ID"):
-        tracking.check_kfp_task_run(taken[0], own)

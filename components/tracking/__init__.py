@@ -1,0 +1,1 @@
+"""MLflow tracking: the only package that imports mlflow, a module a job."""

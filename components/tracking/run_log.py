@@ -1,0 +1,243 @@
+"""A step's MLflow run: started or re-attached, its params, metrics, tags and inputs, read back.
+
+Runs line up column for column in the MLflow UI because every step logs through these few
+functions, under the same names every time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import mlflow
+import numpy as np
+from mlflow.data.dataset_source_registry import resolve_dataset_source
+from mlflow.data.meta_dataset import MetaDataset
+from mlflow.data.numpy_dataset import NumpyDataset, from_numpy
+from mlflow.exceptions import MlflowException
+from mlflow.tracking import MlflowClient
+
+from components.tracking.kfp_tracking import check_kfp_task_run, experiment_id, kfp_task
+from components.tracking.store import logs_system_metrics, tracking_uri
+
+if TYPE_CHECKING:  # matplotlib loads where a figure is logged
+    from matplotlib.figure import Figure
+
+log = logging.getLogger(__name__)
+
+
+@contextlib.contextmanager
+def start_run(
+    experiment: str,
+    *,
+    run_id: str | None = None,
+    run_name: str | None = None,
+    tags: dict[str, str] | None = None,
+) -> Iterator[str]:
+    """Create or re-attach to a run; yield its id. ``$MLFLOW_RUN_ID`` is honoured.
+
+    A run re-attached by ``run_id`` takes ``run_name``: resumed to more epochs, its name
+    says so. A run injected through ``$MLFLOW_RUN_ID`` (KFP's task run) keeps the name
+    its creator gave it: KFP finds a retried task's run by it.
+
+    On an exception the run ends FAILED, so a resumed attempt can pick it up again.
+    """
+    uri = tracking_uri()
+    mlflow.set_tracking_uri(uri)
+    injected = os.environ.get("MLFLOW_RUN_ID") or None
+    run_id = run_id or injected  # given here, MLflow leaves the variable for the children
+    if run_id and run_id == injected:
+        check_kfp_task_run(injected, tags or {})  # before anything is written into it
+    if run_id:  # an existing run: its own experiment is the active one
+        active = MlflowClient(uri).get_run(run_id).info.experiment_id
+        mlflow.set_experiment(experiment_id=active)
+    else:
+        active = experiment_id(experiment)
+    renamed = run_id is not None and run_id != injected and run_name is not None
+    with mlflow.start_run(
+        run_id=run_id,
+        experiment_id=active,
+        run_name=None if run_id else run_name,
+        log_system_metrics=logs_system_metrics(),
+    ) as run:
+        if renamed and run.info.run_name != run_name:
+            # resumed to a longer recipe: the runs table shows what the run now trains
+            mlflow.set_tag("mlflow.runName", run_name)
+        if tags:
+            mlflow.set_tags(tags)
+        log.info("MLflow run %s in experiment %s at %s", run.info.run_id, active, uri)
+        yield run.info.run_id
+
+
+def log_params_into(run_id: str, params: dict[str, object]) -> None:
+    """Log ``params`` into a run that is not this process's active run."""
+    client = MlflowClient(tracking_uri())
+    for key, value in params.items():
+        client.log_param(run_id, key, value)
+
+
+def log_json_into(run_id: str, payload: dict[str, Any], name: str) -> None:
+    """Log ``payload`` as the JSON artifact ``name`` of a run that is not this process's."""
+    MlflowClient(tracking_uri()).log_dict(run_id, payload, name)
+
+
+def log_params(params: dict[str, object]) -> None:
+    mlflow.log_params({key: str(value) for key, value in params.items()})
+
+
+def log_artifact(path: Path, artifact_path: str | None = None) -> None:
+    mlflow.log_artifact(str(path), artifact_path)
+
+
+def log_figure(figure: Figure, artifact_file: str) -> None:
+    mlflow.log_figure(figure, artifact_file)
+
+
+def log_metric(key: str, value: float) -> None:
+    mlflow.log_metric(key, value)
+
+
+def find_run_by_tags(experiment: str, tags: dict[str, str]) -> str | None:
+    """The newest run of ``experiment`` (KFP's, under its MLflow tracking) carrying every
+    one of ``tags``, or None."""
+    mlflow.set_tracking_uri(tracking_uri())
+    task = kfp_task()
+    found = mlflow.search_runs(
+        experiment_ids=[task.experiment_id] if task else None,
+        experiment_names=None if task else [experiment],
+        filter_string=" AND ".join(f"tags.`{key}` = '{value}'" for key, value in tags.items()),
+        order_by=["start_time DESC"],
+        max_results=1,
+        output_format="list",
+    )
+    return found[0].info.run_id if found else None
+
+
+def log_source_input(source: dict[str, Any]) -> None:
+    """Log the archive the photos came from (the download step's record: its URI, sha256
+    and size) as an input of the active run, in context ``source``."""
+    with warnings.catch_warnings():  # MLflow warns that a local path reads two ways
+        warnings.simplefilter("ignore", UserWarning)
+        origin = resolve_dataset_source(str(source["source"]))
+    digest = str(source.get("sha256") or "unknown")[:8]
+    # MLflow documents MetaDataset to be made so; its stubs leave `profile` abstract
+    dataset = MetaDataset(origin, name="petimages-archive", digest=digest)  # type: ignore[abstract]
+    mlflow.log_input(dataset, context="source", tags={"bytes": str(source.get("bytes"))})
+
+
+def log_split_input(
+    split: str, context: str, images: np.ndarray, labels: np.ndarray
+) -> NumpyDataset:
+    """Log one split of the ``.npy`` data as an input of the active run (an MLflow dataset
+    named ``SPLIT-split``, with its digest and shape, in ``context``); the dataset."""
+    dataset = from_numpy(images, targets=labels, name=f"{split}-split")
+    mlflow.log_input(dataset, context=context)
+    return dataset
+
+
+def log_evaluation(
+    split: str,
+    metrics: dict[str, float],
+    model_id: str,
+    images: np.ndarray,
+    labels: np.ndarray,
+    prefix: str | None = None,
+) -> None:
+    """Log an evaluation's metrics into the active run, named ``prefix`` (the split's
+    name by default) ``_accuracy`` and so on, linked to the logged model they were
+    measured on and to the split's data (an MLflow dataset with its digest)."""
+    dataset = log_split_input(split, split, images, labels)
+    mlflow.log_metrics(
+        {f"{prefix or split}_{key}": value for key, value in metrics.items()},
+        model_id=model_id,
+        dataset=dataset,
+    )
+
+
+def load_run_json(run_id: str, path: str) -> dict[str, Any] | None:
+    """The run's JSON artifact at ``path``, or None where it has none."""
+    client = MlflowClient(tracking_uri())
+    folder, _, name = path.rpartition("/")
+    if name not in {Path(a.path).name for a in client.list_artifacts(run_id, folder or None)}:
+        return None
+    mlflow.set_tracking_uri(tracking_uri())
+    return mlflow.artifacts.load_dict(f"runs:/{run_id}/{path}")
+
+
+def run_params(run_id: str) -> dict[str, str]:
+    return dict(MlflowClient(tracking_uri()).get_run(run_id).data.params)
+
+
+def input_digests(run_id: str) -> dict[str, str]:
+    """The digest of each dataset the run logged as an input, by the dataset's name."""
+    inputs = MlflowClient(tracking_uri()).get_run(run_id).inputs
+    return {d.dataset.name: d.dataset.digest for d in (inputs.dataset_inputs if inputs else [])}
+
+
+def create_run(experiment: str, run_name: str, tags: dict[str, str]) -> str:
+    """A new run, left open for others to fill and end (a sweep's parent); its id."""
+    mlflow.set_tracking_uri(tracking_uri())
+    client = MlflowClient(tracking_uri())
+    run = client.create_run(experiment_id(experiment), run_name=run_name, tags=tags)
+    return str(run.info.run_id)
+
+
+def finish_run(
+    run_id: str, metrics: dict[str, float], tags: dict[str, str], status: str | None = "FINISHED"
+) -> None:
+    """Log ``metrics`` and ``tags`` into a run and end it with ``status`` (or KILLED,
+    FAILED); ``None`` leaves it to its owner (KFP ends the runs it made)."""
+    client = MlflowClient(tracking_uri())
+    for key, value in metrics.items():
+        client.log_metric(run_id, key, value)
+    for key, text in tags.items():
+        client.set_tag(run_id, key, text)
+    if status:
+        client.set_terminated(run_id, status)
+
+
+def run_metrics(run_id: str) -> dict[str, float]:
+    """The run's metrics, each at its latest step."""
+    return dict(MlflowClient(tracking_uri()).get_run(run_id).data.metrics)
+
+
+def best_run(run_ids: list[str], metric: str) -> tuple[str, float]:
+    """The run with the highest latest ``metric``, and that value; ties: the larger id,
+    a stable choice."""
+    scores = {run_id: run_metrics(run_id)[metric] for run_id in run_ids}
+    best = max(run_ids, key=lambda run_id: (scores[run_id], run_id))
+    return best, scores[best]
+
+
+def experiment_of(run_id: str) -> str:
+    """The id of the run's experiment."""
+    return MlflowClient(tracking_uri()).get_run(run_id).info.experiment_id
+
+
+def run_identity(run_id: str) -> tuple[str, dict[str, str], dict[str, str]] | None:
+    """The run's experiment name, tags and params; None when the store has no such run."""
+    client = MlflowClient(tracking_uri())
+    try:
+        run = client.get_run(run_id)
+    except MlflowException as err:
+        if err.error_code == "RESOURCE_DOES_NOT_EXIST":
+            return None
+        raise
+    experiment = client.get_experiment(run.info.experiment_id).name
+    return experiment, dict(run.data.tags), dict(run.data.params)
+
+
+def run_tag(run_id: str, key: str) -> str | None:
+    """The value of the run's tag ``key``, or None."""
+    return MlflowClient(tracking_uri()).get_run(run_id).data.tags.get(key)
+
+
+def set_run_tags(run_id: str, tags: dict[str, str]) -> None:
+    client = MlflowClient(tracking_uri())
+    for key, value in tags.items():
+        client.set_tag(run_id, key, value)

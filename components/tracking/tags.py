@@ -1,0 +1,20 @@
+"""The tags this project's MLflow runs and logged models carry, each with what it says."""
+
+# KFP's
+KFP_RUN_ID_TAG = "kfp.run_id"  # the KFP run a step's run belongs to
+KFP_PIPELINE_TAG = "kfp.pipeline_name"
+KFP_PIPELINE_RUN_TAG = "kfp.pipeline_run_id"  # KFP's own tag on its parent run
+PARENT_TAG = "mlflow.parentRunId"  # MLflow's own: the UI nests a child under its parent
+
+# a training run's
+OUTPUT_TAG = "training.output"  # the folder a run's training writes; resume checks it
+STORE_TAG = "training.checkpoint_uri"  # its durable checkpoint store, where it has one
+# a resumed run trained to more epochs than its `epochs` param (params cannot change)
+EPOCHS_TAG = "training.epochs"
+DIVERGED_TAG = "training.diverged"  # why the run stopped at a non-finite loss
+COMBINATION_TAG = "sweep.combination"  # the recipe settings a sweep's child run varies
+SWEEP_PARENT_TAG = "sweep.parent"  # "true" on a sweep's parent run
+TRIAL_TAG = "tune.trial"  # the search trial a run is: a Katib trial's name, an Optuna number
+
+# a logged model's
+IDENTITY_TAG = "sha256."  # sha256.FILE: the digest of each of its files
