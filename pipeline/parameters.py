@@ -1,8 +1,8 @@
 """The pipeline's parameters: the step schemas' pipeline fields, by name.
 
 No kfp import here: ``name=value`` pairs are checked against these before anything heavy
-loads, and ``tests/pipeline/test_pipeline.py`` holds the pipeline functions, whose
-parameters are written out, to them.
+loads; ``pipeline.pipeline`` builds each pipeline function's signature and docstring from
+them.
 """
 
 from typing import Any

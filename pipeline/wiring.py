@@ -1,8 +1,9 @@
 """The pipelines' wiring: which task runs after which, with what inputs, on which image,
 with which resources, secrets, retries and GPUs. The pipeline functions in
-``pipeline.pipeline`` hand it their settings by name (``Settings``).
+``pipeline.pipeline`` hand it their values, which ``Settings`` sorts by step schema.
 """
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -10,8 +11,16 @@ from kfp import dsl, kubernetes
 
 from components.cluster.placement import GPU, MLFLOW_KEYS, S3_KEYS
 from components.cluster.quantities import twice_cpu, twice_memory
-from pipeline import ops
-from pipeline.target import ClusterTarget
+from components.core.schema import pick
+from components.deploying.config import DeployConfig
+from components.downloading.config import DownloadConfig
+from components.evaluation.config import EvaluateConfig
+from components.preprocessing.config import PreprocessConfig
+from components.registration.config import RegisterConfig
+from components.training.config import TrainConfig
+from components.tuning.config import TuneConfig
+from pipeline import ops, train_ops
+from pipeline.target import ClusterTarget, PipelineOnly
 
 PIPELINE_NAME = "dogs-vs-cats"
 S3_ENV = {key: key for key in S3_KEYS}
@@ -65,12 +74,30 @@ class Settings:
     checkpoint_root: Any
     deploy: Any
 
+    @classmethod
+    def of(cls, values: Mapping[str, Any]) -> "Settings":
+        """A pipeline function's values (``{name: channel}``), each step's by its schema."""
+        return cls(
+            download=pick(DownloadConfig, values),
+            preprocess=pick(PreprocessConfig, values),
+            train=pick(TrainConfig, values),
+            evaluate=pick(EvaluateConfig, values),
+            register=pick(RegisterConfig, values),
+            serving=pick(DeployConfig, values),
+            **pick(PipelineOnly, values),
+        )
+
+    @staticmethod
+    def search_of(values: Mapping[str, Any]) -> dict[str, Any]:
+        """The search's settings among a search pipeline function's values."""
+        return pick(TuneConfig, values)
+
 
 def wire(s: Settings, target: ClusterTarget) -> PipelineOutputs:
     arrays = _data_tasks(s, target, _preflight_task(s, target))
     training = _training_inputs(s, arrays)
     if target.nodes > 1:  # compiled for several nodes: a Kubeflow Trainer TrainJob trains
-        train = ops.trainjob_op(
+        train = train_ops.trainjob_op(
             nodes=target.nodes,
             gpus=s.gpus,
             gpu_image=target.gpu_image,
@@ -81,7 +108,7 @@ def wire(s: Settings, target: ClusterTarget) -> PipelineOutputs:
         )
         _launcher_task(train, target, cpu="1", memory="4Gi")
     else:
-        train = ops.train_op(gpus=s.gpus, **training)
+        train = train_ops.train_op(gpus=s.gpus, **training)
         _gpu_task(train, target, s.gpus)
     evaluate, register, deploy = _after_training(s, arrays, train, target)
     return PipelineOutputs(
@@ -107,7 +134,7 @@ def wire_sweep(s: Settings, grid: Any, target: ClusterTarget) -> SweepOutputs:
     with dsl.ParallelFor(grid, parallelism=target.sweep_parallelism) as combination:
         # the child finds its parent run by the KFP run they share: kfp.local hands a
         # ParallelFor body the loop item in place of an outer task's output parameter
-        train = ops.train_op(
+        train = train_ops.train_op(
             gpus=s.gpus, combination=combination, **_training_inputs(s, arrays)
         ).after(parent)
         _gpu_task(train, target, s.gpus)
@@ -138,7 +165,7 @@ def wire_tune(s: Settings, search: dict[str, Any], target: ClusterTarget) -> Tun
     arrays = _data_tasks(s, target, _preflight_task(s, target))
     training = _training_inputs(s, arrays)
     del training["checkpoint_root"]  # each trial checkpoints into its own MLflow run
-    tune = ops.tune_op(
+    tune = train_ops.tune_op(
         gpu_image=target.gpu_image,
         shared_pvc=target.shared_pvc,
         placement=target.training.to_json(),

@@ -7,11 +7,9 @@ artifacts on local paths); ``tests/pipeline/test_local.py`` runs them on kfp.loc
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
 
 import pytest
 from kfp.dsl import Artifact, ClassificationMetrics, Dataset, Markdown, Metrics, Model
-from kfp.pipeline_spec.pipeline_spec_pb2 import ParameterType
 from mlflow.tracking import MlflowClient
 
 from components.core import schema
@@ -21,30 +19,16 @@ from components.downloading.config import DownloadConfig
 from components.evaluation.config import EvaluateConfig
 from components.preprocessing.config import PreprocessConfig
 from components.registration.config import RegisterConfig
-from components.training.config import TrainConfig
-from pipeline import ops
+from pipeline import ops, train_ops
+from tests.support.kfp_components import KFP_TYPES, parameter_inputs, train_inputs
 
-KFP_TYPES = {
-    int: ParameterType.NUMBER_INTEGER,
-    float: ParameterType.NUMBER_DOUBLE,
-    str: ParameterType.STRING,
-    bool: ParameterType.BOOLEAN,
-}
 STEP_OPS = [
     (ops.download_op, DownloadConfig),
     (ops.preprocess_op, PreprocessConfig),
-    (ops.train_op, TrainConfig),
-    (ops.trainjob_op, TrainConfig),
     (ops.evaluate_op, EvaluateConfig),
     (ops.register_op, RegisterConfig),
     (ops.deploy_op, DeployConfig),
 ]
-
-
-def parameter_inputs(op) -> dict[str, str]:
-    """The component's parameter inputs by name, each with its KFP type."""
-    inputs = op.pipeline_spec.root.input_definitions.parameters
-    return {name: spec.parameter_type for name, spec in inputs.items()}
 
 
 @pytest.mark.parametrize(("op", "step"), STEP_OPS, ids=lambda x: getattr(x, "name", ""))
@@ -93,16 +77,11 @@ def test_download_and_preprocess_bodies_write_their_artifacts(sample_zip, tmp_pa
     assert arrays.metadata["kept"] == meta["kept"]
 
 
-def train_inputs(**changes) -> dict:
-    values = schema.pick(TrainConfig, asdict(TrainConfig(data="-", output="-", epochs=1)))
-    return {**values, **changes}
-
-
 def test_train_evaluate_and_register_bodies_hand_the_run_on(small_arrays, tmp_path, mlflow_store):
     arrays = Dataset(name="arrays", uri=str(small_arrays), metadata={})
     trained = Model(name="trained_model", uri=str(tmp_path / "model"), metadata={})
     experiment = 'team\\test "quoted" ü'
-    run_id = ops.train_op.python_func(
+    run_id = train_ops.train_op.python_func(
         arrays=arrays,
         trained_model=trained,
         gpus=1,
@@ -176,7 +155,7 @@ def test_sweep_bodies_open_the_parent_train_each_combination_and_mark_the_best(
     )
     arrays = Dataset(name="arrays", uri=str(small_arrays), metadata={})
     children = [
-        ops.train_op.python_func(
+        train_ops.train_op.python_func(
             arrays=arrays,
             trained_model=Model(name="m", uri=str(tmp_path / str(index)), metadata={}),
             gpus=1,

@@ -1,11 +1,14 @@
 """The pipeline's parameters: the step schemas' pipeline fields, one type and default each,
 and the very parameters of each built pipeline function."""
 
+import ast
 import inspect
+import typing
 
 import pytest
 
-from components.core.schema import PIPELINE_ROLES, fields_of
+from components.core.schema import PIPELINE_ROLES, RECIPE, fields_of
+from components.training.config import TrainConfig
 from pipeline.parameters import (
     DESCRIPTIONS,
     PARAMETERS,
@@ -15,6 +18,7 @@ from pipeline.parameters import (
 )
 from pipeline.pipeline import build_pipeline
 from pipeline.target import PipelineOnly
+from tests.conftest import REPO
 
 
 def test_every_pipeline_field_of_every_step_is_a_parameter():
@@ -40,3 +44,28 @@ def test_each_parameters_docstring_says_what_its_schema_says(variant):
     inputs = build_pipeline(**variant).component_spec.inputs
     for name in parameters_of(**variant):
         assert " ".join(inputs[name].description.split()) == DESCRIPTIONS[name], name
+
+
+def writings(name: str, kind: type) -> list[str]:
+    """Where ``pipeline/`` writes setting ``name``: a parameter of its type, a hand-over
+    by name (``name=name``), a string key; each as ``file:line``."""
+    found = []
+    for path in sorted((REPO / "pipeline").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            annotation = getattr(node, "annotation", None)
+            if (
+                (isinstance(node, ast.arg) and node.arg == name
+                 and isinstance(annotation, ast.Name) and annotation.id == kind.__name__)
+                or (isinstance(node, ast.keyword) and node.arg == name
+                    and isinstance(node.value, ast.Name) and node.value.id == name)
+                or (isinstance(node, ast.Constant) and node.value == name)
+            ):  # fmt: skip
+                found.append(f"{path.name}:{node.lineno}")
+    return found
+
+
+@pytest.mark.parametrize("field", fields_of(TrainConfig, RECIPE), ids=lambda f: f.name)
+def test_a_recipe_setting_is_written_at_most_three_times_in_the_pipeline_layer(field):
+    kind = typing.get_type_hints(TrainConfig)[field.name]
+    found = writings(field.name, kind)
+    assert 1 <= len(found) <= 3, f"{field.name} is written at {found}"
