@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> None:
     setup_logging()
     # the Kubernetes client loads only to deploy: --help answers at once
     from components.cluster.kube import api_client
-    from components.deploying.rollout import deploy
+    from components.deploying.release import deploy
 
     with one_line_errors():
         print(deploy(cfg, api_client()))

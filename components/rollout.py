@@ -35,9 +35,9 @@ def main(argv: list[str] | None = None) -> None:
     setup_logging()
     # the Kubernetes client loads only to act: --help answers at once
     from components.cluster.kube import api_client
-    from components.deploying import rollout
+    from components.deploying import release
 
-    end = rollout.promote if args.action == PROMOTE else rollout.rollback
+    end = release.promote if args.action == PROMOTE else release.rollback
     with one_line_errors():
         print(end(cfg, api_client()))
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from kubernetes import client as k8s
 
 from components.deploying.config import DeployConfig
-from components.deploying.rollout import deploy
+from components.deploying.release import deploy
 from components.tracking import run_log
 
 SERVING_TAG = "serving.url"  # on the training run: where its model answers

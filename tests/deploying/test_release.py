@@ -12,7 +12,7 @@ import pytest
 from kubernetes import client as k8s
 
 from components.cluster import kube
-from components.deploying import inference_service, rollout
+from components.deploying import inference_service, release
 from components.deploying.config import DeployConfig, RolloutConfig
 from tests.support import crds
 from tests.support.kube_api import FakeKServeApi
@@ -53,7 +53,7 @@ def earlier(cfg: DeployConfig) -> dict:
 def test_standard_mode_waits_for_the_deployment_to_roll_out_then_returns_the_url():
     with FakeKServeApi() as api:
         api.rollout_polls = 3
-        url = rollout.deploy(CFG, client(api.url))
+        url = release.deploy(CFG, client(api.url))
         ((kind, body),) = api.writes
         stored = api.services[KEY]
     assert url == "http://dogs-vs-cats.team-a.example.com"
@@ -66,7 +66,7 @@ def test_standard_mode_waits_for_the_deployment_to_roll_out_then_returns_the_url
 def test_standard_mode_replaces_a_serving_version_with_all_the_traffic():
     with FakeKServeApi() as api:
         api.serving("team-a", earlier(CFG))
-        rollout.deploy(CFG, client(api.url))
+        release.deploy(CFG, client(api.url))
         ((kind, body),) = api.writes
     assert kind == "patch" and "canaryTrafficPercent" not in body["spec"]["predictor"]
     assert served_version(body) == "--model=models:/dogs-vs-cats/2"
@@ -75,7 +75,7 @@ def test_standard_mode_replaces_a_serving_version_with_all_the_traffic():
 def test_knative_mode_brings_a_new_version_in_as_a_canary():
     with FakeKServeApi() as api:
         api.serving("team-a", earlier(KNATIVE))
-        url = rollout.deploy(KNATIVE, client(api.url))
+        url = release.deploy(KNATIVE, client(api.url))
         ((kind, body),) = api.writes
         stored = {k: v for k, v in api.services[KEY].items() if k != "status"}
     assert kind == "patch" and url.startswith("http://dogs-vs-cats.team-a")
@@ -93,7 +93,7 @@ def test_standard_mode_canary_is_created_made_ready_promoted_and_rolled_back():
     standard = dataclasses.replace(CFG, canary_percent=10)
     with FakeKServeApi() as api:
         api.serving("team-a", earlier(standard))
-        url = rollout.deploy(standard, client(api.url))
+        url = release.deploy(standard, client(api.url))
         assert url.startswith("http://dogs-vs-cats.team-a")
         stored = api.services[KEY]
         (entry,) = stored["spec"]["canary"]
@@ -106,7 +106,7 @@ def test_standard_mode_canary_is_created_made_ready_promoted_and_rolled_back():
         assert crds.errors(spec) == []  # as the strict schema of KServe 0.20 takes it
         read_before = api.deployment_reads
 
-        url = rollout.promote(ROLLOUT, client(api.url))
+        url = release.promote(ROLLOUT, client(api.url))
         stored = api.services[KEY]
         assert "canary" not in stored["spec"] and stored["spec"]["predictor"]["name"] == "v2"
         assert served_version(stored) == "--model=models:/dogs-vs-cats/2"
@@ -117,10 +117,10 @@ def test_standard_mode_canary_is_created_made_ready_promoted_and_rolled_back():
         assert api.deployment_reads > read_before  # the kept Deployment, v2's, read
 
         dark = dataclasses.replace(CFG, model_version="3", canary_percent=0)
-        rollout.deploy(dark, client(api.url))
+        release.deploy(dark, client(api.url))
         (entry,) = api.services[KEY]["spec"]["canary"]
         assert (entry["predictor"]["name"], entry["trafficPercent"]) == ("v3", 0)
-        rollout.rollback(ROLLOUT, client(api.url))
+        release.rollback(ROLLOUT, client(api.url))
         stored = api.services[KEY]
         assert "canary" not in stored["spec"]
         assert served_version(stored) == "--model=models:/dogs-vs-cats/2"
@@ -128,7 +128,7 @@ def test_standard_mode_canary_is_created_made_ready_promoted_and_rolled_back():
             "models:/dogs-vs-cats/2"
         )
         with pytest.raises(RuntimeError, match="runs no canary to promote"):
-            rollout.promote(ROLLOUT, client(api.url))
+            release.promote(ROLLOUT, client(api.url))
 
 
 def test_a_kserve_without_standard_mode_canaries_refuses_one_with_the_reason():
@@ -138,7 +138,7 @@ def test_a_kserve_without_standard_mode_canaries_refuses_one_with_the_reason():
     with FakeKServeApi(kserve_version=(0, 19)) as api:
         api.serving("team-a", earlier(standard))
         with pytest.raises(RuntimeError) as refused:
-            rollout.deploy(standard, client(api.url))
+            release.deploy(standard, client(api.url))
         assert served_version(api.services[KEY]) == "--model=models:/dogs-vs-cats/1"
     assert str(refused.value).startswith(
         "this cluster's KServe does not know spec.canary, the Standard mode's canary "
@@ -157,21 +157,21 @@ def test_a_serving_predictor_that_does_not_name_its_model_gets_no_canary():
     with FakeKServeApi() as api:
         api.serving("team-a", old)
         with pytest.raises(RuntimeError, match="with canary_percent 100, then the canary"):
-            rollout.deploy(standard, client(api.url))
+            release.deploy(standard, client(api.url))
         assert api.writes == []
 
 
 def test_knative_mode_promotes_and_rolls_back_its_canary_as_kserve_documents():
     with FakeKServeApi() as api:
         api.serving("team-a", earlier(KNATIVE))
-        rollout.deploy(KNATIVE, client(api.url))
-        rollout.promote(ROLLOUT, client(api.url))
+        release.deploy(KNATIVE, client(api.url))
+        release.promote(ROLLOUT, client(api.url))
         assert "canaryTrafficPercent" not in api.services[KEY]["spec"]["predictor"]
         assert api.services[KEY]["metadata"]["annotations"]["dogs-vs-cats/model-uri"] == (
             "models:/dogs-vs-cats/2"
         )
-        rollout.deploy(dataclasses.replace(KNATIVE, model_version="3"), client(api.url))
-        rollout.rollback(ROLLOUT, client(api.url))
+        release.deploy(dataclasses.replace(KNATIVE, model_version="3"), client(api.url))
+        release.rollback(ROLLOUT, client(api.url))
         stored = api.services[KEY]
     # all the traffic back on the revision rolled out last, 2's
     assert stored["spec"]["predictor"]["canaryTrafficPercent"] == 0
@@ -182,7 +182,7 @@ def test_knative_mode_promotes_and_rolls_back_its_canary_as_kserve_documents():
 def test_knative_mode_puts_the_same_version_back_with_all_the_traffic():
     with FakeKServeApi() as api:
         api.serving("team-a", inference_service.manifest(inference_service.build(KNATIVE)))
-        rollout.deploy(KNATIVE, client(api.url))
+        release.deploy(KNATIVE, client(api.url))
         ((kind, body),) = api.writes
     assert kind == "patch" and body["spec"]["predictor"]["canaryTrafficPercent"] == 100
 
@@ -193,7 +193,7 @@ def test_another_teams_service_under_the_name_is_refused_and_left_untouched():
     with FakeKServeApi() as api:
         api.serving("team-a", foreign)
         with pytest.raises(RuntimeError) as refused:
-            rollout.deploy(CFG, client(api.url))
+            release.deploy(CFG, client(api.url))
         assert api.writes == []
     assert "was not created by this deploy step" in str(refused.value)
     assert (
@@ -206,14 +206,14 @@ def test_a_service_in_the_other_mode_is_refused_before_kserve_would():
     with FakeKServeApi() as api:
         api.serving("team-a", earlier(KNATIVE))
         with pytest.raises(RuntimeError, match="serves in KServe's Knative mode"):
-            rollout.deploy(CFG, client(api.url))
+            release.deploy(CFG, client(api.url))
         assert api.writes == []
 
 
 def test_a_model_that_does_not_load_fails_with_kserves_reason():
     with FakeKServeApi(outcome="FailedToLoad") as api:
         with pytest.raises(RuntimeError) as failed:
-            rollout.deploy(CFG, client(api.url))
+            release.deploy(CFG, client(api.url))
     assert str(failed.value) == (
         "KServe could not serve models:/dogs-vs-cats/2 as InferenceService team-a/dogs-vs-cats: "
         "BlockedByFailedLoad: ModelLoadFailed: no registered model version 7"
@@ -227,17 +227,19 @@ class PolledDeadline(kube.Deadline):
     slept = 0.0
 
     def left(self) -> float:
-        return self.seconds - self.slept
+        return round(self.seconds - self.slept, 6)  # no sliver of a second left by rounding
 
     def sleep(self, seconds: float) -> None:
         self.slept += max(0.0, min(seconds, self.left()))
 
 
 def test_a_service_never_ready_times_out_naming_its_conditions(monkeypatch):
-    monkeypatch.setattr(rollout, "Deadline", PolledDeadline)
+    monkeypatch.setattr(release, "Deadline", PolledDeadline)
     with FakeKServeApi(outcome=None) as api:
         with pytest.raises(TimeoutError) as late:
-            rollout.deploy(dataclasses.replace(CFG, timeout_seconds=3), client(api.url))
+            release.deploy(
+                dataclasses.replace(CFG, timeout_seconds=3, poll_seconds=0.5), client(api.url)
+            )
     assert str(late.value) == (
         "InferenceService team-a/dogs-vs-cats was not serving within 3 s: "
         "Ready RevisionMissing: Configuration is waiting for a Revision to become ready."
@@ -250,14 +252,14 @@ def test_a_refused_resource_is_one_error_naming_it_and_an_api_hiccup_is_waited_o
         with pytest.raises(
             kube.ApiError, match="create InferenceService team-a/dogs-vs-cats: .* 422"
         ):
-            rollout.deploy(CFG, client(api.url))
+            release.deploy(CFG, client(api.url))
         api.refuse_writes, api.unavailable_reads = False, 0
-        rollout.deploy(CFG, client(api.url))  # created
+        release.deploy(CFG, client(api.url))  # created
         api.reads_before_hiccup, api.unavailable_reads = 1, 2  # while it waits
-        assert rollout.deploy(CFG, client(api.url)).startswith("http://")  # 503s survived
+        assert release.deploy(CFG, client(api.url)).startswith("http://")  # 503s survived
         api.reads_before_hiccup, api.unavailable_reads = 0, 1  # before anything is written
         with pytest.raises(kube.ApiError, match="503"):
-            rollout.deploy(CFG, client(api.url))
+            release.deploy(CFG, client(api.url))
 
 
 def test_an_api_that_accepts_and_never_answers_is_bounded_by_the_deadline():
@@ -265,7 +267,7 @@ def test_an_api_that_accepts_and_never_answers_is_bounded_by_the_deadline():
         api.hang = True
         # the deadline's own error: the stand-in holds the request for a minute
         with pytest.raises(TimeoutError, match="within 1 s to read InferenceService"):
-            rollout.deploy(dataclasses.replace(CFG, timeout_seconds=1), client(api.url))
+            release.deploy(dataclasses.replace(CFG, timeout_seconds=1), client(api.url))
 
 
 @pytest.mark.parametrize(
@@ -282,7 +284,7 @@ def test_a_refusal_is_one_line_naming_the_request_and_what_to_try(status, expect
         api.answer_all = status
         api.said = said.get(status, "etcdserver: request timed out")
         with pytest.raises(kube.ApiError, match=expected) as refused:
-            rollout.deploy(dataclasses.replace(CFG, timeout_seconds=2), client(api.url))
+            release.deploy(dataclasses.replace(CFG, timeout_seconds=2), client(api.url))
     assert "read InferenceService team-a/dogs-vs-cats" in str(refused.value)
 
 
@@ -291,7 +293,7 @@ def test_text_from_the_api_cannot_forge_lines_or_move_the_terminal():
         api.answer_all = 403
         api.said = "denied\nerror: all fine, deployed\x1b[2J\u202e"
         with pytest.raises(kube.ApiError) as refused:
-            rollout.deploy(CFG, client(api.url))
+            release.deploy(CFG, client(api.url))
     message = str(refused.value)
     assert "\n" not in message and "\x1b" not in message and "\u202e" not in message
     assert "\\x1b[2J" in message and "\\u202e" in message
@@ -302,7 +304,7 @@ def test_a_refused_port_is_one_line():
         unused.bind(("127.0.0.1", 0))
         port = unused.getsockname()[1]
     with pytest.raises(kube.ApiError, match="the Kubernetes API did not answer"):
-        rollout.deploy(
+        release.deploy(
             dataclasses.replace(CFG, timeout_seconds=0.5), client(f"http://127.0.0.1:{port}")
         )
 
@@ -322,14 +324,14 @@ def test_a_status_kserve_would_never_write_is_refused_in_one_line(status):
     with FakeKServeApi() as api:
         api.malformed_status = status
         with pytest.raises(RuntimeError, match="^expected .* found"):
-            rollout.deploy(dataclasses.replace(KNATIVE, canary_percent=100), client(api.url))
+            release.deploy(dataclasses.replace(KNATIVE, canary_percent=100), client(api.url))
 
 
 def test_a_password_in_the_tracking_uri_is_neither_written_in_nor_shown(caplog):
     caplog.set_level("INFO")
     with_password = "http://bob:p@ss-w0rd@mlflow.mlflow.svc.cluster.local:5000"
     with FakeKServeApi() as api:
-        rollout.deploy(dataclasses.replace(CFG, tracking_uri=with_password), client(api.url))
+        release.deploy(dataclasses.replace(CFG, tracking_uri=with_password), client(api.url))
         ((_, body),) = api.writes
     (container,) = body["spec"]["predictor"]["containers"]
     assert "ss-w0rd" not in str(body) and "ss-w0rd" not in caplog.text
@@ -341,7 +343,7 @@ def test_a_tracking_uri_no_pod_could_use_is_refused_before_any_request():
     with FakeKServeApi() as api:
         local = dataclasses.replace(CFG, tracking_uri="sqlite:///mlflow.db")
         with pytest.raises(ValueError, match="expected the tracking URI as http"):
-            rollout.deploy(local, client(api.url))
+            release.deploy(local, client(api.url))
         assert api.writes == [] and api.services == {}
 
 
@@ -349,7 +351,7 @@ def with_a_canary(api: FakeKServeApi) -> None:
     """Version 1 serving, version 2 added beside it as a Standard-mode canary at 10%."""
     standard = dataclasses.replace(CFG, canary_percent=10)
     api.serving("team-a", earlier(standard))
-    rollout.deploy(standard, client(api.url))
+    release.deploy(standard, client(api.url))
 
 
 def test_a_canary_that_does_not_serve_is_never_promoted_and_can_still_be_rolled_back():
@@ -365,11 +367,11 @@ def test_a_canary_that_does_not_serve_is_never_promoted_and_can_still_be_rolled_
             RuntimeError,
             match=r"not promoting models:/dogs-vs-cats/2 .*: its canary does not serve \(canary v2",
         ):
-            rollout.promote(ROLLOUT, client(api.url))
+            release.promote(ROLLOUT, client(api.url))
         assert len(api.writes) == writes
         assert served_version(api.services[KEY]) == "--model=models:/dogs-vs-cats/1"
         api.canary_crashing = False
-        rollout.rollback(ROLLOUT, client(api.url))
+        release.rollback(ROLLOUT, client(api.url))
         assert "canary" not in api.services[KEY]["spec"]
 
 
@@ -385,7 +387,7 @@ def test_a_promote_and_a_rollback_at_once_cannot_both_land():
         with ThreadPoolExecutor(2) as pool:
             ends = [
                 pool.submit(end, slow, client(api.url))
-                for end in (rollout.promote, rollout.rollback)
+                for end in (release.promote, release.rollback)
             ]
             outcomes = [future.exception() for future in ends]
         refused = [err for err in outcomes if err is not None]
@@ -399,7 +401,7 @@ def test_a_connection_dropped_after_an_applied_update_is_read_back_not_called_a_
     with FakeKServeApi() as api:
         with_a_canary(api)
         api.drop_after_patch = 1
-        url = rollout.promote(ROLLOUT, client(api.url))
+        url = release.promote(ROLLOUT, client(api.url))
     assert url.startswith("http://dogs-vs-cats.team-a")
     assert served_version(api.services[KEY]) == "--model=models:/dogs-vs-cats/2"
     assert "no answer to the update, but reading it back, it landed" in caplog.text
@@ -414,7 +416,7 @@ def test_a_canary_for_a_service_that_is_not_ready_is_refused_not_rolled_out_whol
         with pytest.raises(
             RuntimeError, match="is not Ready .* cannot run beside it as a canary at 10%"
         ):
-            rollout.deploy(dataclasses.replace(CFG, canary_percent=10), client(api.url))
+            release.deploy(dataclasses.replace(CFG, canary_percent=10), client(api.url))
         assert api.writes == []
 
 
@@ -422,7 +424,7 @@ def test_a_dark_launch_says_the_serving_version_keeps_all_the_traffic(caplog):
     with FakeKServeApi() as api:
         api.serving("team-a", earlier(CFG))
         caplog.set_level("INFO")
-        rollout.deploy(dataclasses.replace(CFG, canary_percent=0), client(api.url))
+        release.deploy(dataclasses.replace(CFG, canary_percent=0), client(api.url))
     assert (
         "serves models:/dogs-vs-cats/1, with models:/dogs-vs-cats/2 as its canary (none of the "
         "traffic: a dark launch), at http://" in caplog.text
@@ -436,4 +438,4 @@ def test_a_canary_removed_by_hand_from_the_spec_is_one_line_on_promote():
         with pytest.raises(
             RuntimeError, match=r"spec.canary holds 0 predictors \(changed by hand\?\)"
         ):
-            rollout.promote(ROLLOUT, client(api.url))
+            release.promote(ROLLOUT, client(api.url))
