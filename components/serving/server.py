@@ -8,11 +8,13 @@ import logging
 import signal
 import warnings
 
+import uvicorn
 from fastapi import FastAPI
-from kserve import ModelServer
-from kserve.constants.constants import FASTAPI_APP_IMPORT_STRING
-from kserve.protocol.rest.server import RESTServer
-from kserve.protocol.rest.v1_endpoints import V1Endpoints
+from fastapi.responses import ORJSONResponse
+from kserve import ModelServer, errors
+from kserve.protocol.rest.server import metrics_handler
+from kserve.protocol.rest.v1_endpoints import V1Endpoints, register_v1_endpoints
+from kserve.protocol.rest.v2_endpoints import register_v2_endpoints
 
 from components.serving.config import ServeConfig
 from components.serving.connections import ConnectionLimits, guarded_protocol
@@ -23,63 +25,88 @@ from components.serving.model import DogsVsCats
 from components.serving.routes import RouteGuard
 
 log = logging.getLogger(__name__)
+# KServe's error bodies, by exception class, as its own server adds them
+ERROR_HANDLERS = {
+    errors.InvalidInput: errors.invalid_input_handler,
+    errors.InferenceError: errors.inference_error_handler,
+    errors.ModelNotFound: errors.model_not_found_handler,
+    errors.ModelNotReady: errors.model_not_ready_handler,
+    NotImplementedError: errors.not_implemented_error_handler,
+    errors.UnsupportedProtocol: errors.unsupported_protocol_error_handler,
+    errors.ServerNotLive: errors.server_not_live_handler,
+    errors.ServerNotReady: errors.server_not_ready_handler,
+    Exception: errors.generic_exception_handler,
+}
 
 
-class _LimitedRESTServer(RESTServer):
-    """KServe's REST server (its FastAPI app, V1 and v2 routes, error bodies, metrics) on
-    ``host``, with the limits a client meets: each connection's deadlines and sizes
-    (``connections``), the body limit (``limits``), no model repository and a truthful
-    liveness (``routes``), a request stopped when its client leaves (``disconnects``),
-    and V1 predict answered without FastAPI's routing (``direct``)."""
+def application(server: ModelServer, max_body_bytes: int) -> FastAPI:
+    """KServe's routes, error bodies and metrics (its public functions, as its own server
+    registers them) on an app of this server's, with the limits a client meets: the body
+    limit (``limits``), no model repository and a truthful liveness (``routes``), a request
+    stopped when its client leaves (``disconnects``), and V1 predict answered without
+    FastAPI's routing (``direct``).
 
-    def __init__(self, server: ModelServer, cfg: ServeConfig):
-        super().__init__(
-            FASTAPI_APP_IMPORT_STRING,
-            server.dataplane,
-            server.model_repository_extension,
-            cfg.port,
-            grace_period=5,
-        )
-        self.config.host = cfg.host  # KServe's own binds 0.0.0.0 only
-        # each connection held to time and size limits: a slow client loses its own slot
-        limits = ConnectionLimits(
-            max_connections=cfg.max_connections,
-            header_seconds=cfg.header_timeout_seconds,
-            body_seconds=cfg.body_timeout_seconds,
-            max_header_bytes=cfg.max_header_kb * 1024,
-            max_headers=cfg.max_headers,
-        )
-        self.config.http = guarded_protocol(limits)
-        self.config.timeout_keep_alive = cfg.idle_timeout_seconds
-        self.max_body_bytes = cfg.max_body_bytes
+    Not KServe's timing middleware: it only logs to kserve.trace, yet sums the process's
+    CPU time (getrusage over every thread) twice a request while holding the GIL, a fifth
+    of the event loop's time at 32 clients.
+    """
+    app = FastAPI(
+        title="KServe ModelServer", docs_url=None, redoc_url=None,
+        default_response_class=ORJSONResponse,  # KServe's own bodies, byte for byte
+    )  # fmt: skip
+    dataplane, repository = server.dataplane, server.model_repository_extension
+    app.add_api_route("/", dataplane.live)
+    app.add_api_route("/metrics", metrics_handler, methods=["GET"])
+    register_v1_endpoints(app, dataplane, repository)
+    register_v2_endpoints(app, dataplane, repository)
+    for kind, handler in ERROR_HANDLERS.items():
+        app.add_exception_handler(kind, handler)
+    # the last added runs first: the route guard, the body limit, the disconnect watch,
+    # then V1 predict answered at once
+    endpoints = V1Endpoints(dataplane, repository)
+    app.add_middleware(DirectPredict, endpoints=endpoints, handlers=app.exception_handlers)
+    app.add_middleware(StopWhenClientLeaves)
+    app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
+    app.add_middleware(RouteGuard, serving=lambda: serving(server))
+    return app
 
-    def _add_middlewares(self, app: FastAPI) -> None:
-        # not KServe's own: its timing middleware only logs to kserve.trace, silenced in
-        # serve(), yet sums the process's CPU time (getrusage over every thread) twice a
-        # request while holding the GIL: a fifth of the event loop's time at 32 clients.
-        # The last added runs first: the route guard, the body limit, the disconnect
-        # watch, then V1 predict answered at once
-        endpoints = V1Endpoints(self.dataplane, self.model_repository_extension)
-        app.add_middleware(DirectPredict, endpoints=endpoints, handlers=app.exception_handlers)
-        app.add_middleware(StopWhenClientLeaves)
-        app.add_middleware(BodyLimit, max_bytes=self.max_body_bytes)
-        app.add_middleware(RouteGuard, serving=self.serving)
 
-    def serving(self) -> bool:
-        """Whether every model is loaded and ready: what liveness reports."""
-        return all(m.ready for m in self.dataplane.model_registry.get_models().values())
+def serving(server: ModelServer) -> bool:
+    """Whether every model is loaded and ready: what liveness reports."""
+    return all(m.ready for m in server.dataplane.model_registry.get_models().values())
+
+
+def http_server(app: FastAPI, cfg: ServeConfig) -> uvicorn.Server:
+    """uvicorn serving ``app`` on ``cfg``'s address, each connection held to time and size
+    limits (``connections``: a slow client loses its own slot), as KServe configures it
+    otherwise (one worker, no logging setup of uvicorn's own)."""
+    limits = ConnectionLimits(
+        max_connections=cfg.max_connections,
+        header_seconds=cfg.header_timeout_seconds,
+        body_seconds=cfg.body_timeout_seconds,
+        max_header_bytes=cfg.max_header_kb * 1024,
+        max_headers=cfg.max_headers,
+    )
+    config = uvicorn.Config(
+        app, host=cfg.host, port=cfg.port, http=guarded_protocol(limits), log_config=None,
+        # typed int by uvicorn, which hands it to call_later: a fraction of a second works
+        timeout_keep_alive=cfg.idle_timeout_seconds,  # type: ignore[arg-type]
+        timeout_graceful_shutdown=5,
+    )  # fmt: skip
+    return uvicorn.Server(config)
 
 
 def serve(cfg: ServeConfig) -> None:
     """Load the model, then answer requests until SIGTERM or Ctrl-C.
 
-    ``ModelServer`` holds the model's registry and data plane; its REST server runs here
+    ``ModelServer`` holds the model's registry and data plane; the HTTP server runs here
     rather than through ``ModelServer.start``, which binds every address and has no place
-    for a body limit. gRPC is off: the cluster's InferenceService speaks HTTP.
+    for the limits. gRPC is off: the cluster's InferenceService speaks HTTP.
     """
     # one line a request: uvicorn's access line; not KServe's timing lines besides
     logging.getLogger("kserve.trace").setLevel(logging.WARNING)
-    warnings.filterwarnings("ignore", "ORJSONResponse is deprecated")  # inside KServe
+    # KServe's response class (its bodies byte for byte), which FastAPI now calls deprecated
+    warnings.filterwarnings("ignore", "ORJSONResponse is deprecated")
     model = DogsVsCats(cfg)
     model.load()
     server = ModelServer(
@@ -87,7 +114,7 @@ def serve(cfg: ServeConfig) -> None:
     )
     server.register_model(model)
     model.start()
-    rest = _LimitedRESTServer(server, cfg)
+    http = http_server(application(server, cfg.max_body_bytes), cfg)
     # the imports' and the model's objects, which live as long as the server, out of the
     # collector's sight: its full collections (each walked them all, tens of milliseconds
     # with every request waiting) then count only what requests make
@@ -97,4 +124,4 @@ def serve(cfg: ServeConfig) -> None:
     # uvicorn stops on SIGINT even where the shell had it ignored (a script's background
     # job), then re-raises it: with Python's own handler that ends in exit status 130
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    asyncio.run(rest.start())
+    asyncio.run(http.serve())

@@ -213,3 +213,44 @@ def test_clients_trickling_their_bodies_hold_no_slot(server, photo):
         for done in attack:
             done.result()
     assert max(times) < 10
+
+
+# what components/serving/connections.py overrides of uvicorn's httptools protocol
+HOOKS = {
+    "connection_made": ["self", "transport"],
+    "data_received": ["self", "data"],
+    "on_message_begin": ["self"],
+    "on_header": ["self", "name", "value"],
+    "on_headers_complete": ["self"],
+    "on_body": ["self", "body"],
+    "on_message_complete": ["self"],
+    "on_response_complete": ["self"],
+    "connection_lost": ["self", "exc"],
+}
+# and what it reads of the protocol's own state
+STATE = [
+    "self.connections",
+    "self.cycle",
+    "self.transport",
+    "self.loop",
+    "self.logger",
+    "self.url",
+    "self.headers",
+]
+
+
+def test_uvicorns_protocol_still_has_what_the_connection_limits_hook():
+    """The server's one use of another project's private parts: uvicorn has no setting for
+    a request head's or body's deadline or its header count, so ``connections`` subclasses
+    its httptools protocol. A uvicorn that renames or reshapes what it overrides or reads
+    fails here, naming it, not in a served pod."""
+    import inspect
+
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    for name, parameters in HOOKS.items():
+        hook = getattr(HttpToolsProtocol, name, None)
+        assert hook is not None, f"uvicorn's HttpToolsProtocol has no {name} any more"
+        assert list(inspect.signature(hook).parameters) == parameters, name
+    source = inspect.getsource(HttpToolsProtocol)
+    assert [state for state in STATE if state not in source] == []

@@ -168,16 +168,15 @@ def test_liveness_fails_once_the_model_does_not_serve(model_dir):
 
     from components.serving.config import ServeConfig
     from components.serving.model import DogsVsCats
-    from components.serving.server import _LimitedRESTServer
+    from components.serving.server import serving
 
     model = DogsVsCats(ServeConfig(model=str(model_dir)))
     model_server = ModelServer(enable_grpc=False, workers=1)
     model_server.register_model(model)
-    rest = _LimitedRESTServer(model_server, ServeConfig(model=str(model_dir)))
     model.ready = False
-    assert not rest.serving()
+    assert not serving(model_server)
     model.ready = True
-    assert rest.serving()
+    assert serving(model_server)
 
 
 def read_reply(sock: socket.socket) -> str:
