@@ -39,8 +39,13 @@ def run_here(args: argparse.Namespace) -> None:
     The settings and a local source are checked before kfp, torch or MLflow load.
     """
     setup_logging("INFO" if args.verbose else "WARNING")
-    refuse_missing_source(args.source)
     sweep = args.command == "sweep"
+    if not args.local:
+        raise SystemExit(
+            f"python -m pipeline {args.command} runs on this machine with kfp.local: add "
+            f"--local; to run on a cluster: python -m pipeline submit{' --sweep' * sweep}"
+        )
+    refuse_missing_source(args.source)
     parse = sweep_arguments if sweep else parse_arguments
     arguments = parse(args.arguments, parameters_of(sweep), args.preset)
     if args.source:

@@ -106,19 +106,19 @@ def build_parser(description: str) -> argparse.ArgumentParser:
     )
     submit.add_argument("arguments", nargs="*", metavar="name=value")
     here = {
-        "run": "run every step on this machine with kfp.local (no Docker, no cluster), with "
-        "or without --local; on a cluster: submit",
-        "sweep": "run a grid of training recipes on this machine, e.g. lr=0.001,0.003 "
-        "model=tutorial_cnn,bn_cnn: one child MLflow run each, the best registered; on a "
-        "cluster: submit --sweep",
+        "run": "run every step on this machine with kfp.local (--local: no Docker, no "
+        "cluster); on a cluster: submit",
+        "sweep": "run a grid of training recipes on this machine (--local), e.g. "
+        "lr=0.001,0.003 model=tutorial_cnn,bn_cnn: one child MLflow run each, the best "
+        "registered; on a cluster: submit --sweep",
     }
     for name, summary in here.items():
         run = _add_command(commands, name, summary)
         run.add_argument(
             "--local",
             action="store_true",
-            help="run on this machine with kfp's local runner, which is what this command "
-            "always does (to run on a cluster: submit)",
+            help="run on this machine with kfp's local runner, as tune --local searches here "
+            "(to run on a cluster: submit)",
         )
         run.add_argument("--source", default=None, help="shorthand for source=URI")
         run.add_argument(

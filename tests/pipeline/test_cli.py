@@ -84,11 +84,24 @@ def test_each_commands_help_says_where_it_runs(command, where, capsys):
     assert where in " ".join(capsys.readouterr().out.split())
 
 
+@pytest.mark.parametrize(("command", "there"), [("run", "submit"), ("sweep", "submit --sweep")])
+def test_a_run_here_says_so_with_local_and_the_cluster_way_without(command, there, tmp_path):
+    with pytest.raises(SystemExit) as refused:
+        pipeline_main([command, "--workdir", str(tmp_path / "w"), "epochs=1"])
+    assert str(refused.value) == (
+        f"python -m pipeline {command} runs on this machine with kfp.local: add --local; "
+        f"to run on a cluster: python -m pipeline {there}"
+    )
+    assert not (tmp_path / "w").exists()
+
+
 def test_a_source_given_twice_is_refused(tmp_path):
     for name in ("a.zip", "b.zip"):
         (tmp_path / name).write_bytes(b"PK")
     with pytest.raises(SystemExit, match="expected the source once"):
-        pipeline_main(["run", "--source", str(tmp_path / "a.zip"), f"source={tmp_path}/b.zip"])
+        pipeline_main(
+            ["run", "--local", "--source", str(tmp_path / "a.zip"), f"source={tmp_path}/b.zip"]
+        )
 
 
 def test_help_texts_say_what_each_flag_does(capsys):
@@ -104,4 +117,4 @@ def test_help_texts_say_what_each_flag_does(capsys):
     assert "compile takes none: give them when a run starts" in compile_help
     with pytest.raises(SystemExit):
         build_parser("python -m pipeline").parse_args(["run", "--help"])
-    assert "which is what this command always does" in " ".join(capsys.readouterr().out.split())
+    assert "run on this machine with kfp's local runner" in " ".join(capsys.readouterr().out.split())
