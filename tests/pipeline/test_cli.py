@@ -117,4 +117,5 @@ def test_help_texts_say_what_each_flag_does(capsys):
     assert "compile takes none: give them when a run starts" in compile_help
     with pytest.raises(SystemExit):
         build_parser("python -m pipeline").parse_args(["run", "--help"])
-    assert "run on this machine with kfp's local runner" in " ".join(capsys.readouterr().out.split())
+    run_help = " ".join(capsys.readouterr().out.split())
+    assert "run on this machine with kfp's local runner" in run_help

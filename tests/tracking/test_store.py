@@ -387,7 +387,7 @@ def test_commands_started_at_once_on_a_fresh_store_all_work(tmp_path, monkeypatc
     the store's tables, the others wait, all log."""
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     code = (
-        "import sys\nfrom components.core import tracking\n"
+        "import sys\nfrom components.tracking import run_log\n"
         "with run_log.start_run(f'race-{sys.argv[1]}') as run_id:\n    pass\n"
     )
     env = {**os.environ, "PYTHONPATH": str(REPO)}
