@@ -2,6 +2,7 @@
 and the very parameters of each built pipeline function."""
 
 import ast
+import functools
 import inspect
 import typing
 
@@ -21,6 +22,12 @@ from pipeline.target import PipelineOnly
 from tests.conftest import REPO
 
 
+@functools.cache
+def built(sweep: bool = False, tune: bool = False):
+    """Each pipeline function built once for the module's tests, which only read it."""
+    return build_pipeline(sweep=sweep, tune=tune)
+
+
 def test_every_pipeline_field_of_every_step_is_a_parameter():
     names = {f.name for s in (*STEP_SCHEMAS, PipelineOnly) for f in fields_of(s, *PIPELINE_ROLES)}
     assert set(PARAMETERS) == names
@@ -30,7 +37,7 @@ def test_every_pipeline_field_of_every_step_is_a_parameter():
 
 @pytest.mark.parametrize("variant", [{}, {"sweep": True}, {"tune": True}])
 def test_each_pipeline_function_takes_exactly_its_parameters(variant):
-    function = build_pipeline(**variant).pipeline_func
+    function = built(**variant).pipeline_func
     signature = inspect.signature(function).parameters
     expected = parameters_of(**variant)
     assert list(signature) == list(expected)
@@ -41,7 +48,7 @@ def test_each_pipeline_function_takes_exactly_its_parameters(variant):
 @pytest.mark.parametrize("variant", [{}, {"sweep": True}, {"tune": True}])
 def test_each_parameters_docstring_says_what_its_schema_says(variant):
     """The KFP UI shows the pipeline function's own words beside each parameter."""
-    inputs = build_pipeline(**variant).component_spec.inputs
+    inputs = built(**variant).component_spec.inputs
     for name in parameters_of(**variant):
         assert " ".join(inputs[name].description.split()) == DESCRIPTIONS[name], name
 

@@ -2,14 +2,43 @@
 
 import subprocess
 import sys
+from typing import NamedTuple
 
 import pytest
 import yaml
 
 from components.core.search_space import searched
 from components.tuning import webhook
+from pipeline.__main__ import main as pipeline_main
 from pipeline.tune import _enqueued
 from tests.support.processes import HANG_SECONDS
+
+
+class Done(NamedTuple):
+    """How ``python -m pipeline tune ARGS`` ended, run in this process: its exit status,
+    what it printed, and what went to stderr (its last line, the exit message, included)."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def tune(capsys):
+    """``python -m pipeline tune`` in this process: the command's own code path, without
+    a new interpreter's imports (the README's command runs as typed in a subprocess)."""
+
+    def run(*args: str) -> Done:
+        code, said = 0, ""
+        try:
+            pipeline_main(["tune", *map(str, args)])
+        except SystemExit as end:
+            code = end.code if isinstance(end.code, int) else 1
+            said = "" if isinstance(end.code, int) or end.code is None else f"{end.code}\n"
+        out, err = capsys.readouterr()
+        return Done(code, out, err + said)
+
+    return run
 
 
 def _container(spec: dict) -> dict:
@@ -33,13 +62,10 @@ def test_the_readmes_tune_command_writes_an_experiment_katib_admits(tmp_path):
     assert "kubectl apply -f scratch/experiment.yaml" in done.stdout
 
 
-def test_a_searched_name_given_one_value_is_fixed_in_the_experiment(tmp_path):
+def test_a_searched_name_given_one_value_is_fixed_in_the_experiment(tmp_path, tune):
     output = tmp_path / "experiment.yaml"
-    done = subprocess.run(
-        [sys.executable, "-m", "pipeline", "tune", "--output", str(output), "--preset", "tutorial",
-         "--trials", "6", "--namespace", "team-a", "lr=0.004"],
-        capture_output=True, text=True, timeout=HANG_SECONDS,
-    )  # fmt: skip
+    done = tune("--output", output, "--preset", "tutorial", "--trials", "6",
+                "--namespace", "team-a", "lr=0.004")  # fmt: skip
     assert done.returncode == 0, done.stderr
     written = yaml.safe_load(output.read_text())
     assert webhook.validate(written) == []
@@ -50,12 +76,9 @@ def test_a_searched_name_given_one_value_is_fixed_in_the_experiment(tmp_path):
     assert "kubectl apply -f" in done.stdout
 
 
-def test_fewer_trials_than_the_default_parallelism_still_write_an_experiment(tmp_path):
+def test_fewer_trials_than_the_default_parallelism_still_write_an_experiment(tmp_path, tune):
     output = tmp_path / "experiment.yaml"
-    done = subprocess.run(
-        [sys.executable, "-m", "pipeline", "tune", "-o", str(output), "--trials", "2"],
-        capture_output=True, text=True, timeout=HANG_SECONDS,
-    )  # fmt: skip
+    done = tune("-o", output, "--trials", "2")
     assert done.returncode == 0, done.stderr
     spec = yaml.safe_load(output.read_text())["spec"]
     assert (spec["parallelTrialCount"], spec["maxFailedTrialCount"]) == (2, 2)
@@ -72,14 +95,13 @@ def test_an_enqueued_trial_is_typed_and_checked():
             _enqueued(pair, space)
 
 
-def test_a_password_in_the_tracking_uri_stays_out_of_the_experiment(tmp_path):
+def test_a_password_in_the_tracking_uri_stays_out_of_the_experiment(tmp_path, tune, monkeypatch):
     """As deploy and submit keep it out: the trials read it from the MLflow secret."""
+    for name in ("MLFLOW_TRACKING_URI", "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD"):
+        monkeypatch.delenv(name, raising=False)  # what the command may set, undone after
     output = tmp_path / "experiment.yaml"
-    done = subprocess.run(
-        [sys.executable, "-m", "pipeline", "tune", "-o", str(output), "--trials", "2",
-         "--tracking-uri", "http://team-user:s3cret-pw@mlflow.mlflow.svc.cluster.local:5000"],
-        capture_output=True, text=True, timeout=HANG_SECONDS,
-    )  # fmt: skip
+    done = tune("-o", output, "--trials", "2", "--tracking-uri",
+                "http://team-user:s3cret-pw@mlflow.mlflow.svc.cluster.local:5000")  # fmt: skip
     assert done.returncode == 0, done.stderr
     written = output.read_text()
     assert "s3cret-pw" not in written + done.stdout + done.stderr
@@ -101,12 +123,9 @@ def test_a_password_in_the_tracking_uri_stays_out_of_the_experiment(tmp_path):
         "http://mlflow:5000/?password=s3cret-pw",  # a secret in the query: never written
     ],
 )
-def test_a_tracking_uri_no_trial_could_use_is_refused_and_nothing_written(uri, tmp_path):
+def test_a_tracking_uri_no_trial_could_use_is_refused_and_nothing_written(uri, tmp_path, tune):
     output = tmp_path / "experiment.yaml"
-    done = subprocess.run(
-        [sys.executable, "-m", "pipeline", "tune", "-o", str(output), "--tracking-uri", uri],
-        capture_output=True, text=True, timeout=HANG_SECONDS,
-    )  # fmt: skip
+    done = tune("-o", output, "--tracking-uri", uri)
     assert done.returncode != 0 and not output.exists()
     assert "expected the tracking URI as one URI such as http://HOST:PORT" in done.stderr
     assert "s3cret-pw" not in done.stderr
@@ -133,27 +152,23 @@ def test_a_tracking_uri_no_trial_could_use_is_refused_and_nothing_written(uri, t
     ],
 )
 def test_search_settings_no_trial_could_take_are_refused_and_nothing_written(
-    flags, expected, tmp_path
+    flags, expected, tmp_path, tune
 ):
     output = tmp_path / "experiment.yaml"
-    done = subprocess.run(
-        [sys.executable, "-m", "pipeline", "tune", "-o", str(output), *flags],
-        capture_output=True, text=True, timeout=HANG_SECONDS,
-    )  # fmt: skip
+    done = tune("-o", output, *flags)
     assert done.returncode != 0 and not output.exists(), done.stdout
     assert expected in done.stderr
 
 
-def test_an_existing_file_or_link_is_replaced_only_when_told_and_never_written_through(tmp_path):
+def test_an_existing_file_or_link_is_replaced_only_when_told_and_never_written_through(
+    tmp_path, tune
+):
     target, link = tmp_path / "precious.txt", tmp_path / "experiment.yaml"
     target.write_text("not an Experiment")
     link.symlink_to(target)
-    command = [sys.executable, "-m", "pipeline", "tune", "-o", str(link), "--trials", "2"]
-    refused = subprocess.run(command, capture_output=True, text=True, timeout=HANG_SECONDS)
+    refused = tune("-o", link, "--trials", "2")
     assert refused.returncode != 0 and "exists: give --force to replace it" in refused.stderr
-    forced = subprocess.run(
-        [*command, "--force"], capture_output=True, text=True, timeout=HANG_SECONDS
-    )
+    forced = tune("-o", link, "--trials", "2", "--force")
     assert forced.returncode == 0, forced.stderr
     assert target.read_text() == "not an Experiment"  # the link replaced, not followed
     assert not link.is_symlink() and yaml.safe_load(link.read_text())["kind"] == "Experiment"
