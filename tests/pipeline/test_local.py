@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
+from tests.conftest import REPO
 from tests.support.processes import HANG_SECONDS
 
 # quotes, a backslash before a letter JSON would read as a TAB, a newline, non-ASCII: a
@@ -21,7 +22,7 @@ EXPERIMENT = 'team\\test "quoted", \n"alias": "champion" ü'
 @pytest.mark.integration
 @pytest.mark.slow
 def test_whole_pipeline_runs_locally_registers_and_serves_as_the_readme_says(
-    small_sample_zip, sample_images, tmp_path
+    small_sample_zip, tmp_path
 ):
     """The README's first ten minutes: the pipeline on the sample with the tutorial preset
     into the default store, then the registered model served from that store and asked,
@@ -84,47 +85,50 @@ def test_whole_pipeline_runs_locally_registers_and_serves_as_the_readme_says(
     assert re.search(
         rf"^next: +{re.escape(serve)} models:/dogs-vs-cats@candidate", done.stdout, re.M
     )
-    served_as_the_readme_says(store, sample_images, tmp_path)
+    served_as_the_readme_says(store, small_sample_zip, tmp_path)
 
 
-def served_as_the_readme_says(store: str, sample_images: Path, tmp_path: Path) -> None:
-    """``MLFLOW_TRACKING_URI=STORE python -m components.serve --model
-    models:/dogs-vs-cats@candidate``, asked with the README's V1 and v2 bodies."""
-    import base64
+def readme_serve_block(zip_path: Path, port: int) -> str:
+    """The README's step 4, as a user pastes it: from its first comment to ``kill %1``,
+    with the sample's path and a free port in place of ``8080``."""
+    text = (REPO / "README.md").read_text()
+    start = text.index("# 4. serve the registered model")
+    end = text.index("kill %1", start) + len("kill %1")
+    block = text[start:end].replace("../shared/data/petimages-sample.zip", str(zip_path))
+    return block.replace("8080", str(port))
+
+
+def served_as_the_readme_says(store: str, sample_zip: Path, tmp_path: Path) -> None:
+    """The README's serve block pasted whole into bash in the folder the pipeline ran
+    from: it waits until the model serves, then asks it with the V1 and v2 bodies it
+    builds, and each answer is predict's for that photo."""
     import json
 
-    import requests
-
     from components.evaluation.predictions import predict_files
-    from tests.support.servers import ModelServerProcess
+    from tests.support.servers import free_port
 
-    photo = sample_images / "PetImages/Dog/101.jpg"
-    encoded = base64.b64encode(photo.read_bytes()).decode()
-    v1 = json.dumps({"instances": [{"image": {"b64": encoded}}]})
-    v2 = json.dumps(
-        {"inputs": [{"name": "image", "shape": [1], "datatype": "BYTES", "data": [encoded]}]}
-    )
-    uri = "models:/dogs-vs-cats@candidate"
-    env = {**os.environ, "MLFLOW_TRACKING_URI": store}
-    with ModelServerProcess(uri, tmp_path, env=env) as server:
-        json_type = {"Content-Type": "application/json"}
-        ready = requests.get(f"{server.url}/v1/models/dogs-vs-cats", timeout=30).json()
-        first = requests.post(
-            f"{server.url}/v1/models/dogs-vs-cats:predict", data=v1, headers=json_type, timeout=60
-        )
-        second = requests.post(
-            f"{server.url}/v2/models/dogs-vs-cats/infer", data=v2, headers=json_type, timeout=60
-        )
-    assert ready == {"name": "dogs-vs-cats", "ready": True}
-    assert first.status_code == 200 and second.status_code == 200, (first.text, second.text)
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    block = readme_serve_block(sample_zip, free_port())
+    done = subprocess.run(
+        ["bash", "-c", f"{block}\nwait"], cwd=tmp_path, env=env, capture_output=True,
+        text=True, timeout=HANG_SECONDS,
+    )  # fmt: skip
+    answers = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert done.returncode == 0 and len(answers) == 3, done.stdout + done.stderr[-3000:]
+    ready, first, second = answers
+    photo = tmp_path / "scratch/PetImages/Dog/101.jpg"
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("MLFLOW_TRACKING_URI", store)
-        ((_, name, probability),) = predict_files(uri, [photo]).classified
-    assert first.json()["predictions"] == [
+        ((_, name, probability),) = predict_files(
+            "models:/dogs-vs-cats@candidate", [photo]
+        ).classified
+    assert ready == {"name": "dogs-vs-cats", "ready": True}
+    assert first["predictions"] == [
         {"class": name, "probability": pytest.approx(probability, abs=1e-4)}
     ]
-    outputs = {o["name"]: o["data"] for o in second.json()["outputs"]}
+    outputs = {o["name"]: o["data"] for o in second["outputs"]}
     assert outputs["class"] == [name]
+    assert outputs["probability"] == [pytest.approx(probability, abs=1e-4)]
 
 
 def broken_zip(folder: Path) -> Path:
