@@ -93,7 +93,8 @@ def main(argv: list[str] | None = None) -> None:
         if args.command == "compile":
             from pipeline.spec import compile_pipeline  # kfp: loaded only to compile
 
-            log.info("wrote %s", compile_pipeline(args.output, target, args.sweep, args.tune))
+            spec = compile_pipeline(args.output, target, args.sweep, args.tune, args.preset)
+            log.info("wrote %s (its defaults: the %s preset's)", spec, args.preset)
             return
         destination = Destination(
             host=args.host,

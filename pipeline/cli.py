@@ -10,7 +10,7 @@ from components.core import schema
 from components.core.presets import PRESETS
 from pipeline.parameters import PARAMETERS
 from pipeline.submit import DEFAULT_EXPERIMENT, SERVICE_ACCOUNT, TOKEN_ENV
-from pipeline.target import CURRENT_BACKEND, ClusterTarget
+from pipeline.target import CLUSTER_PRESET, CURRENT_BACKEND, ClusterTarget
 from pipeline.tune import add_tune_command
 
 
@@ -24,8 +24,7 @@ def build_parser(description: str) -> argparse.ArgumentParser:
     }
     for name, summary in summaries.items():
         sub = _add_command(commands, name, summary)
-        if name == "submit":
-            _add_preset_flag(sub)
+        _add_preset_flag(sub, default=CLUSTER_PRESET)
         sub.add_argument(
             "--sweep",
             action="store_true",
@@ -168,11 +167,17 @@ def _parameters_epilog(command: str) -> str:
     return "\n".join(lines)
 
 
-def _add_preset_flag(parser: argparse.ArgumentParser) -> None:
+def _add_preset_flag(parser: argparse.ArgumentParser, default: str | None = None) -> None:
+    on_cluster = (
+        f" (default: {default}, the one made for the GPU node the train task runs on; its "
+        "values are the compiled spec's defaults)"
+        if default
+        else ""
+    )
     parser.add_argument(
         "--preset",
         choices=list(PRESETS),
-        default=None,
-        help="named settings (tutorial: fast, grey 50×50; accurate: RGB "
-        "128×128 ResNet-18); name=value pairs override them",
+        default=default,
+        help="named settings (tutorial: fast, grey 50×50; cpu: RGB 64×64 on 2 cores; "
+        f"accurate: RGB 128×128 ResNet-18){on_cluster}; name=value pairs override them",
     )

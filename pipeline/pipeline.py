@@ -32,7 +32,10 @@ TUNE_DESCRIPTION = "Search the Dogs-vs-Cats recipe with Katib; evaluate and regi
 
 
 def build_pipeline(
-    target: ClusterTarget | None = None, sweep: bool = False, tune: bool = False
+    target: ClusterTarget | None = None,
+    sweep: bool = False,
+    tune: bool = False,
+    preset: str | None = None,
 ) -> Any:
     """The ``@dsl.pipeline`` function for ``target``: compile it, or call it under kfp.local.
 
@@ -40,7 +43,8 @@ def build_pipeline(
     objects of recipe fields), and trains and evaluates each combination as a child
     MLflow run under one parent; the best by validation accuracy is sent to registration.
     With ``tune``, the cluster's Katib searches the recipe (the search's settings added)
-    and the best trial's model is evaluated and sent to registration.
+    and the best trial's model is evaluated and sent to registration. With ``preset``, its
+    values are the parameters' defaults (else the step schemas' defaults are).
     """
     target = target or ClusterTarget()
     if (sweep or tune) and target.nodes > 1:
@@ -51,7 +55,7 @@ def build_pipeline(
         function = pipeline_function(
             "dogs_vs_cats_sweep",
             SWEEP_DESCRIPTION,
-            parameters_of(sweep=True),
+            parameters_of(sweep=True, preset=preset),
             SweepOutputs,
             lambda values: wire_sweep(Settings.of(values), values["grid"], target),
         )
@@ -60,7 +64,7 @@ def build_pipeline(
         function = pipeline_function(
             "dogs_vs_cats_tune",
             TUNE_DESCRIPTION,
-            parameters_of(tune=True),
+            parameters_of(tune=True, preset=preset),
             TuneOutputs,
             lambda values: wire_tune(Settings.of(values), Settings.search_of(values), target),
         )
@@ -68,7 +72,7 @@ def build_pipeline(
     function = pipeline_function(
         "dogs_vs_cats",
         DESCRIPTION,
-        parameters_of(),
+        parameters_of(preset=preset),
         PipelineOutputs,
         lambda values: wire(Settings.of(values), target),
     )

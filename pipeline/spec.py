@@ -7,16 +7,20 @@ import yaml
 from kfp import compiler
 
 from pipeline.pipeline import build_pipeline
-from pipeline.target import ClusterTarget
+from pipeline.target import CLUSTER_PRESET, ClusterTarget
 
 log = logging.getLogger(__name__)
 
 
 def compile_pipeline(
-    output: Path, target: ClusterTarget, sweep: bool = False, tune: bool = False
+    output: Path,
+    target: ClusterTarget,
+    sweep: bool = False,
+    tune: bool = False,
+    preset: str | None = CLUSTER_PRESET,
 ) -> Path:
     """Compile the pipeline (or the sweep, or the search) for ``target``, as its oldest KFP
-    backend reads it."""
+    backend reads it, with ``preset``'s values as its parameters' defaults."""
     for image in {target.image, target.gpu_image}:
         if "@sha256:" not in image:
             log.warning(
@@ -24,7 +28,7 @@ def compile_pipeline(
                 "the tag named before; pin NAME@sha256:… (`make compile` does)",
                 image,
             )
-    compiler.Compiler().compile(build_pipeline(target, sweep, tune), str(output))
+    compiler.Compiler().compile(build_pipeline(target, sweep, tune, preset), str(output))
     if not target.optional_secrets:
         drop_secret_optionality(output)
     return output

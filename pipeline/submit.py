@@ -99,7 +99,12 @@ def submit(
 ) -> SubmittedRun:
     """Check the arguments and the API, compile for ``target``, start a run."""
     parse = sweep_arguments if sweep else parse_arguments
-    arguments = parse(pairs, parameters_of(sweep, tune), preset)
+    compiled = parameters_of(sweep, tune, preset)  # the spec's defaults: the preset's values
+    checked = parse(pairs, compiled, preset)
+    # the run's parameters: what was typed (a sweep's grid built of it); the rest are the
+    # spec's defaults, the preset's values
+    typed = {pair.partition("=")[0] for pair in pairs} | {"grid"}
+    arguments = {name: value for name, value in checked.items() if name in typed}
     refuse_credentials(arguments, ("source", "tracking_uri"))
     import kfp  # loaded once the settings are known to be good
 
@@ -113,7 +118,7 @@ def submit(
             "with your profile's namespace"
         )
     with tempfile.TemporaryDirectory() as scratch:
-        package = compile_pipeline(Path(scratch) / "pipeline.yaml", target, sweep, tune)
+        package = compile_pipeline(Path(scratch) / "pipeline.yaml", target, sweep, tune, preset)
 
         def start_run() -> Any:
             client = kfp.Client(

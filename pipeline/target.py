@@ -15,6 +15,9 @@ REGISTRY = "ghcr.io/dogs-vs-cats"
 IMAGE = f"{REGISTRY}/dogs-vs-cats:{VERSION}"
 GPU_IMAGE = f"{REGISTRY}/dogs-vs-cats-cuda:{VERSION}"
 CLUSTER_TRACKING_URI = "http://mlflow.mlflow.svc.cluster.local:5000"
+# the compiled spec's defaults: its train task runs on a GPU node, which the accurate preset
+# is made for (docs/BENCHMARKS.md, "Presets"); its gate is that preset's own
+CLUSTER_PRESET = "accurate"
 
 
 OLDEST_BACKEND = (2, 5)  # tests/pipeline/test_spec.py parses the spec with its protos

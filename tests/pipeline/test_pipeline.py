@@ -61,3 +61,33 @@ def test_every_parameter_is_described_for_the_kfp_ui_with_its_choices(compiled, 
     assert "(one of: constant, onecycle)" in described["schedule"]
     sweep_parameters = compiled_sweep[0]["root"]["inputDefinitions"]["parameters"]
     assert "empty list is refused" in " ".join(sweep_parameters["grid"]["description"].split())
+
+
+def defaults(spec) -> dict:
+    parameters = spec["root"]["inputDefinitions"]["parameters"]
+    return {name: p.get("defaultValue") for name, p in parameters.items()}
+
+
+def test_the_compiled_defaults_are_the_gpu_presets_its_gate_included(compiled, compiled_sweep):
+    """The spec's train task runs on a GPU node: its defaults are the accurate preset's,
+    so a run submitted as compiled trains what its own gate can pass."""
+    from components.core.presets import preset_values
+
+    for spec in (compiled[2], compiled_sweep[0]):
+        assert {k: defaults(spec)[k] for k in preset_values("accurate")} == preset_values(
+            "accurate"
+        )
+
+
+def test_compile_preset_sets_the_defaults_as_run_and_submit_take_it(tmp_path):
+    import yaml
+
+    from components.core.presets import preset_values
+    from pipeline.__main__ import main as pipeline_main
+
+    path = tmp_path / "cpu.yaml"
+    pipeline_main(["compile", "--preset", "cpu", "--output", str(path)])
+    spec, _ = yaml.safe_load_all(path.read_text())
+    found = defaults(spec)
+    assert {k: found[k] for k in preset_values("cpu")} == preset_values("cpu")
+    assert found["min_accuracy"] == 0.93 and found["model"] == "compact_cnn"

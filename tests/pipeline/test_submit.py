@@ -78,7 +78,7 @@ def precompiled(compiled, monkeypatch):
     """The module's compiled spec in place of compiling again: these tests are about the
     API conversation (test_python_submit_converts_parameter_types compiles for real)."""
 
-    def copy_spec(output, target, sweep, tune):
+    def copy_spec(output, target, sweep, tune, preset):
         shutil.copyfile(compiled[0], output)
         return output
 
@@ -286,7 +286,7 @@ def test_submit_tune_starts_the_search_pipeline_as_the_readme_types_it(monkeypat
             ["min_trials_required=16", "trials=16"],
             "expected min_trials_required (--min-trials-required) below trials (16)",
         ),
-        (["start_step=1000"], "expected start_step (--start-step) at most epochs (10)"),
+        (["start_step=1000"], "expected start_step (--start-step) at most epochs (100)"),
     ],
 )
 def test_submit_tune_checks_the_search_settings_before_any_request(pairs, expected):
