@@ -75,6 +75,12 @@ class TrainConfig:
     resume: bool = setting(
         False, "continue from the newest checkpoint and its MLflow run", role=LOCAL
     )
+    overwrite: bool = setting(
+        False,
+        "train afresh into an output that holds a trained model or a checkpoint, replacing "
+        "them (without it, or --resume, such an output is refused and left as it is)",
+        role=LOCAL,
+    )
     dry_run: bool = setting(False, "one batch of one epoch: a quick smoke test", role=LOCAL)
     checkpoint_uri: str | None = setting(
         None,

@@ -98,6 +98,7 @@ def _train(
     cfg: TrainConfig, workers: Workers, device: torch.device, on_epoch: EpochHook | None
 ) -> TrainResult:
     if workers.is_main:
+        _refuse_a_trained_output(cfg)
         store.check_server()  # before any time goes into training
         claim_directory(Path(cfg.output), "train", OUTPUT_FILES)
         if cfg.resume and cfg.kfp_run_id:
@@ -164,6 +165,27 @@ def _train(
             else None
         )
     return TrainResult(run_id, history, model_uri)
+
+
+def _refuse_a_trained_output(cfg: TrainConfig) -> None:
+    """Refuse to train afresh over a model or a checkpoint that an earlier run left in
+    ``cfg.output``, unless told to continue it (``resume``) or replace it (``overwrite``).
+
+    Raises:
+        FileExistsError: the output holds one, with the commands that continue or replace it.
+    """
+    output = Path(cfg.output)
+    held = [name for name in (WEIGHTS_FILE, checkpoints.CHECKPOINT) if (output / name).is_file()]
+    if not held or cfg.resume or cfg.overwrite:
+        return
+    run_file = output / "mlflow_run_id"
+    run_id = run_file.read_text().strip()[:64] if run_file.is_file() else None
+    earlier = f" (MLflow run {run_id})" if run_id else ""
+    raise FileExistsError(
+        f"refusing to train afresh into {output}: it holds {' and '.join(held)} of an earlier "
+        f"run{earlier}, left as it is; give --resume to continue it, --overwrite to replace "
+        "it, or another --output"
+    )
 
 
 def _refuse_a_retry_that_diverged(cfg: TrainConfig) -> None:

@@ -3,6 +3,7 @@ keeps the val accuracy, gone where it does not; predicted and evaluated by name.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import shutil
 
@@ -108,7 +109,7 @@ def test_a_graph_that_loses_val_accuracy_in_int8_is_not_kept_and_an_earlier_one_
     assert (tmp_path / "m" / INT8_FILE).is_file()
     monkeypatch.setattr(int8, "MOST_POINTS_LOST", -1.0)  # nothing passes
     with caplog.at_level(logging.WARNING):
-        result = session.train(cfg)
+        result = session.train(dataclasses.replace(cfg, overwrite=True))
     assert not (tmp_path / "m" / INT8_FILE).exists()  # not the other weights' graph
     assert f"no {INT8_FILE}: in int8 the val accuracy is" in caplog.text
     assert "(at most -1.0 allowed)" in caplog.text

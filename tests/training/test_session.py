@@ -180,7 +180,7 @@ def test_a_non_finite_loss_stops_training_and_keeps_the_last_good_outputs(
     )
     # (a resumed run would take the checkpoint's learning rate: start again instead)
     with pytest.raises(DivergedError, match="epoch 1: expected finite losses below 693"):
-        session.train(config(small_arrays, out, epochs=1, lr=1e30))
+        session.train(config(small_arrays, out, epochs=1, lr=1e30, overwrite=True))
     assert (out / "model.pt").read_bytes() == good_model
     assert (out / "checkpoint.pt").read_bytes() == good_checkpoint
 
@@ -358,11 +358,11 @@ def test_a_killed_runs_temporary_files_do_not_block_the_next_run(
     out = tmp_path / "out"
     session.train(config(small_arrays, out, epochs=1, dry_run=True))
     (out / ".checkpoint.pt.x1y2z3.tmp").write_bytes(b"half a checkpoint")
-    session.train(config(small_arrays, out, epochs=1, dry_run=True))
+    session.train(config(small_arrays, out, epochs=1, dry_run=True, overwrite=True))
     assert not list(out.glob(".checkpoint.pt.*.tmp"))
     (out / "stray.txt").write_text("not the step's")
     with pytest.raises(FileExistsError, match="stray.txt"):
-        session.train(config(small_arrays, out, epochs=1, dry_run=True))
+        session.train(config(small_arrays, out, epochs=1, dry_run=True, overwrite=True))
 
 
 def test_the_train_command_trains_in_the_run_kfps_driver_made(
@@ -408,3 +408,31 @@ def test_a_loss_grown_by_orders_of_magnitude_is_a_divergence_in_one_line(
     assert "training diverged; lower --lr (now 0.001)" in message
     assert message.endswith("no epoch finished: there is no checkpoint or model")
     assert "\n" not in message
+
+
+def test_a_second_train_into_a_finished_output_is_refused_and_leaves_it_as_it_was(
+    small_arrays, tmp_path, mlflow_store
+):
+    """As torchvision's reference scripts refuse an existing output directory: continuing
+    it takes --resume, replacing it --overwrite."""
+    out = tmp_path / "out"
+    first = session.train(config(small_arrays, out, epochs=1))
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    runs = MlflowClient(mlflow_store).search_runs(
+        [e.experiment_id for e in MlflowClient(mlflow_store).search_experiments()]
+    )
+    with pytest.raises(FileExistsError) as refused:
+        session.train(config(small_arrays, out, epochs=1))
+    assert str(refused.value) == (
+        f"refusing to train afresh into {out}: it holds model.pt and checkpoint.pt of an "
+        f"earlier run (MLflow run {first.run_id}), left as it is; give --resume to continue "
+        "it, --overwrite to replace it, or another --output"
+    )
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+    client = MlflowClient(mlflow_store)
+    assert len(client.search_runs([e.experiment_id for e in client.search_experiments()])) == len(
+        runs
+    )
+    replaced = session.train(config(small_arrays, out, epochs=1, overwrite=True))
+    assert replaced.run_id != first.run_id
+    assert (out / "mlflow_run_id").read_text() == replaced.run_id
