@@ -45,7 +45,8 @@ def start_run(
     says so. A run injected through ``$MLFLOW_RUN_ID`` (KFP's task run) keeps the name
     its creator gave it: KFP finds a retried task's run by it.
 
-    On an exception the run ends FAILED, so a resumed attempt can pick it up again.
+    On an exception the run ends FAILED, so a resumed attempt can pick it up again; on
+    Ctrl-C (``KeyboardInterrupt``) it ends KILLED.
     """
     uri = tracking_uri()
     mlflow.set_tracking_uri(uri)
@@ -71,7 +72,11 @@ def start_run(
         if tags:
             mlflow.set_tags(tags)
         log.info("MLflow run %s in experiment %s at %s", run.info.run_id, active, uri)
-        yield run.info.run_id
+        try:
+            yield run.info.run_id
+        except KeyboardInterrupt:  # Ctrl-C, or SIGTERM where the step makes it one
+            mlflow.end_run("KILLED")
+            raise
 
 
 def log_params_into(run_id: str, params: dict[str, object]) -> None:

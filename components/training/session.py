@@ -101,6 +101,9 @@ def _train(
         _refuse_a_trained_output(cfg)
         store.check_server()  # before any time goes into training
         claim_directory(Path(cfg.output), "train", OUTPUT_FILES)
+        if cfg.overwrite:  # the earlier run's files go, never to stand beside this one's
+            for name in OUTPUT_FILES:
+                (Path(cfg.output) / name).unlink(missing_ok=True)
         if cfg.resume and cfg.kfp_run_id:
             _refuse_a_retry_that_diverged(cfg)
     if cfg.batch_size % workers.world_size:

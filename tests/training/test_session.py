@@ -436,3 +436,33 @@ def test_a_second_train_into_a_finished_output_is_refused_and_leaves_it_as_it_wa
     replaced = session.train(config(small_arrays, out, epochs=1, overwrite=True))
     assert replaced.run_id != first.run_id
     assert (out / "mlflow_run_id").read_text() == replaced.run_id
+
+
+def test_a_train_stopped_by_sigterm_ends_its_run_killed_and_says_how_to_resume(
+    small_arrays, tmp_path, mlflow_store
+):
+    """What Kubernetes sends a pod it evicts: stopped after its first checkpoint, the run
+    ends KILLED (none left RUNNING), the folder holds that checkpoint and no model, and
+    the command printed continues it to the end."""
+    import shlex
+    import signal
+
+    output = tmp_path / "out"
+    args = ["--data", str(small_arrays), "--output", str(output), "--epochs", "30"]
+    trainer = subprocess.Popen(
+        [sys.executable, "-m", "components.train", *args],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + HANG_SECONDS
+    while not (output / "checkpoint.pt").is_file() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    trainer.send_signal(signal.SIGTERM)
+    _, stderr = trainer.communicate(timeout=HANG_SECONDS)
+    assert trainer.returncode == 130, stderr[-3000:]
+    client = MlflowClient(mlflow_store)
+    (run,) = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    assert run.info.status == "KILLED"
+    assert (output / "checkpoint.pt").is_file() and not (output / "model.pt").exists()
+    said = stderr.strip().splitlines()[-1]
+    command = said.partition("continue from its last checkpoint with: ")[2]
+    assert shlex.split(command) == ["python", "-m", "components.train", *args, "--resume"]
