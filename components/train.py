@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 import signal
 import sys
-from pathlib import Path
 
 from components.core import schema
 from components.core.errors import one_line_errors
@@ -45,14 +43,18 @@ def main(argv: list[str] | None = None) -> None:
     from components.tuning.report import print_metrics_line
 
     # what Kubernetes sends a pod it evicts: the run stops as on Ctrl-C, its MLflow run KILLED
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    before = signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         with one_line_errors():
             result = train(cfg, on_epoch=print_metrics_line if cfg.metrics_stdout else None)
     except SystemExit as end:
         if end.code == 130:
-            print(stopped(cfg, sys.argv[1:] if argv is None else argv), file=sys.stderr)
+            from components.training.checkpoints import resume_hint
+
+            print(resume_hint(cfg, sys.argv[1:] if argv is None else argv), file=sys.stderr)
         raise
+    finally:
+        signal.signal(signal.SIGTERM, before)
     if result.run_id:  # rank 0 alone reports
         print(
             json.dumps(
@@ -63,17 +65,6 @@ def main(argv: list[str] | None = None) -> None:
                 }
             )
         )
-
-
-def stopped(cfg: TrainConfig, argv: list[str]) -> str:
-    """What a stopped run leaves, and the command that continues it."""
-    from components.training.checkpoints import CHECKPOINT  # loaded with the training
-
-    if not (Path(cfg.output) / CHECKPOINT).is_file():
-        return "stopped before the first checkpoint: nothing to resume; run the command again"
-    again = shlex.join(["python", "-m", "components.train", *argv])
-    again += "" if cfg.resume else " --resume"
-    return f"stopped: its MLflow run ended KILLED; continue from its last checkpoint with: {again}"
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import logging
 import os
+import shlex
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -323,3 +324,12 @@ def check_resumable(state: dict[str, Any], cfg: TrainConfig, meta: dict[str, Any
                 f"cannot resume: the checkpoint has {field.name}={was!r}, "
                 f"this run asks for {field.name}={now!r}"
             )
+
+
+def resume_hint(cfg: TrainConfig, argv: list[str]) -> str:
+    """What a stopped run (Ctrl-C, SIGTERM) leaves, and the train command that continues it."""
+    if not (Path(cfg.output) / CHECKPOINT).is_file():
+        return "stopped before the first checkpoint: nothing to resume; run the command again"
+    again = shlex.join(["python", "-m", "components.train", *argv])
+    again += "" if cfg.resume else " --resume"
+    return f"stopped: its MLflow run ended KILLED; continue from its last checkpoint with: {again}"
