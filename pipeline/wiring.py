@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 
 from kfp import dsl, kubernetes
 
-from components.cluster.placement import GPU, MLFLOW_KEYS, S3_KEYS
+from components.cluster.placement import MLFLOW_KEYS, S3_KEYS
 from components.cluster.quantities import twice_cpu, twice_memory
 from components.core.schema import pick
 from components.deploying.config import DeployConfig
@@ -308,7 +308,9 @@ def _gpu_task(task: Any, target: ClusterTarget, gpus: Any) -> None:
     task.set_container_image(target.gpu_image)
     task.set_cpu_request(placement.cpu).set_cpu_limit(placement.cpu_limit)
     task.set_memory_request(placement.memory).set_memory_limit(placement.memory)
-    task.set_accelerator_type(GPU).set_accelerator_limit(gpus)
+    task.set_accelerator_type(placement.gpu_resource).set_accelerator_limit(gpus)
+    for key, value in placement.kueue_labels.items():  # Kueue's pod integration admits it
+        kubernetes.add_pod_label(task, key, value)
     _retry_training(task, target)
     task.set_caching_options(False)
     if placement.toleration_key:

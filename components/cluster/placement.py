@@ -11,6 +11,8 @@ from components.cluster.quantities import memory_bytes, millicores, twice_cpu
 from components.core.schema import LOCAL, setting
 
 GPU = "nvidia.com/gpu"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 S3_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL")
 MLFLOW_KEYS = ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD")
 # Kubernetes' label syntax: an optional DNS-subdomain prefix and "/", then a name
@@ -50,6 +52,24 @@ class Placement:
         "optional secret with MLFLOW_TRACKING_USERNAME/PASSWORD",
         role=LOCAL,
     )
+    gpu_resource: str = setting(
+        GPU,
+        "the GPU resource a train pod asks for: nvidia.com/gpu, or a MIG slice such as "
+        "nvidia.com/mig-1g.10gb",
+        role=LOCAL,
+    )
+    queue_name: str = setting(
+        "",
+        "Kueue LocalQueue the GPU work joins: the label kueue.x-k8s.io/queue-name on the "
+        "train pod, the TrainJob or each search trial's Job; empty: none",
+        role=LOCAL,
+    )
+    priority_class: str = setting(
+        "",
+        "Kueue WorkloadPriorityClass of the GPU work (the label "
+        "kueue.x-k8s.io/priority-class); empty: none",
+        role=LOCAL,
+    )
 
     def __post_init__(self) -> None:
         if self.node_selector:
@@ -67,6 +87,18 @@ class Placement:
                 raise ValueError(
                     f"expected the {name} as a Kubernetes name (lowercase letters, digits, "
                     f"- and .), found {getattr(self, name)!r}"
+                )
+        if "/" not in self.gpu_resource or not is_label_key(self.gpu_resource):
+            raise ValueError(
+                "expected the GPU resource as a vendor-prefixed resource name such as "
+                f"{GPU} or nvidia.com/mig-1g.10gb, found {self.gpu_resource!r}"
+            )
+        for name in ("queue_name", "priority_class"):
+            value = getattr(self, name)
+            if value and not (is_dns_subdomain(value) and LABEL_NAME.fullmatch(value)):
+                raise ValueError(
+                    f"expected the {name} as Kueue's object name and a label value (lowercase "
+                    f"letters, digits, - and ., at most 63), or empty; found {value!r}"
                 )
         millicores(self.cpu)  # raises with what was expected
         for name in ("memory", "shm_size"):
@@ -89,6 +121,12 @@ class Placement:
             return None
         key, _, value = self.node_selector.partition("=")
         return key, value
+
+    @property
+    def kueue_labels(self) -> dict[str, str]:
+        """The labels by which Kueue admits the GPU work to its queue, at its priority."""
+        labels = {QUEUE_LABEL: self.queue_name, PRIORITY_LABEL: self.priority_class}
+        return {key: value for key, value in labels.items() if value}
 
     @property
     def secret_keys(self) -> dict[str, tuple[str, ...]]:

@@ -25,7 +25,7 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 from components.cluster import kube
-from components.cluster.placement import GPU, Placement
+from components.cluster.placement import Placement
 from components.core import schema
 from components.core.workspace import workspace_env
 from components.training.config import TrainConfig
@@ -89,7 +89,8 @@ def build_trainjob(cfg: TrainConfig, job: ClusterJob) -> models.TrainerV1alpha1T
         metadata=models.IoK8sApimachineryPkgApisMetaV1ObjectMeta(
             name=job.name,
             namespace=job.namespace,
-            labels={"app.kubernetes.io/part-of": "dogs-vs-cats"},
+            # Kueue admits a TrainJob by its queue label (since Trainer v2.0)
+            labels={"app.kubernetes.io/part-of": "dogs-vs-cats", **job.placement.kueue_labels},
         ),
         spec=models.TrainerV1alpha1TrainJobSpec(
             runtime_ref=models.TrainerV1alpha1RuntimeRef(
@@ -111,8 +112,8 @@ def build_trainjob(cfg: TrainConfig, job: ClusterJob) -> models.TrainerV1alpha1T
 
 def _resources(job: ClusterJob) -> models.IoK8sApiCoreV1ResourceRequirements:
     place, gpus = job.placement, str(job.gpus_per_node)
-    requests = {"cpu": place.cpu, "memory": place.memory, GPU: gpus}
-    limits = {"cpu": place.cpu_limit, "memory": place.memory, GPU: gpus}
+    requests = {"cpu": place.cpu, "memory": place.memory, place.gpu_resource: gpus}
+    limits = {"cpu": place.cpu_limit, "memory": place.memory, place.gpu_resource: gpus}
     return models.IoK8sApiCoreV1ResourceRequirements(
         requests={key: _quantity(value) for key, value in requests.items()},
         limits={key: _quantity(value) for key, value in limits.items()},

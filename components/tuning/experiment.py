@@ -21,7 +21,7 @@ from kubeflow import katib
 from kubernetes import client as k8s
 
 from components.cluster.object_names import is_dns_label, is_dns_subdomain
-from components.cluster.placement import GPU, Placement
+from components.cluster.placement import Placement
 from components.core import schema
 from components.core.errors import printable
 from components.core.search_space import CATEGORICAL, Dimension
@@ -242,7 +242,7 @@ def _trial_template(
 def _job(target: ExperimentTarget, recipe: TrainConfig, space: tuple[Dimension, ...]) -> k8s.V1Job:
     """One trial: the train step on one GPU node, placed as the pipeline's train task."""
     place = target.placement
-    resources = {"cpu": place.cpu, "memory": place.memory, GPU: "1"}
+    resources = {"cpu": place.cpu, "memory": place.memory, place.gpu_resource: "1"}
     container = k8s.V1Container(
         name=CONTAINER,
         image=target.image,
@@ -292,6 +292,8 @@ def _job(target: ExperimentTarget, recipe: TrainConfig, space: tuple[Dimension, 
     return k8s.V1Job(
         api_version="batch/v1",
         kind="Job",
+        # Kueue's batch/Job integration admits each trial by its queue label
+        metadata=k8s.V1ObjectMeta(labels=place.kueue_labels) if place.kueue_labels else None,
         spec=k8s.V1JobSpec(
             backoff_limit=0,  # a failed trial is Katib's to count, not retried under it
             template=k8s.V1PodTemplateSpec(

@@ -296,3 +296,18 @@ def test_a_trainjob_the_cluster_refuses_is_a_clear_error(tmp_path):
 def test_a_trainjob_name_is_a_dns_label_whatever_the_run_id(run_id):
     name = trainjob.trainjob_name(run_id)
     assert re.fullmatch(r"[a-z]([-a-z0-9]{0,38}[a-z0-9])?", name), name
+
+
+def test_kueue_admits_the_trainjob_by_its_queue_and_a_mig_slice_is_asked_for():
+    place = Placement(queue_name="team-a-gpu", gpu_resource="nvidia.com/mig-1g.10gb")
+    manifest = built(placement=place)
+    assert manifest["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a-gpu"
+    resources = manifest["spec"]["trainer"]["resourcesPerNode"]
+    assert (
+        resources["limits"]["nvidia.com/mig-1g.10gb"]
+        == resources["requests"]["nvidia.com/mig-1g.10gb"]
+    )
+    assert "nvidia.com/gpu" not in resources["limits"]
+    from tests.support.crds import TRAIN_JOB, errors
+
+    assert errors(manifest, TRAIN_JOB) == []

@@ -154,3 +154,12 @@ def test_compiling_with_image_tags_warns_and_digests_do_not(tmp_path, caplog):
             ]
         )
     assert "not a digest" not in caplog.text
+
+
+def test_a_spec_labelled_for_kueue_parses_with_the_oldest_backends_protos(tmp_path):
+    """The pod labels Kueue admits the train task by are a field KFP 2.5 already knows."""
+    _, executors = compiled(tmp_path, "--kfp-backend", "2.5", "--queue-name", "team-a-gpu")
+    assert executors["exec-train-op"]["podMetadata"]["labels"] == {
+        "kueue.x-k8s.io/queue-name": "team-a-gpu"
+    }
+    parse_all(executors, kubernetes_config(OLDEST_KUBERNETES))

@@ -195,3 +195,32 @@ def test_nothing_is_downloaded_before_the_preflight_passed(compiled, compiled_sw
     sweep_tasks = compiled_sweep[0]["root"]["dag"]["tasks"]
     assert "preflight-op" in sweep_tasks["sweep-parent-op"]["dependentTasks"]
     assert sweep_tasks["preflight-op"]["inputs"]["parameters"]["grid"]  # the grid it checks
+
+
+def test_compile_queue_name_labels_the_gpu_task_for_kueue_and_asks_for_its_gpu_resource(
+    tmp_path,
+):
+    """Kueue has no KFP integration: the GPU task's pod joins the team's queue through
+    Kueue's pod integration, by its labels."""
+    import yaml
+
+    from pipeline.__main__ import main as pipeline_main
+
+    path = tmp_path / "kueue.yaml"
+    pipeline_main(
+        ["compile", "--queue-name", "team-a-gpu", "--priority-class", "high",
+         "--gpu-resource", "nvidia.com/mig-1g.10gb", "--output", str(path)]
+    )  # fmt: skip
+    spec, platform = yaml.safe_load_all(path.read_text())
+    executors = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    labelled = {
+        name: e["podMetadata"]["labels"] for name, e in executors.items() if "podMetadata" in e
+    }
+    assert labelled == {
+        "exec-train-op": {
+            "kueue.x-k8s.io/queue-name": "team-a-gpu",
+            "kueue.x-k8s.io/priority-class": "high",
+        }
+    }
+    train = spec["deploymentSpec"]["executors"]["exec-train-op"]["container"]["resources"]
+    assert train["accelerator"]["resourceType"] == "nvidia.com/mig-1g.10gb"

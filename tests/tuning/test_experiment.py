@@ -1,6 +1,7 @@
 """The Katib Experiment: Katib's own models, its webhook's rules, a trial Kubernetes runs."""
 
 import copy
+import dataclasses
 import json
 
 import kubernetes_validate
@@ -128,3 +129,20 @@ def test_an_experiment_name_katib_or_its_trials_pods_would_refuse_is_refused(nam
 def test_each_kfp_run_gets_an_experiment_name_katib_accepts():
     name = experiment_name("0F3A2B1C-9D8E-4F7A-B6C5-D4E3F2A1B0C9-extra-long")
     assert ExperimentTarget(name=name, image="i", tracking_uri="http://m:5000").name == name
+
+
+def test_each_trial_joins_the_teams_kueue_queue_on_the_gpu_resource_asked_for():
+    mig = "nvidia.com/mig-1g.10gb"
+    place = Placement(queue_name="team-a-gpu", priority_class="high", gpu_resource=mig)
+    target = dataclasses.replace(TARGET, placement=place)
+    manifest = to_manifest(build_experiment(TuneConfig(), target, RECIPE, SEARCH_SPACE))
+    assert webhook.validate(manifest) == []
+    job = trial_job(manifest, VALUES)
+    kubernetes_validate.validate(job, K8S_VERSION, strict=True)
+    assert job["metadata"]["labels"] == {
+        "kueue.x-k8s.io/queue-name": "team-a-gpu",
+        "kueue.x-k8s.io/priority-class": "high",
+    }
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    assert container["resources"]["limits"][mig] == "1"
+    assert GPU not in container["resources"]["limits"]
