@@ -77,8 +77,9 @@ class TrainConfig:
     )
     overwrite: bool = setting(
         False,
-        "train afresh into an output that holds a trained model or a checkpoint, replacing "
-        "them (without it, or --resume, such an output is refused and left as it is)",
+        "train afresh into an output that holds a trained model or a checkpoint: they are "
+        "replaced once this run writes its first checkpoint (without it, or --resume, such "
+        "an output is refused and left as it is)",
         role=LOCAL,
     )
     dry_run: bool = setting(False, "one batch of one epoch: a quick smoke test", role=LOCAL)

@@ -101,9 +101,6 @@ def _train(
         _refuse_a_trained_output(cfg)
         store.check_server()  # before any time goes into training
         claim_directory(Path(cfg.output), "train", OUTPUT_FILES)
-        if cfg.overwrite:  # the earlier run's files go, never to stand beside this one's
-            for name in OUTPUT_FILES:
-                (Path(cfg.output) / name).unlink(missing_ok=True)
         if cfg.resume and cfg.kfp_run_id:
             _refuse_a_retry_that_diverged(cfg)
     if cfg.batch_size % workers.world_size:
@@ -154,6 +151,8 @@ def _train(
                 checkpoint = checkpoints.serialize(state)
                 model_id = checkpoint_models.log_epoch(metrics, epoch, sha256_of_bytes(checkpoint))
                 saved = checkpoints.save_everywhere(cfg, checkpoint)
+                if cfg.overwrite:  # replaced once this run has a checkpoint, never mixed
+                    _remove_earlier_outputs(Path(cfg.output))
                 checkpoint_models.log_checkpoint(model_id, saved, epoch)
                 if on_epoch:
                     on_epoch(epoch, metrics)
@@ -168,6 +167,14 @@ def _train(
             else None
         )
     return TrainResult(run_id, history, model_uri)
+
+
+def _remove_earlier_outputs(output: Path) -> None:
+    """An earlier run's files in ``output``, but the checkpoint this run has just written
+    over its own: the model and its graphs come at this run's end, written afresh."""
+    for name in OUTPUT_FILES:
+        if name != checkpoints.CHECKPOINT:
+            (output / name).unlink(missing_ok=True)
 
 
 def _refuse_a_trained_output(cfg: TrainConfig) -> None:
