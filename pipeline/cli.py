@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import textwrap
 from pathlib import Path
 
 from components.cluster.placement import Placement
 from components.core import schema
 from components.core.presets import PRESETS
-from pipeline.parameters import PARAMETERS
+from pipeline.parameters import DESCRIPTIONS, PARAMETERS
 from pipeline.submit import DEFAULT_EXPERIMENT, SERVICE_ACCOUNT, TOKEN_ENV
 from pipeline.target import CLUSTER_PRESET, CURRENT_BACKEND, ClusterTarget
 from pipeline.tune import add_tune_command
@@ -163,7 +164,10 @@ def _parameters_epilog(command: str) -> str:
     )
     lines = [heading]
     for name, (kind, default) in PARAMETERS.items():
-        lines.append(f"  {f'{name}={default!r}':<38} {kind.__name__}")
+        lines.append(f"  {name}={default!r} ({kind.__name__})")
+        lines += textwrap.wrap(
+            DESCRIPTIONS[name], width=88, initial_indent=" " * 6, subsequent_indent=" " * 6
+        )
     return "\n".join(lines)
 
 

@@ -1,7 +1,9 @@
-"""A short live account of a kfp.local run: one line as each task starts and ends.
+"""A short live account of a kfp.local run: one line as each task starts and ends, and
+one as each epoch of a training task ends.
 
 kfp.local prints every task's full input, output and log; all of it goes to a log file,
-and the screen gets the task lines, their times and, for a failed task, its error.
+and the screen gets the task lines, their times, each epoch's losses and validation
+accuracy as it ends and, for a failed task, its error.
 """
 
 from __future__ import annotations
@@ -17,6 +19,9 @@ TASK_STARTED = re.compile(r"Executing task '(?P<task>[^']+)'")
 TASK_ENDED = re.compile(r"Task '(?P<task>[^']+)' finished with status (?P<status>\w+)")
 TASK_CACHED = re.compile(r"Task (?P<task>\S+) cache hit")
 ERROR_LINE = re.compile(r"^(\w+\.)*\w*(Error|Exception|Exit)\b(: .*)?$")
+# the train step's log line at each epoch's end (components.training.loop)
+EPOCH_ENDED = re.compile(r"components\.training\.loop: epoch (?P<epoch>\d+/\d+) (?P<metrics>.*)$")
+SHOWN_METRICS = ("train_loss", "val_loss", "val_accuracy")  # an epoch's line on the screen
 COMBINATION_PREFIX = "sweep combination: "  # a sweep task's first line: what it varies
 
 
@@ -24,6 +29,13 @@ def announce_combination(combination: str) -> None:
     """Print the line that names a sweep task's combination in the live account."""
     if combination:
         print(COMBINATION_PREFIX + combination, flush=True)
+
+
+def _epoch_summary(line: re.Match[str]) -> str:
+    """``3/10: train_loss 0.61, val_loss 0.58, val_accuracy 0.7`` from an epoch's log line."""
+    metrics = dict(pair.split(" ", 1) for pair in line["metrics"].split(", ") if " " in pair)
+    shown = ", ".join(f"{name} {metrics[name]}" for name in SHOWN_METRICS if name in metrics)
+    return f"{line['epoch']}: {shown}"
 
 
 def _varied(task_lines: list[str]) -> str:
@@ -83,6 +95,12 @@ class LiveView(io.TextIOBase):
             self._say(f"{cached['task']:<16} reused from kfp.local's cache")
         elif line:
             self._task_lines.append(line)
+            if ended_epoch := EPOCH_ENDED.search(line):
+                self._say(f"{self._running():<16} epoch {_epoch_summary(ended_epoch)}")
+
+    def _running(self) -> str:
+        """The task started last: kfp.local runs one task at a time."""
+        return next(reversed(self._started), "")
 
     def _error_line(self) -> str:
         """The failed task's last exception line, else its last line."""

@@ -67,6 +67,7 @@ def log_model(
         input_example=example,
         metadata={"classes": list(CLASSES), "output": "logits, one column per class"},
         pip_requirements=[f"torch=={torch.__version__.split('+')[0]}", "numpy"],
+        validate_serving_input=False,  # reloaded and checked below, as served: one load, not two
     )
     for onnx_file in onnx_files:
         MlflowClient(tracking_uri()).log_model_artifact(info.model_id, str(onnx_file))

@@ -6,7 +6,7 @@ import pytest
 
 from pipeline.__main__ import main as pipeline_main
 from pipeline.cli import build_parser
-from pipeline.parameters import PARAMETERS
+from pipeline.parameters import DESCRIPTIONS, PARAMETERS
 
 
 def test_help_lists_subcommands_and_the_pipelines_parameters(capsys):
@@ -27,12 +27,14 @@ def test_an_unknown_parameter_is_refused_naming_the_close_one_or_the_valid_ones(
 
 
 @pytest.mark.parametrize("command", ["compile", "submit", "run", "sweep"])
-def test_every_command_lists_every_pipeline_parameter_with_its_default(command, capsys):
+def test_every_command_lists_every_pipeline_parameter_with_its_default_and_description(command, capsys):
     with pytest.raises(SystemExit):
         build_parser("python -m pipeline").parse_args([command, "--help"])
     shown = capsys.readouterr().out
+    flat = " ".join(shown.split())
     for name, (kind, default) in PARAMETERS.items():
-        assert f"{name}={default!r}" in shown and kind.__name__ in shown, name
+        assert f"{name}={default!r} ({kind.__name__})" in shown, name
+        assert " ".join(DESCRIPTIONS[name].split()) in flat, name  # as the compiled spec says
 
 
 @pytest.mark.parametrize(

@@ -57,7 +57,10 @@ def test_whole_pipeline_runs_locally_registers_and_serves_as_the_readme_says(
     for task in tasks:
         assert re.search(rf"^  {task} +started$", done.stdout, re.MULTILINE), task
         assert re.search(rf"^  {task} +success in [\d.]+ s$", done.stdout, re.MULTILINE), task
-    assert len(done.stdout.splitlines()) <= 2 * len(tasks) + 10 and done.stderr == ""
+    # and the train task's epoch as it ends (one epoch here), as the log has it
+    epoch = r"^  train-op +epoch 1/1: train_loss [\d.]+, val_loss [\d.]+, val_accuracy [\d.]+$"
+    assert len(re.findall(epoch, done.stdout, re.MULTILINE)) == 1
+    assert len(done.stdout.splitlines()) <= 2 * len(tasks) + 11 and done.stderr == ""
     log = re.search(r"^log: +(\S+)$", done.stdout, re.MULTILINE).group(1)
     assert "Executing task" in Path(log).read_text()  # everything kfp.local printed is kept
     run_id = re.search(r"^MLflow run: +(\w+)", done.stdout, re.MULTILINE).group(1)

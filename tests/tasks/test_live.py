@@ -1,4 +1,4 @@
-"""The local run's screen: a line per task start and end, the full log elsewhere."""
+"""The local run's screen: a line per task start and end and per epoch, the full log elsewhere."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ RUN = [
     "Task preprocess-op cache hit\n",
     "Executing task 'train-op'\n",
     'sweep combination: {"lr": 0.003, "model": "bn_cnn"}\n',
+    "2026-11-26 21:00:01,000 INFO components.training.loop: epoch 1/2 train_loss 0.6931, "
+    "train_accuracy 0.5, val_loss 0.6802, val_accuracy 0.5625, epoch_seconds 3.2\n",
     "Traceback (most recent call last):\n",
     '  File "x.py", line 1\n',
     "ValueError: cannot resume: the checkpoint has lr=0.001\n",
@@ -37,9 +39,15 @@ def test_the_screen_gets_a_line_per_task_and_the_failure_its_error():
     assert lines[0] == "  download-op      started"
     assert lines[1].startswith("  download-op      success in ") and lines[1].endswith(" s")
     assert lines[2] == "  preprocess-op    reused from kfp.local's cache"
-    assert lines[3] == "  train-op         started" and "failure in" in lines[4]
-    assert lines[4].endswith(" s (lr=0.003 model=bn_cnn)")  # a sweep's task names its recipe
-    assert len(lines) == 5
+    assert lines[3] == "  train-op         started"
+    # each epoch as it ends: its losses and validation accuracy
+    assert (
+        lines[4]
+        == "  train-op         epoch 1/2: train_loss 0.6931, val_loss 0.6802, val_accuracy 0.5625"
+    )
+    assert "failure in" in lines[5]
+    assert lines[5].endswith(" s (lr=0.003 model=bn_cnn)")  # a sweep's task names its recipe
+    assert len(lines) == 6
     assert view.failure == "train-op: ValueError: cannot resume: the checkpoint has lr=0.001"
 
 
