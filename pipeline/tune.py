@@ -170,10 +170,10 @@ def _search_here(
     recipe: TrainConfig,
     space: tuple[Dimension, ...],
 ) -> None:
+    first = tuple(_enqueued(text, space) for text in args.enqueue)  # before the heavy imports
     from pipeline.tune_here import search_and_register
 
     name = f"tune-{time.strftime('%Y%m%d-%H%M%S')}"
-    first = tuple(_enqueued(text, space) for text in args.enqueue)
     workdir = args.workdir.resolve() / name
     recipe = replace(recipe, output=str(workdir / "trials"))
     print(search_and_register(arguments, tune, recipe, space, workdir, name, first))

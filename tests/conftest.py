@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from components.core.cores import available_cores
 from components.core.names import CLASSES
 from components.data.arrays import load_split, save_split
 from components.downloading.fetch import fetch
@@ -117,6 +118,15 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def pytest_configure(config):
+    """Under pytest-xdist with a worker per core or more, each worker and the steps it
+    starts run their math on one thread: two workers' thread pools on two cores would
+    only contend (a thread count set by the user wins)."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
+    if workers and workers >= available_cores():
+        os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 def pytest_sessionstart(session):
