@@ -27,7 +27,7 @@ def test_an_unknown_parameter_is_refused_naming_the_close_one_or_the_valid_ones(
 
 
 @pytest.mark.parametrize("command", ["compile", "submit", "run", "sweep"])
-def test_every_command_lists_every_pipeline_parameter_with_its_default_and_description(command, capsys):
+def test_every_command_lists_each_parameter_with_default_and_description(command, capsys):
     with pytest.raises(SystemExit):
         build_parser("python -m pipeline").parse_args([command, "--help"])
     shown = capsys.readouterr().out
