@@ -9,6 +9,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from components.cluster.placement import Placement
 from tests.conftest import REPO
 from tests.support import crds
 
@@ -24,12 +25,14 @@ KUSTOMIZATIONS = [
     "serving-storage",
     "overlays/serving",
     "overlays/serving-profile",
+    "kueue",
 ]
 K8S_VERSION = "1.30.0"
 POD_OWNERS = {"Deployment", "StatefulSet", "DaemonSet", "Job"}
 # RBAC, volumes and namespaces: no pod to check
 PODLESS = {"pipeline", "overlays/profile", "overlays/multi-node", "overlays/profile-multi-node"}
 PODLESS |= {"serving-storage"}  # an init container KServe adds to the model server's pods
+PODLESS |= {"kueue"}  # queues and quotas
 
 
 def render(directory: str) -> list[dict]:
@@ -104,6 +107,8 @@ def validate(doc: dict) -> None:
         assert crds.errors(doc) == []
     elif doc["kind"] == "ClusterStorageContainer":
         assert crds.errors(doc, crds.CLUSTER_STORAGE_CONTAINER) == []
+    elif doc["kind"] in crds.KUEUE:
+        assert crds.errors(doc, crds.KUEUE[doc["kind"]]) == []
     elif doc["kind"] == "AuthorizationPolicy":
         assert authorization_policy_errors(doc) == []
     else:
@@ -347,3 +352,30 @@ def test_the_storage_initializer_fetches_what_the_served_manifest_names_as_the_s
         "requests",
         "limits",
     }
+
+
+def test_the_kueue_queue_admits_the_pipelines_gpu_work_on_its_gpu_nodes():
+    """The LocalQueue that ``--queue-name`` names feeds a ClusterQueue whose flavor is the
+    GPU nodes as the train pods are placed (their node label and taint), with a quota of
+    the resources a train pod asks for, in the namespace the queue serves."""
+    by_kind = {doc["kind"]: doc for doc in render("kueue")}
+    flavor, cluster_queue = by_kind["ResourceFlavor"], by_kind["ClusterQueue"]
+    local_queue = by_kind["LocalQueue"]
+    placement = Placement()
+    key, _, value = placement.node_selector.partition("=")
+    assert flavor["spec"]["nodeLabels"] == {key: value}
+    assert [taint["key"] for taint in flavor["spec"]["nodeTaints"]] == [placement.toleration_key]
+    assert local_queue["spec"]["clusterQueue"] == cluster_queue["metadata"]["name"]
+    namespace = cluster_queue["spec"]["namespaceSelector"]["matchLabels"]
+    assert namespace == {"kubernetes.io/metadata.name": local_queue["metadata"]["namespace"]}
+    (group,) = cluster_queue["spec"]["resourceGroups"]
+    assert set(group["coveredResources"]) == {"cpu", "memory", placement.gpu_resource}
+    assert [f["name"] for f in group["flavors"]] == [flavor["metadata"]["name"]]
+    Placement(queue_name=local_queue["metadata"]["name"])  # a name the flag takes
+    Placement(priority_class=by_kind["WorkloadPriorityClass"]["metadata"]["name"])
+
+
+def test_a_kueue_field_in_the_wrong_place_is_caught():
+    (flavor,) = [doc for doc in render("kueue") if doc["kind"] == "ResourceFlavor"]
+    flavor["spec"]["nodeSelector"] = flavor["spec"].pop("nodeLabels")  # a Pod's name for it
+    assert crds.errors(flavor, crds.KUEUE["ResourceFlavor"]) != []

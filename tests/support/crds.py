@@ -21,6 +21,13 @@ CRDS = REPO / "tests/fixtures/crds"
 INFERENCE_SERVICE = CRDS / "serving.kserve.io_inferenceservices.yaml"
 TRAIN_JOB = CRDS / "trainer.kubeflow.org_trainjobs.yaml"
 CLUSTER_STORAGE_CONTAINER = CRDS / "serving.kserve.io_clusterstoragecontainers.yaml"
+# Kueue v0.19.2's queues, by the kind of resource each CRD defines
+KUEUE = {
+    "ResourceFlavor": CRDS / "kueue.x-k8s.io_resourceflavors.yaml",
+    "ClusterQueue": CRDS / "kueue.x-k8s.io_clusterqueues.yaml",
+    "LocalQueue": CRDS / "kueue.x-k8s.io_localqueues.yaml",
+    "WorkloadPriorityClass": CRDS / "kueue.x-k8s.io_workloadpriorityclasses.yaml",
+}
 
 
 def _strict(schema: dict) -> dict:
