@@ -28,9 +28,11 @@ from components.training.config import TrainConfig
 from components.tuning.config import TuneConfig, check_search
 from pipeline.arguments import parse_arguments, refuse_credentials, refuse_missing_source
 from pipeline.parameters import PARAMETERS
-from pipeline.target import CLUSTER_TRACKING_URI, GPU_IMAGE
+from pipeline.target import CLUSTER_TRACKING_URI, GPU_IMAGE, IMAGE
 
 DEFAULT_NAME = "dogs-vs-cats-tune"
+DEVICES = ("gpu", "cpu")
+CPU_PRESET = "cpu"  # the preset made for CPUs: its trials train on CPU nodes by default
 
 
 def add_tune_command(commands: Any) -> None:
@@ -61,7 +63,17 @@ def add_tune_command(commands: Any) -> None:
     cluster.add_argument("--name", default=DEFAULT_NAME, help="Experiment (default: %(default)s)")
     cluster.add_argument("--namespace", help="the profile's namespace (default: kubectl's)")
     cluster.add_argument(
-        "--gpu-image", default=GPU_IMAGE, help="trials' image (default: %(default)s)"
+        "--trial-device",
+        choices=DEVICES,
+        help="where each trial trains: gpu (a GPU node, the CUDA image) or cpu (any node, "
+        "the CPU image, no GPU asked for); default: cpu with --preset cpu, the recipe made "
+        "for CPUs, else gpu",
+    )
+    cluster.add_argument(
+        "--gpu-image", default=GPU_IMAGE, help="GPU trials' image (default: %(default)s)"
+    )
+    cluster.add_argument(
+        "--cpu-image", default=IMAGE, help="CPU trials' image (default: %(default)s)"
     )
     cluster.add_argument(
         "--tracking-uri",
@@ -133,10 +145,12 @@ def _write_experiment(
     from components.tuning.experiment import ExperimentTarget, build_experiment, to_manifest
 
     tracking_uri, user, _ = split_credentials(args.tracking_uri)
+    device = args.trial_device or ("cpu" if args.preset == CPU_PRESET else "gpu")
     target = ExperimentTarget(
         name=args.name,
         namespace=args.namespace,
-        image=args.gpu_image,
+        image=args.gpu_image if device == "gpu" else args.cpu_image,
+        on_gpu=device == "gpu",
         tracking_uri=tracking_uri,
         placement=schema.from_namespace(Placement, args),
         shared_pvc=args.shared_pvc,
@@ -158,8 +172,9 @@ def _write_experiment(
         handle.write(yaml.safe_dump(manifest, sort_keys=False))
     print(
         f"wrote {args.output}: {tune.trials} trials of {', '.join(d.name for d in space)} "
-        f"({tune.algorithm}, medianstop); the trials read {target.folder}/arrays on claim "
-        f"{target.shared_pvc}. Apply it with: kubectl apply -f {args.output}"
+        f"({tune.algorithm}, medianstop) on {device.upper()} nodes; the trials read "
+        f"{target.folder}/arrays on claim {target.shared_pvc}. Apply it with: kubectl apply "
+        f"-f {args.output}"
     )
 
 

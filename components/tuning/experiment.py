@@ -1,4 +1,5 @@
-"""A Katib Experiment that searches the train step's recipe on the cluster's GPU nodes.
+"""A Katib Experiment that searches the train step's recipe on the cluster's GPU nodes (or,
+for a recipe made for CPUs, on any node with no GPU asked for).
 
 Built with the typed models of Katib's own SDK (``kubeflow.katib``, v0.19 as Katib is)
 and checked with the rules of Katib's validating webhook (``components.tuning.webhook``)
@@ -6,9 +7,11 @@ before anyone applies it. Each trial is a Kubernetes Job running ``python -m
 components.train`` in the project's CUDA image, placed as the pipeline's train task is
 (``nvidia.com/gpu``, the toleration, the node selector, ``/dev/shm``, the service account,
 the secrets as optional environment), reading the arrays from the shared ReadWriteMany
-volume and writing its model next to them. The trial prints each epoch's metrics for
-Katib's StdOut collector (``--metrics-stdout``); Katib's ``medianstop`` stops a trial
-whose validation accuracy falls behind the median of the finished ones.
+volume and writing its model next to them. A CPU trial runs the CPU image with the same
+CPU, memory and ``/dev/shm`` and no GPU, toleration or node selector. The trial prints
+each epoch's metrics for Katib's StdOut collector (``--metrics-stdout``); Katib's
+``medianstop`` stops a trial whose validation accuracy falls behind the median of the
+finished ones.
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ class ExperimentTarget:
     shared_mount: str = "/shared"
     service_account: str = "dogs-vs-cats-pipeline"
     parent_run_id: str | None = None
+    on_gpu: bool = True  # False: trials on any node, asking for no GPU (a CPU recipe)
 
     def __post_init__(self) -> None:
         if not is_dns_label(self.name, longest=LONGEST_NAME) or not self.name[0].isalpha():
@@ -240,9 +244,12 @@ def _trial_template(
 
 
 def _job(target: ExperimentTarget, recipe: TrainConfig, space: tuple[Dimension, ...]) -> k8s.V1Job:
-    """One trial: the train step on one GPU node, placed as the pipeline's train task."""
+    """One trial: the train step on one GPU node, placed as the pipeline's train task (or,
+    ``on_gpu`` off, on any node with the same CPU and memory and no GPU)."""
     place = target.placement
-    resources = {"cpu": place.cpu, "memory": place.memory, place.gpu_resource: "1"}
+    resources = {"cpu": place.cpu, "memory": place.memory}
+    if target.on_gpu:
+        resources[place.gpu_resource] = "1"
     container = k8s.V1Container(
         name=CONTAINER,
         image=target.image,
@@ -272,9 +279,9 @@ def _job(target: ExperimentTarget, recipe: TrainConfig, space: tuple[Dimension, 
         tolerations=[
             k8s.V1Toleration(key=place.toleration_key, operator="Exists", effect="NoSchedule")
         ]
-        if place.toleration_key
+        if place.toleration_key and target.on_gpu
         else None,
-        node_selector=dict([place.node_label]) if place.node_label else None,
+        node_selector=dict([place.node_label]) if place.node_label and target.on_gpu else None,
         containers=[container],
         volumes=[
             k8s.V1Volume(

@@ -10,6 +10,7 @@ import yaml
 from components.core.search_space import searched
 from components.tuning import webhook
 from pipeline.__main__ import main as pipeline_main
+from pipeline.target import GPU_IMAGE, IMAGE
 from pipeline.tune import _enqueued
 from tests.support.processes import HANG_SECONDS
 
@@ -57,9 +58,29 @@ def test_the_readmes_tune_command_writes_an_experiment_katib_admits(tmp_path):
     written = yaml.safe_load((tmp_path / "scratch/experiment.yaml").read_text())
     assert webhook.validate(written) == []
     assert written["spec"]["maxTrialCount"] == 16 and written["metadata"]["namespace"] == "team-a"
-    args = _container(written["spec"])["args"]
-    assert "--epochs=32" in args and "--mirror-average" in args  # the cpu preset's recipe
+    container = _container(written["spec"])
+    assert "--epochs=32" in container["args"] and "--mirror-average" in container["args"]
+    # the cpu preset's recipe trains on CPU nodes: the CPU image, and no GPU asked for
+    assert container["image"] == IMAGE
+    assert set(container["resources"]["requests"]) == {"cpu", "memory"}
+    pod = written["spec"]["trialTemplate"]["trialSpec"]["spec"]["template"]["spec"]
+    assert "tolerations" not in pod and "nodeSelector" not in pod
+    assert "on CPU nodes" in done.stdout
     assert "kubectl apply -f scratch/experiment.yaml" in done.stdout
+
+
+def test_trial_device_gpu_puts_a_cpu_presets_trials_back_on_gpu_nodes(tmp_path, tune):
+    output = tmp_path / "experiment.yaml"
+    done = tune("-o", output, "--preset", "cpu", "--trials", "2", "--trial-device", "gpu")
+    assert done.returncode == 0, done.stderr
+    written = yaml.safe_load(output.read_text())
+    assert webhook.validate(written) == []
+    container = _container(written["spec"])
+    assert container["image"] == GPU_IMAGE
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    pod = written["spec"]["trialTemplate"]["trialSpec"]["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    assert "on GPU nodes" in done.stdout
 
 
 def test_a_searched_name_given_one_value_is_fixed_in_the_experiment(tmp_path, tune):
