@@ -51,6 +51,11 @@ def add_tune_command(commands: Any) -> None:
     )
     where.add_argument("--local", action="store_true", help="search on this machine (Optuna)")
     tune.add_argument(
+        "--source",
+        help="shorthand for source=URI: the archive to search on (with --local, or with "
+        "--output and --data-job)",
+    )
+    tune.add_argument(
         "--preset", choices=list(PRESETS), help="the recipe searched around (default: none)"
     )
     schema.add_arguments(tune.add_argument_group("the search"), TuneConfig)
@@ -82,6 +87,13 @@ def add_tune_command(commands: Any) -> None:
     )
     cluster.add_argument("--parent-run-id", help="nest each trial's MLflow run under this run")
     cluster.add_argument(
+        "--data-job",
+        type=Path,
+        help="also write here a Job that downloads the archive (--source) and preprocesses "
+        "it with the recipe's image size and channels onto the claim, where the trials read "
+        "it: apply it and wait for it before the Experiment",
+    )
+    cluster.add_argument(
         "--shared-pvc",
         default="dogs-vs-cats-shared",
         help="ReadWriteMany claim holding NAME/arrays, the preprocess output "
@@ -89,7 +101,7 @@ def add_tune_command(commands: Any) -> None:
     )
     schema.add_arguments(cluster, Placement)
     here = tune.add_argument_group("with --local: this machine")
-    here.add_argument("--source", help="shorthand for source=URI: the archive to search on")
+
     here.add_argument(
         "--workdir", type=Path, default=Path("runs/tune"), help="(default: %(default)s)"
     )
@@ -134,15 +146,20 @@ def run_tune(args: argparse.Namespace) -> None:
     except ValueError as err:
         raise SystemExit(str(err)) from None
     if args.output:
-        _write_experiment(args, tune, recipe, space)
+        _write_experiment(args, arguments, tune, recipe, space)
     else:
         _search_here(args, arguments, tune, recipe, space)
 
 
 def _write_experiment(
-    args: argparse.Namespace, tune: TuneConfig, recipe: TrainConfig, space: tuple[Dimension, ...]
+    args: argparse.Namespace,
+    arguments: dict[str, Any],
+    tune: TuneConfig,
+    recipe: TrainConfig,
+    space: tuple[Dimension, ...],
 ) -> None:
     from components.tuning.experiment import ExperimentTarget, build_experiment, to_manifest
+    from components.tuning.staging import staging_job
 
     tracking_uri, user, _ = split_credentials(args.tracking_uri)
     device = args.trial_device or ("cpu" if args.preset == CPU_PRESET else "gpu")
@@ -156,25 +173,44 @@ def _write_experiment(
         shared_pvc=args.shared_pvc,
         parent_run_id=args.parent_run_id,
     )
-    manifest = to_manifest(build_experiment(tune, target, recipe, space))
-    if (args.output.exists() or args.output.is_symlink()) and not args.force:
-        raise SystemExit(
-            f"{args.output} exists: give --force to replace it (the file itself, never what "
-            "a link there points to), or another --output"
-        )
+    written = {args.output: to_manifest(build_experiment(tune, target, recipe, space))}
+    if args.data_job:
+        cpu_target = replace(target, image=args.cpu_image)
+        written[args.data_job] = staging_job(cpu_target, arguments)
+    for path in written:
+        if (path.exists() or path.is_symlink()) and not args.force:
+            raise SystemExit(
+                f"{path} exists: give --force to replace it (the file itself, never what "
+                "a link there points to), or another path"
+            )
     if user is not None:
         print(
             f"the tracking URI's user and password stay out of the Experiment: its trials "
             f"read them from the secret {target.placement.mlflow_secret} "
             "(MLFLOW_TRACKING_USERNAME, MLFLOW_TRACKING_PASSWORD)"
         )
-    with atomic_file(args.output, "w") as handle:  # replaces a link there, never its target
-        handle.write(yaml.safe_dump(manifest, sort_keys=False))
+    for path, manifest in written.items():
+        with atomic_file(path, "w") as handle:  # replaces a link there, never its target
+            handle.write(yaml.safe_dump(manifest, sort_keys=False))
     print(
         f"wrote {args.output}: {tune.trials} trials of {', '.join(d.name for d in space)} "
         f"({tune.algorithm}, medianstop) on {device.upper()} nodes; the trials read "
-        f"{target.folder}/arrays on claim {target.shared_pvc}. Apply it with: kubectl apply "
-        f"-f {args.output}"
+        f"{target.folder}/arrays on claim {target.shared_pvc}."
+    )
+    print(_next_commands(args, target.name))
+
+
+def _next_commands(args: argparse.Namespace, name: str) -> str:
+    """What to run next: the data Job first, where one was written, then the Experiment."""
+    namespace = f" -n {args.namespace}" if args.namespace else ""
+    if not args.data_job:
+        return f"Apply it with: kubectl apply -f {args.output}"
+    return (
+        f"wrote {args.data_job}: the Job {name}-data downloads and preprocesses the "
+        "archive onto the claim. Then:\n"
+        f"  kubectl apply -f {args.data_job}\n"
+        f"  kubectl{namespace} wait --for=condition=complete job/{name}-data --timeout=2h\n"
+        f"  kubectl apply -f {args.output}"
     )
 
 

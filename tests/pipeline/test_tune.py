@@ -193,3 +193,24 @@ def test_an_existing_file_or_link_is_replaced_only_when_told_and_never_written_t
     assert forced.returncode == 0, forced.stderr
     assert target.read_text() == "not an Experiment"  # the link replaced, not followed
     assert not link.is_symlink() and yaml.safe_load(link.read_text())["kind"] == "Experiment"
+
+
+def test_data_job_writes_the_staging_job_beside_the_experiment_and_says_the_order(tmp_path, tune):
+    experiment, data = tmp_path / "experiment.yaml", tmp_path / "data.yaml"
+    data.write_text("mine")
+    argv = ["-o", experiment, "--data-job", data, "--preset", "cpu", "--trials", "2"]
+    argv += ["--namespace", "team-a", "--source", "s3://pets/archive.zip"]
+    refused = tune(*argv)
+    assert refused.returncode != 0 and f"{data} exists: give --force" in refused.stderr
+    assert data.read_text() == "mine" and not experiment.exists()  # nothing written
+    done = tune(*argv, "--force")
+    assert done.returncode == 0, done.stderr
+    job = yaml.safe_load(data.read_text())
+    assert job["kind"] == "Job" and job["metadata"]["name"] == "dogs-vs-cats-tune-data"
+    (download,) = job["spec"]["template"]["spec"]["initContainers"]
+    assert "--source=s3://pets/archive.zip" in download["args"]
+    assert download["image"] == IMAGE  # the CPU image, whatever the trials run on
+    order = [f"kubectl apply -f {data}", "kubectl -n team-a wait --for=condition=complete "
+             "job/dogs-vs-cats-tune-data", f"kubectl apply -f {experiment}"]  # fmt: skip
+    shown = [next(i for i, line in enumerate(done.stdout.splitlines()) if o in line) for o in order]
+    assert shown == sorted(shown)
