@@ -160,8 +160,12 @@ def find_checkpoint(cfg: TrainConfig, meta: dict[str, Any]) -> dict[str, Any] | 
             run cannot continue, or names an MLflow run this training did not create.
     """
     found = max(_candidates(cfg), key=lambda candidate: candidate[0]["epoch"], default=None)
-    if found is None:
-        log.info("no checkpoint found to resume from; starting at epoch 1")
+    if found is None:  # a run stopped before its first checkpoint left none: say so
+        log.warning(
+            "--resume found no checkpoint in %s, the checkpoint store or the MLflow run: "
+            "starting a new run at epoch 1",
+            cfg.output,
+        )
         return None
     state, sha256, source = found
     check_resumable(state, cfg, meta)

@@ -45,6 +45,21 @@ def test_resume_from_a_durable_store_after_losing_the_pod(sample_arrays, tmp_pat
     assert run.data.tags["training.epochs"] == "2 (param epochs=1; resumed after epoch 1)"
 
 
+def test_resume_with_no_checkpoint_anywhere_says_it_starts_a_new_run(
+    sample_arrays, tmp_path, mlflow_store, caplog
+):
+    """As after a Ctrl-C before the first epoch ended: nothing to resume, and it says so."""
+    cfg = config(sample_arrays, tmp_path / "out", resume=True)
+    (tmp_path / "out").mkdir()
+    meta = json.loads((sample_arrays / "meta.json").read_text())
+    assert checkpoints.find_checkpoint(cfg, meta) is None
+    (warning,) = [r for r in caplog.records if r.levelname == "WARNING"]
+    assert warning.getMessage() == (
+        f"--resume found no checkpoint in {tmp_path / 'out'}, the checkpoint store or the "
+        "MLflow run: starting a new run at epoch 1"
+    )
+
+
 def test_resume_finds_the_checkpoint_in_the_kfp_runs_mlflow_run(
     sample_arrays, tmp_path, mlflow_store
 ):
