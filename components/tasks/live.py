@@ -19,8 +19,9 @@ TASK_STARTED = re.compile(r"Executing task '(?P<task>[^']+)'")
 TASK_ENDED = re.compile(r"Task '(?P<task>[^']+)' finished with status (?P<status>\w+)")
 TASK_CACHED = re.compile(r"Task (?P<task>\S+) cache hit")
 ERROR_LINE = re.compile(r"^(\w+\.)*\w*(Error|Exception|Exit)\b(: .*)?$")
-# the train step's log line at each epoch's end (components.training.loop)
-EPOCH_ENDED = re.compile(r"components\.training\.loop: epoch (?P<epoch>\d+/\d+) (?P<metrics>.*)$")
+# the train step's log line at each epoch's end (components.training.loop), in the step's
+# own format or kfp.local's executor's
+EPOCH_ENDED = re.compile(r"(?:loop|INFO\]): epoch (?P<epoch>\d+/\d+) (?P<metrics>train_loss .*)$")
 SHOWN_METRICS = ("train_loss", "val_loss", "val_accuracy")  # an epoch's line on the screen
 COMBINATION_PREFIX = "sweep combination: "  # a sweep task's first line: what it varies
 

@@ -161,7 +161,7 @@ def find_checkpoint(cfg: TrainConfig, meta: dict[str, Any]) -> dict[str, Any] | 
     """
     found = max(_candidates(cfg), key=lambda candidate: candidate[0]["epoch"], default=None)
     if found is None:  # a run stopped before its first checkpoint left none: say so
-        log.warning(
+        log.info(  # as in a pipeline task's first attempt, which resumes what a retry finds
             "--resume found no checkpoint in %s, the checkpoint store or the MLflow run: "
             "starting a new run at epoch 1",
             cfg.output,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -88,6 +89,8 @@ def test_whole_pipeline_runs_locally_registers_and_serves_as_the_readme_says(
     assert re.search(
         rf"^next: +{re.escape(serve)} models:/dogs-vs-cats@candidate", done.stdout, re.M
     )
+    # the README's clean-up: the tasks' outputs go, the runs and the registry stay
+    shutil.rmtree(workdir / "outputs")
     served_as_the_readme_says(store, small_sample_zip, tmp_path)
 
 
