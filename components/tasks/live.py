@@ -62,6 +62,7 @@ class LiveView(io.TextIOBase):
         self.failure: str | None = None  # "task: error line" of the first failed task
         self._partial = ""
         self._started: dict[str, float] = {}
+        self._running = ""  # the task started last
         self._task_lines: list[str] = []
 
     def writable(self) -> bool:
@@ -83,6 +84,7 @@ class LiveView(io.TextIOBase):
 
     def _read(self, line: str) -> None:
         if started := TASK_STARTED.search(line):
+            self._running = started["task"]  # kfp.local runs one task at a time
             self._started[started["task"]] = time.monotonic()
             self._task_lines = []
             self._say(f"{started['task']:<16} started")
@@ -97,11 +99,7 @@ class LiveView(io.TextIOBase):
         elif line:
             self._task_lines.append(line)
             if ended_epoch := EPOCH_ENDED.search(line):
-                self._say(f"{self._running():<16} epoch {_epoch_summary(ended_epoch)}")
-
-    def _running(self) -> str:
-        """The task started last: kfp.local runs one task at a time."""
-        return next(reversed(self._started), "")
+                self._say(f"{self._running:<16} epoch {_epoch_summary(ended_epoch)}")
 
     def _error_line(self) -> str:
         """The failed task's last exception line, else its last line."""

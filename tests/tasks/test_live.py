@@ -61,3 +61,17 @@ def test_the_screen_gets_a_line_per_task_and_the_failure_its_error():
 def test_verbose_copies_everything_to_the_screen():
     view, log, screen = play(verbose=True)
     assert screen == log and view.failure.startswith("train-op: ValueError")
+
+
+def test_a_sweeps_epochs_are_its_train_tasks_whatever_ran_before():
+    """A sweep runs train and evaluate once per combination: each epoch line names the
+    task running it, not the one first started under that name."""
+    log, screen = io.StringIO(), io.StringIO()
+    view = LiveView(log, screen)
+    epoch = "[KFP Executor 2026 INFO]: epoch 1/1 train_loss 0.7, val_loss 0.6, val_accuracy 0.5\n"
+    for task in ("train-op", "evaluate-op", "train-op"):
+        view.write(f"Executing task '{task}'\n")
+        view.write(epoch if task == "train-op" else "")
+        view.write(f"Task '{task}' finished with status SUCCESS\n")
+    epochs = [line for line in screen.getvalue().splitlines() if "epoch" in line]
+    assert [line.split()[0] for line in epochs] == ["train-op", "train-op"]
