@@ -101,7 +101,6 @@ def add_tune_command(commands: Any) -> None:
     )
     schema.add_arguments(cluster, Placement)
     here = tune.add_argument_group("with --local: this machine")
-
     here.add_argument(
         "--workdir", type=Path, default=Path("runs/tune"), help="(default: %(default)s)"
     )

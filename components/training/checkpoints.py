@@ -160,8 +160,8 @@ def find_checkpoint(cfg: TrainConfig, meta: dict[str, Any]) -> dict[str, Any] | 
             run cannot continue, or names an MLflow run this training did not create.
     """
     found = max(_candidates(cfg), key=lambda candidate: candidate[0]["epoch"], default=None)
-    if found is None:  # a run stopped before its first checkpoint left none: say so
-        log.info(  # as in a pipeline task's first attempt, which resumes what a retry finds
+    if found is None:  # INFO: a pipeline task's first attempt resumes too, and finds none
+        log.info(
             "--resume found no checkpoint in %s, the checkpoint store or the MLflow run: "
             "starting a new run at epoch 1",
             cfg.output,

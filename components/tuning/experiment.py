@@ -264,18 +264,12 @@ def _job(target: ExperimentTarget, recipe: TrainConfig, space: tuple[Dimension, 
             k8s.V1VolumeMount(name="shared", mount_path=target.shared_mount),
         ],
         # at container level: Katib injects its collector beside it, which runs as root
-        security_context=k8s.V1SecurityContext(
-            allow_privilege_escalation=False,
-            run_as_non_root=True,
-            capabilities=k8s.V1Capabilities(drop=["ALL"]),
-        ),
+        security_context=locked_down(),
     )
     pod = k8s.V1PodSpec(
         restart_policy="Never",
         service_account_name=target.service_account,
-        security_context=k8s.V1PodSecurityContext(
-            fs_group=APP_GID, seccomp_profile=k8s.V1SeccompProfile(type="RuntimeDefault")
-        ),
+        security_context=pod_security(),
         tolerations=[
             k8s.V1Toleration(key=place.toleration_key, operator="Exists", effect="NoSchedule")
         ]
@@ -288,12 +282,7 @@ def _job(target: ExperimentTarget, recipe: TrainConfig, space: tuple[Dimension, 
                 name="dshm",
                 empty_dir=k8s.V1EmptyDirVolumeSource(medium="Memory", size_limit=place.shm_size),
             ),
-            k8s.V1Volume(
-                name="shared",
-                persistent_volume_claim=k8s.V1PersistentVolumeClaimVolumeSource(
-                    claim_name=target.shared_pvc
-                ),
-            ),
+            shared_volume(target),
         ],
     )
     return k8s.V1Job(
@@ -318,16 +307,46 @@ def _job(target: ExperimentTarget, recipe: TrainConfig, space: tuple[Dimension, 
 def _env(target: ExperimentTarget) -> list[k8s.V1EnvVar]:
     """MLflow's address (and workspace), and each secret key as an optional variable (as in
     the pipeline)."""
-    from_secrets = [
+    workspace = [k8s.V1EnvVar(name=name, value=value) for name, value in workspace_env().items()]
+    tracking = k8s.V1EnvVar(name="MLFLOW_TRACKING_URI", value=target.tracking_uri)
+    return [tracking, *workspace, *secret_env(target.placement.secret_keys)]
+
+
+def secret_env(secret_keys: dict[str, tuple[str, ...]]) -> list[k8s.V1EnvVar]:
+    """Each key of each secret as an optional variable of the same name."""
+    return [
         k8s.V1EnvVar(
             name=key,
             value_from=k8s.V1EnvVarSource(
                 secret_key_ref=k8s.V1SecretKeySelector(name=secret, key=key, optional=True)
             ),
         )
-        for secret, keys in target.placement.secret_keys.items()
+        for secret, keys in secret_keys.items()
         for key in keys
     ]
-    workspace = [k8s.V1EnvVar(name=name, value=value) for name, value in workspace_env().items()]
-    tracking = k8s.V1EnvVar(name="MLFLOW_TRACKING_URI", value=target.tracking_uri)
-    return [tracking, *workspace, *from_secrets]
+
+
+def locked_down() -> k8s.V1SecurityContext:
+    """A container that runs non-root with nothing to escalate."""
+    return k8s.V1SecurityContext(
+        allow_privilege_escalation=False,
+        run_as_non_root=True,
+        capabilities=k8s.V1Capabilities(drop=["ALL"]),
+    )
+
+
+def pod_security() -> k8s.V1PodSecurityContext:
+    """The image's group owns the shared volume; the runtime's default seccomp profile."""
+    return k8s.V1PodSecurityContext(
+        fs_group=APP_GID, seccomp_profile=k8s.V1SeccompProfile(type="RuntimeDefault")
+    )
+
+
+def shared_volume(target: ExperimentTarget) -> k8s.V1Volume:
+    """The ReadWriteMany claim the arrays and the trials' models live on."""
+    return k8s.V1Volume(
+        name="shared",
+        persistent_volume_claim=k8s.V1PersistentVolumeClaimVolumeSource(
+            claim_name=target.shared_pvc
+        ),
+    )

@@ -17,7 +17,13 @@ from kubernetes import client as k8s
 from components.core import schema
 from components.downloading.config import DownloadConfig
 from components.preprocessing.config import PreprocessConfig
-from components.tuning.experiment import APP_GID, ExperimentTarget
+from components.tuning.experiment import (
+    ExperimentTarget,
+    locked_down,
+    pod_security,
+    secret_env,
+    shared_volume,
+)
 
 CPU, MEMORY = "2", "4Gi"  # as the pipeline's preprocess task
 
@@ -37,19 +43,10 @@ def staging_job(target: ExperimentTarget, values: Mapping[str, Any]) -> dict[str
     pod = k8s.V1PodSpec(
         restart_policy="Never",
         service_account_name=target.service_account,
-        security_context=k8s.V1PodSecurityContext(
-            fs_group=APP_GID, seccomp_profile=k8s.V1SeccompProfile(type="RuntimeDefault")
-        ),
+        security_context=pod_security(),
         init_containers=[first],  # in turn: the arrays only from a verified archive
         containers=[last],
-        volumes=[
-            k8s.V1Volume(
-                name="shared",
-                persistent_volume_claim=k8s.V1PersistentVolumeClaimVolumeSource(
-                    claim_name=target.shared_pvc
-                ),
-            )
-        ],
+        volumes=[shared_volume(target)],
     )
     job = k8s.V1Job(
         api_version="batch/v1",
@@ -70,27 +67,15 @@ def staging_job(target: ExperimentTarget, values: Mapping[str, Any]) -> dict[str
 def _container(target: ExperimentTarget, step: str, argv: list[str]) -> k8s.V1Container:
     """One step in the CPU image, reading and writing the claim, non-root."""
     resources = {"cpu": CPU, "memory": MEMORY}
+    place = target.placement
     return k8s.V1Container(
         name=step,
         image=target.image,
         command=["python", "-m", f"components.{step}"],
         args=argv,
-        env=[  # an s3:// archive is read with the keys of the S3 secret, where there is one
-            k8s.V1EnvVar(
-                name=key,
-                value_from=k8s.V1EnvVarSource(
-                    secret_key_ref=k8s.V1SecretKeySelector(
-                        name=target.placement.s3_secret, key=key, optional=True
-                    )
-                ),
-            )
-            for key in target.placement.secret_keys[target.placement.s3_secret]
-        ],
+        # an s3:// archive is read with the keys of the S3 secret, where there is one
+        env=secret_env({place.s3_secret: place.secret_keys[place.s3_secret]}),
         resources=k8s.V1ResourceRequirements(requests=resources, limits=resources),
         volume_mounts=[k8s.V1VolumeMount(name="shared", mount_path=target.shared_mount)],
-        security_context=k8s.V1SecurityContext(
-            allow_privilege_escalation=False,
-            run_as_non_root=True,
-            capabilities=k8s.V1Capabilities(drop=["ALL"]),
-        ),
+        security_context=locked_down(),
     )

@@ -14,9 +14,14 @@ from components.cluster.placement import Placement
         ({"cpu": "two"}, "CPU quantity such as 3, 1.5 or 500m, found 'two'"),
         ({"memory": "12GB"}, "memory as a quantity .* found '12GB'"),
         ({"shm_size": "-2Gi"}, "shm_size as a quantity .* found '-2Gi'"),
+        ({"queue_name": "Team A GPUs"}, "queue_name as Kueue's object name and a label value"),
+        ({"queue_name": "q" * 64}, "queue_name as Kueue's object name and a label value"),
+        ({"priority_class": "high\nx"}, "priority_class as Kueue's object name"),
+        ({"gpu_resource": "gpu"}, "GPU resource as a vendor-prefixed resource name"),
+        ({"gpu_resource": "nvidia.com/mig 1g"}, "GPU resource as a vendor-prefixed"),
     ],
 )
-def test_quantities_kubernetes_would_refuse_are_refused_here(fields, message):
+def test_quantities_labels_and_gpu_resources_kubernetes_would_refuse_are_refused(fields, message):
     with pytest.raises(ValueError, match=message):
         Placement(**fields)
 
@@ -66,21 +71,6 @@ def test_valid_kubernetes_names_and_sizes_are_kept():
         shm_size="256M",
     )
     assert placement.node_label == ("cloud.google.com/gke-accelerator", "nvidia-l4")
-
-
-@pytest.mark.parametrize(
-    ("fields", "message"),
-    [
-        ({"queue_name": "Team A GPUs"}, "queue_name as Kueue's object name and a label value"),
-        ({"queue_name": "q" * 64}, "queue_name as Kueue's object name and a label value"),
-        ({"priority_class": "high\nx"}, "priority_class as Kueue's object name"),
-        ({"gpu_resource": "gpu"}, "GPU resource as a vendor-prefixed resource name"),
-        ({"gpu_resource": "nvidia.com/mig 1g"}, "GPU resource as a vendor-prefixed"),
-    ],
-)
-def test_kueue_labels_and_gpu_resources_kubernetes_would_refuse_are_refused(fields, message):
-    with pytest.raises(ValueError, match=message):
-        Placement(**fields)
 
 
 def test_kueues_labels_are_set_only_where_asked():
