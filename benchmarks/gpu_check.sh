@@ -15,16 +15,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# distributions a CUDA PyTorch machine of this kind holds: never carried, so the
-# machine's own builds (numpy, torch, onnx, …) stay the ones imported
-PRESENT="anyio attrs certifi charset-normalizer click cloudpickle contourpy cycler
-filelock fonttools fsspec h11 httpcore httpx idna iniconfig jinja2 joblib kiwisolver
-markupsafe matplotlib ml-dtypes mpmath narwhals networkx numpy onnx onnx-ir onnxruntime
-onnxscript packaging pandas pillow pluggy protobuf psutil pyarrow pygments pyparsing
-pytest pytest-xdist execnet python-dateutil pyyaml requests scikit-learn scipy setuptools
-six sortedcontainers sympy threadpoolctl torch torchvision tqdm triton typing-extensions
-urllib3 zipp annotated-doc hypothesis"
-# what the train, evaluate and register steps and the gpu-marked tests import beyond it
+# what the train, evaluate and register steps and the gpu-marked tests import beyond
+# PyTorch, ONNX, ONNX Runtime and the scientific stack (never carried: the machine's own
+# builds of numpy, torch and onnx stay the ones imported)
 CARRIED="mlflow-skinny mlflow-tracing sqlalchemy alembic mako simplejpeg psycopg
 psycopg-binary orjson python-multipart fastapi starlette pydantic pydantic-core
 annotated-types typing-inspection cachetools databricks-sdk google-auth importlib-metadata
