@@ -16,7 +16,7 @@ from components.core.names import DEFAULT_EXPERIMENT
 from components.core.uris import split_credentials
 from components.tasks.live import LiveView
 from components.tracking import store
-from components.tuning.grid import run_url, ui_address
+from components.tracking.ui import run_url, ui_address
 from pipeline.next_steps import closing_lines
 
 

@@ -261,10 +261,10 @@ def sweep_parent_op(
         The parent run's id.
     """
     from components.tracking.store import use_tracking_uri
-    from components.tuning.runs import start_sweep
+    from components.tuning.grid import open_grid
 
     use_tracking_uri(tracking_uri)
-    return start_sweep(experiment, grid, kfp_run_id, pipeline_name)
+    return open_grid(experiment, grid, kfp_run_id, pipeline_name)
 
 
 @component
@@ -282,7 +282,8 @@ def sweep_best_op(parent_run_id: str, child_run_ids: list, tracking_uri: str) ->
         The best child's run id and accuracies, and the MLflow UI's compare view of all.
     """
     from components.tracking.store import use_tracking_uri
-    from components.tuning.runs import finish_sweep
+    from components.tuning.runs import close_search, grid_trials
 
     use_tracking_uri(tracking_uri)
-    return tuple(finish_sweep(parent_run_id, child_run_ids))
+    best = close_search(parent_run_id, grid_trials(child_run_ids))
+    return (best.run_id, best.val_accuracy, best.test_accuracy, best.compare_url)

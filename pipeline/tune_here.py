@@ -23,10 +23,10 @@ from components.registration.config import RegisterConfig
 from components.registration.decision import register_if_accurate
 from components.tracking import run_log, store
 from components.tracking.tags import PARENT_TAG
+from components.tracking.ui import run_url, ui_address
 from components.training.config import TrainConfig
 from components.tuning import local
 from components.tuning.config import TuneConfig
-from components.tuning.grid import compare_url, run_url, ui_address
 from pipeline.next_steps import closing_lines
 
 
@@ -48,7 +48,7 @@ def search_and_register(
         )
     )
     recipe = replace(recipe, data=str(arrays))
-    best, trials = local.search(tune, recipe, space, name, first)
+    best, _ = local.search(tune, recipe, space, name, first)
     model_dir = Path(recipe.output) / best.name
     report = evaluate(
         EvaluateConfig(
@@ -69,7 +69,6 @@ def search_and_register(
     )
     ui = ui_address(store.tracking_uri())
     experiment_id = run_log.experiment_of(best.run_id)
-    children = [trial.run_id for trial in trials]
     return "\n".join(
         [
             f"best trial:    {best.name}, run {best.run_id} (test accuracy {accuracy:.4f})",
@@ -77,7 +76,7 @@ def search_and_register(
             f"search run:    {run_log.run_tag(best.run_id, PARENT_TAG)} (the trials "
             f"nest under it) at {store.tracking_uri()}",
             f"best run:      {run_url(ui, experiment_id, best.run_id)}",
-            f"compare:       {compare_url(ui, experiment_id, children)}",
+            f"compare:       {best.compare_url}",
             f"outputs:       {workdir}",
             *closing_lines(decision.reason, accuracy, store.tracking_uri(), arguments),
         ]

@@ -12,9 +12,15 @@ STORE_TAG = "training.checkpoint_uri"  # its durable checkpoint store, where it 
 # a resumed run trained to more epochs than its `epochs` param (params cannot change)
 EPOCHS_TAG = "training.epochs"
 DIVERGED_TAG = "training.diverged"  # why the run stopped at a non-finite loss
-COMBINATION_TAG = "sweep.combination"  # the recipe settings a sweep's child run varies
-SWEEP_PARENT_TAG = "sweep.parent"  # "true" on a sweep's parent run
-TRIAL_TAG = "tune.trial"  # the search trial a run is: a Katib trial's name, an Optuna number
+
+# a search's (a grid, Katib's or Optuna's)
+SEARCH_TAG = "search.kind"  # on a search's parent run: what ran its trials, one of
+GRID_SEARCH, KATIB_SEARCH, OPTUNA_SEARCH = "grid", "katib", "optuna"  # KFP's sweep, the
+# search on the cluster, the same search on this machine
+COMBINATION_TAG = "search.combination"  # the recipe settings a grid's child run varies
+TRIAL_TAG = "search.trial"  # the trial a run is: a Katib trial's name, an Optuna trial's
+STOPPED_EARLY_TAG = "search.stopped_early"  # "true" on a trial stopped early
+BEST_TAG = "search.best"  # "true" on the search's best finished trial
 
 # a logged model's
 IDENTITY_TAG = "sha256."  # sha256.FILE: the digest of each of its files

@@ -31,12 +31,13 @@ from components.tracking import checkpoint_models, logged_models, run_log, store
 from components.tracking.tags import (
     DIVERGED_TAG,
     EPOCHS_TAG,
+    GRID_SEARCH,
     KFP_PIPELINE_TAG,
     KFP_RUN_ID_TAG,
     OUTPUT_TAG,
     PARENT_TAG,
+    SEARCH_TAG,
     STORE_TAG,
-    SWEEP_PARENT_TAG,
     TRIAL_TAG,
 )
 from components.training import checkpoints, runtime
@@ -265,8 +266,9 @@ def _parent_run(cfg: TrainConfig) -> str | None:
     """
     if cfg.parent_run_id or cfg.mlflow_run_id or not (cfg.combination and cfg.kfp_run_id):
         return cfg.parent_run_id
-    parent_tags = {KFP_RUN_ID_TAG: cfg.kfp_run_id, SWEEP_PARENT_TAG: "true"}
-    parent = run_log.find_run_by_tags(cfg.experiment, parent_tags)
+    parent = run_log.find_run_by_tags(
+        cfg.experiment, {KFP_RUN_ID_TAG: cfg.kfp_run_id, SEARCH_TAG: GRID_SEARCH}
+    )
     if parent is None:
         raise LookupError(f"expected the parent run of sweep {cfg.kfp_run_id}, found none")
     return parent

@@ -26,7 +26,7 @@ from components.cluster.object_names import is_dns_label
 from components.core.errors import printable
 from components.core.search_space import Dimension
 from components.tracking import run_log
-from components.tracking.tags import KFP_RUN_ID_TAG, TRIAL_TAG
+from components.tracking.tags import KATIB_SEARCH, KFP_RUN_ID_TAG, TRIAL_TAG
 from components.training.config import TrainConfig
 from components.tuning import runs
 from components.tuning.config import TuneConfig
@@ -67,8 +67,9 @@ def tune_on_cluster(
     staging = Path(target.folder)
     try:
         shutil.copytree(recipe.data, staging / "arrays", dirs_exist_ok=True)
-        parent = runs.start_search(
+        parent = runs.open_space_search(
             recipe.experiment,
+            KATIB_SEARCH,
             target.name,
             tune,
             space,
@@ -80,7 +81,7 @@ def tune_on_cluster(
         target = replace(target, parent_run_id=parent)
         manifest = to_manifest(build_experiment(tune, target, recipe, space))
         outcome = run_experiment(manifest, api_client, timeout_seconds, poll_seconds)
-        best = runs.finish_search(parent, _trials(recipe.experiment, outcome))
+        best = runs.close_search(parent, _trials(recipe.experiment, outcome))
         # Katib's choice, for the record: it may name a trial stopped early, which wrote no model
         run_log.set_run_tags(parent, {"katib.optimal_trial": str(outcome.optimal_trial)})
         if outcome.optimal_trial != best.name:

@@ -11,14 +11,14 @@ import hashlib
 import itertools
 import json
 import math
-import urllib.parse
 from typing import Any
 
 from components.core import schema
 from components.core.schema import RECIPE
+from components.tracking.tags import GRID_SEARCH, KFP_PIPELINE_TAG, KFP_RUN_ID_TAG
 from components.training.config import TrainConfig
+from components.tuning import runs
 
-BEST_TAG = "sweep.best"
 MAX_COMBINATIONS = 1000  # each is a training run; a grid beyond this is a typo, not a plan
 SWEEPABLE = [field.name for field in schema.fields_of(TrainConfig, RECIPE)]
 
@@ -109,21 +109,18 @@ def combination_key(combination: str) -> str:
     return hashlib.sha256(combination.encode()).hexdigest()[:12]
 
 
-def compare_url(ui: str, experiment_id: str, run_ids: list[str]) -> str:
-    """The MLflow UI's side-by-side view of ``run_ids``."""
-    query = urllib.parse.urlencode(
-        {"runs": json.dumps(run_ids), "experiments": json.dumps([experiment_id])}
+GRID_FILE = "sweep_grid.json"  # a grid's record: every combination, whole
+
+
+def open_grid(experiment: str, combinations: list[str], kfp_run_id: str, pipeline_name: str) -> str:
+    """The grid's parent run (``runs.open_search``): the grid whole as its record, its axes
+    and size as params, tagged with the KFP run that sweeps it; its id."""
+    names = sorted({name for combination in combinations for name in json.loads(combination)})
+    return runs.open_search(
+        experiment,
+        GRID_SEARCH,
+        f"{' '.join(names)} ({len(combinations)} runs)",
+        {"sweep_axes": " ".join(names), "sweep_size": len(combinations)},
+        (GRID_FILE, {"combinations": [json.loads(c) for c in combinations]}),
+        {KFP_RUN_ID_TAG: kfp_run_id, KFP_PIPELINE_TAG: pipeline_name},
     )
-    return f"{ui.rstrip('/')}/#/compare-runs?{query}"
-
-
-def run_url(ui: str, experiment_id: str, run_id: str) -> str:
-    """The MLflow UI's page of one run."""
-    return f"{ui.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}"
-
-
-def ui_address(tracking_uri: str) -> str:
-    """Where the MLflow UI answers: the tracking server, or a local ``mlflow ui``."""
-    if tracking_uri.startswith(("http://", "https://")):
-        return tracking_uri
-    return "http://127.0.0.1:5000"

@@ -22,7 +22,7 @@ import optuna
 
 from components.core.search_space import CATEGORICAL, DOUBLE, Dimension
 from components.tracking import run_log
-from components.tracking.tags import TRIAL_TAG
+from components.tracking.tags import OPTUNA_SEARCH, TRIAL_TAG
 from components.training.config import TrainConfig
 from components.training.loop import DivergedError
 from components.training.session import train
@@ -39,7 +39,7 @@ def search(
     space: tuple[Dimension, ...],
     name: str,
     first: tuple[dict[str, Any], ...] = (),
-) -> tuple[runs.Trial, list[runs.Trial]]:
+) -> tuple[runs.Best, list[runs.Trial]]:
     """Run ``tune.trials`` trials of ``recipe`` over ``space``, one after another; the best
     trial, and every trial that finished or was stopped early.
 
@@ -52,7 +52,7 @@ def search(
     """
     if not space:
         raise ValueError("expected at least one searched dimension, found every one fixed")
-    parent = runs.start_search(recipe.experiment, name, tune, space, tags={})
+    parent = runs.open_space_search(recipe.experiment, OPTUNA_SEARCH, name, tune, space, tags={})
     study = optuna.create_study(
         study_name=name,
         direction="maximize",
@@ -95,7 +95,7 @@ def search(
             continue
         study.tell(trial, result.history[-1][OBJECTIVE])
         trials.append(runs.Trial(trial_name, str(result.run_id), stopped_early=False))
-    return runs.finish_search(parent, trials), trials
+    return runs.close_search(parent, trials), trials
 
 
 def sampler(tune: TuneConfig) -> optuna.samplers.BaseSampler:

@@ -1,68 +1,123 @@
-"""Sweeps and searches in MLflow: a parent run for each, a child run per combination or
-trial, the best marked.
+"""Every search in MLflow, whichever runs its trials: a parent run, a child run per trial,
+the best marked.
 
-Each child is the train step's own run (nested under the parent), with its params and
-per-epoch metrics; what the sweep or search decided about it (stopped early, best) is
-added here, so MLflow's compare view of the children shows it. Where KFP tracks the
-pipeline run in MLflow, KFP's runs are the parents: no second tree grows beside them.
+A search's trials are a grid's combinations (the KFP sweep), Katib's trials (the search
+on the cluster) or Optuna's (``tune --local``). Each trial is the train step's own run,
+nested under the parent, with its params and per-epoch metrics. Whatever ran them, the
+trials come back as ``Trial``s and ``close_search`` judges them alike: stopped-early ones
+are marked, the best finished one is chosen on validation and tagged, and the parent
+records the outcome. Where KFP tracks the pipeline run in MLflow, KFP's runs are the
+parents: no second tree grows beside them.
 """
 
 from __future__ import annotations
 
-import json
 import logging
+import math
 from dataclasses import asdict
 from typing import Any, NamedTuple
 
 from components.core.search_space import Dimension
 from components.tracking import kfp_tracking, run_log, store
-from components.tracking.tags import KFP_PIPELINE_TAG, KFP_RUN_ID_TAG, PARENT_TAG, SWEEP_PARENT_TAG
+from components.tracking.tags import (
+    BEST_TAG,
+    COMBINATION_TAG,
+    GRID_SEARCH,
+    PARENT_TAG,
+    SEARCH_TAG,
+    STOPPED_EARLY_TAG,
+)
+from components.tracking.ui import compare_url, ui_address
 from components.tuning.config import TuneConfig
-from components.tuning.grid import BEST_TAG, compare_url, ui_address
 from components.tuning.report import OBJECTIVE
 
 log = logging.getLogger(__name__)
 
-SPACE_FILE = "search_space.json"
-GRID_FILE = "sweep_grid.json"
-TUNE_PARENT_TAG = "tune.parent"  # "true" on a search's parent run
-STOPPED_EARLY_TAG = "tune.stopped_early"  # "true" on a trial the median rule stopped
-TUNE_BEST_TAG = "tune.best"  # "true" on the search's best trial
+SPACE_FILE = "search_space.json"  # a Katib or Optuna search's record: the space it searched
 
 
 class Trial(NamedTuple):
-    """One trial as the search ended it: its MLflow run, and whether it was stopped early."""
+    """One trial as its search ended it: its name, its MLflow run, whether it was stopped."""
 
     name: str
     run_id: str
-    stopped_early: bool
+    stopped_early: bool = False
 
 
-def start_search(
-    experiment: str, name: str, tune: TuneConfig, space: tuple[Dimension, ...], tags: dict[str, Any]
+class Best(NamedTuple):
+    """The best finished trial, its accuracies, and where to compare every trial."""
+
+    name: str
+    run_id: str
+    val_accuracy: float
+    test_accuracy: float
+    compare_url: str
+
+
+def open_search(
+    experiment: str,
+    kind: str,
+    name: str,
+    params: dict[str, object],
+    record: tuple[str, dict[str, Any]],
+    tags: dict[str, str],
 ) -> str:
-    """The search's parent run, holding its settings and search space; its id.
+    """The search's parent run, tagged with its ``kind`` and holding its ``params`` and its
+    ``record`` (a JSON artifact: the grid, or the space searched); its id.
 
-    Where KFP tracks the pipeline run in MLflow, the search task's own run is the parent.
+    Where KFP tracks the pipeline run in MLflow, KFP's run is the parent: for a grid the
+    pipeline run's (KFP nests each iteration's tasks under it), else the search task's.
     """
-    tags = {**tags, TUNE_PARENT_TAG: "true"}
+    tags = {**tags, SEARCH_TAG: kind}
     task = kfp_tracking.kfp_task()
-    if task:
+    if task and kind == GRID_SEARCH:
+        run_id = run_log.run_tag(task.run_id, PARENT_TAG) or task.run_id
+        run_log.set_run_tags(run_id, tags)
+    elif task:
         run_id = task.run_id
         run_log.set_run_tags(run_id, tags)
     else:
-        run_id = run_log.create_run(experiment, run_name=f"search {name}", tags=tags)
-    run_log.log_params_into(run_id, {f"tune_{key}": value for key, value in asdict(tune).items()})
-    run_log.log_json_into(run_id, {"dimensions": [_described(d) for d in space]}, SPACE_FILE)
+        run_id = run_log.create_run(experiment, run_name=f"{kind} {name}", tags=tags)
+    file_name, content = record
+    run_log.log_json_into(run_id, content, file_name)  # whole: a param is cut at 6,000 characters
+    run_log.log_params_into(run_id, params)
     return run_id
 
 
-def finish_search(parent_run_id: str, trials: list[Trial]) -> Trial:
-    """Mark each trial stopped early, and the best finished one; end the parent (unless KFP
-    made it). The best.
+def open_space_search(
+    experiment: str,
+    kind: str,
+    name: str,
+    tune: TuneConfig,
+    space: tuple[Dimension, ...],
+    tags: dict[str, str],
+) -> str:
+    """``open_search`` for a search of ``space``: its settings as ``tune_*`` params, the
+    space as its record."""
+    params = {f"tune_{key}": value for key, value in asdict(tune).items()}
+    dimensions = [
+        {key: value for key, value in asdict(d).items() if value not in (None, ())} for d in space
+    ]
+    return open_search(
+        experiment, kind, name, params, (SPACE_FILE, {"dimensions": dimensions}), tags
+    )
+
+
+def grid_trials(child_run_ids: list[str]) -> list[Trial]:
+    """A grid's children as trials, each named by the combination it trained."""
+    return [
+        Trial(run_log.run_tag(run_id, COMBINATION_TAG) or run_id, run_id)
+        for run_id in child_run_ids
+    ]
+
+
+def close_search(parent_run_id: str, trials: list[Trial]) -> Best:
+    """Mark each trial stopped early, and the best finished one; record the outcome on the
+    parent and end it (unless KFP made it: KFP ends its own runs). The best.
 
     The best is the finished trial with the highest last-epoch validation accuracy (the
-    model it wrote is that epoch's); a trial stopped early wrote none.
+    model it wrote is that epoch's; ties go to the larger run id); a trial stopped early
+    wrote none. Test accuracy plays no part: it is reported, never tuned on.
 
     Raises:
         ValueError: no trial finished.
@@ -71,80 +126,28 @@ def finish_search(parent_run_id: str, trials: list[Trial]) -> Trial:
         if trial.stopped_early:
             run_log.finish_run(trial.run_id, {}, {STOPPED_EARLY_TAG: "true"}, "KILLED")
     finished = [trial for trial in trials if not trial.stopped_early]
+    if not trials:
+        raise ValueError("expected at least one trial, found none")
     if not finished:
-        raise ValueError(f"expected at least one finished trial, found {len(trials)} stopped")
-    best_id, score = run_log.best_run([trial.run_id for trial in finished], OBJECTIVE)
+        raise ValueError(f"expected at least one finished trial, found {len(trials)} stopped early")
+    best_id, val_accuracy = run_log.best_run([trial.run_id for trial in finished], OBJECTIVE)
     (best,) = [trial for trial in finished if trial.run_id == best_id]
-    run_log.set_run_tags(best.run_id, {TUNE_BEST_TAG: "true"})
-    run_log.finish_run(
-        parent_run_id,
-        metrics={
-            f"best_{OBJECTIVE}": score,
-            "trials_finished": len(finished),
-            "trials_stopped_early": len(trials) - len(finished),
-        },
-        tags={"tune.best_run_id": best.run_id, "tune.best_trial": best.name},
-        status=None if kfp_tracking.kfp_task() else "FINISHED",
-    )
-    log.info("best of %d trials: %s (%s %.4f)", len(trials), best.name, OBJECTIVE, score)
-    return best
-
-
-class Best(NamedTuple):
-    """The child with the best validation accuracy, and where to compare all children."""
-
-    run_id: str
-    val_accuracy: float
-    test_accuracy: float
-    compare_url: str
-
-
-def start_sweep(experiment: str, grid: list[str], kfp_run_id: str, pipeline_name: str) -> str:
-    """The sweep's parent run, tagged with the KFP run and holding the grid; its id.
-
-    Where KFP tracks the pipeline run in MLflow, its parent run is the sweep's: KFP nests
-    each iteration's tasks under it, and no second tree grows beside it.
-    """
-    names = sorted({name for combination in grid for name in json.loads(combination)})
-    tags = {
-        KFP_RUN_ID_TAG: kfp_run_id,
-        KFP_PIPELINE_TAG: pipeline_name,
-        SWEEP_PARENT_TAG: "true",
+    test_accuracy = run_log.run_metrics(best_id).get("test_accuracy", float("nan"))
+    run_log.set_run_tags(best_id, {BEST_TAG: "true"})
+    outcome = {
+        f"best_{OBJECTIVE}": val_accuracy,
+        "trials_finished": len(finished),
+        "trials_stopped_early": len(trials) - len(finished),
     }
-    task = kfp_tracking.kfp_task()
-    if task:
-        run_id = run_log.run_tag(task.run_id, PARENT_TAG) or task.run_id
-        run_log.set_run_tags(run_id, tags)
-    else:
-        name = f"sweep {' '.join(names)} ({len(grid)} runs)"
-        run_id = run_log.create_run(experiment, run_name=name, tags=tags)
-    # the grid whole as an artifact (a param is cut at 6,000 characters), its shape as params
-    run_log.log_json_into(run_id, {"combinations": [json.loads(c) for c in grid]}, GRID_FILE)
-    run_log.log_params_into(run_id, {"sweep_axes": " ".join(names), "sweep_size": len(grid)})
-    return run_id
-
-
-def finish_sweep(parent_run_id: str, child_run_ids: list[str]) -> Best:
-    """Mark the child with the best validation accuracy, on it and on the parent; end the
-    parent, unless KFP made it (KFP ends the pipeline run's runs).
-
-    Test accuracy plays no part in the choice: it is reported, never tuned on.
-    """
-    if not child_run_ids:
-        raise ValueError("expected at least one child run, found none: the grid was empty")
-    best, val_accuracy = run_log.best_run(child_run_ids, "val_accuracy")
-    test_accuracy = run_log.run_metrics(best).get("test_accuracy", float("nan"))
-    run_log.set_run_tags(best, {BEST_TAG: "true"})
+    if not math.isnan(test_accuracy):  # a grid's children are evaluated; a search's not yet
+        outcome["best_test_accuracy"] = test_accuracy
     run_log.finish_run(
         parent_run_id,
-        metrics={"best_val_accuracy": val_accuracy, "best_test_accuracy": test_accuracy},
-        tags={"sweep.best_run_id": best},
+        metrics=outcome,
+        tags={"search.best_run_id": best_id, "search.best_trial": best.name},
         status=None if kfp_tracking.kfp_task() else "FINISHED",
     )
-    url = compare_url(ui_address(store.tracking_uri()), run_log.experiment_of(best), child_run_ids)
-    log.info("best of %d: %s (val_accuracy %.4f)", len(child_run_ids), best, val_accuracy)
-    return Best(best, val_accuracy, test_accuracy, url)
-
-
-def _described(dimension: Dimension) -> dict[str, Any]:
-    return {key: value for key, value in asdict(dimension).items() if value not in (None, ())}
+    run_ids = [trial.run_id for trial in trials]
+    url = compare_url(ui_address(store.tracking_uri()), run_log.experiment_of(best_id), run_ids)
+    log.info("best of %d trials: %s (%s %.4f)", len(trials), best.name, OBJECTIVE, val_accuracy)
+    return Best(best.name, best_id, val_accuracy, test_accuracy, url)

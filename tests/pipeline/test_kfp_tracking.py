@@ -205,15 +205,15 @@ def test_a_sweeps_iterations_are_kfps_iteration_runs_under_its_parent(
     assert set(trained) == {"0.001", "0.003"}
     # the sweep's record is on KFP's parent run: no parent of its own beside it
     parent = client.get_run(kfp.parent_run_id)
-    assert parent.data.tags["sweep.parent"] == "true"
-    assert parent.data.tags["sweep.best_run_id"] in trained.values()
+    assert parent.data.tags["search.kind"] == "grid"
+    assert parent.data.tags["search.best_run_id"] in trained.values()
     assert parent.data.params["sweep_size"] == "2"
     assert {run.info.run_id for run in client.search_runs([kfp.experiment_id])} == {
         kfp.parent_run_id,
         *(run["info"]["run_id"] for run in nested),
     }
     best = client.get_model_version_by_alias(SWEEP_MODEL, "candidate")
-    assert best.run_id == parent.data.tags["sweep.best_run_id"]
+    assert best.run_id == parent.data.tags["search.best_run_id"]
 
 
 def tag(run: dict, key: str) -> str | None:

@@ -7,8 +7,7 @@ import sys
 import pytest
 from mlflow.tracking import MlflowClient
 
-from components.tracking.tags import PARENT_TAG
-from components.tuning.runs import STOPPED_EARLY_TAG, TUNE_BEST_TAG, TUNE_PARENT_TAG
+from components.tracking.tags import BEST_TAG, PARENT_TAG, SEARCH_TAG, STOPPED_EARLY_TAG
 from tests.support.processes import HANG_SECONDS
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
@@ -44,7 +43,7 @@ def test_a_worse_model_from_tune_local_leaves_candidate_on_the_better_one(
     assert "registered tuned version 1 as @candidate" in better.stdout
     champion = client.get_model_version_by_alias("tuned", "candidate")
     best = client.get_run(champion.run_id)
-    assert best.data.tags[TUNE_BEST_TAG] == "true"
+    assert best.data.tags[BEST_TAG] == "true"
     assert "compare-runs" in better.stdout
     worse = tune_here(small_sample_zip, tmp_path, *WEAK)
     theirs, ours = best.data.metrics["test_accuracy"], accuracy_of(worse.stdout)
@@ -77,14 +76,14 @@ def test_the_readmes_tune_local_command_records_the_search_in_the_default_store(
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     client = MlflowClient(f"sqlite:///{tmp_path / 'runs/mlflow.db'}")
-    (parent,) = client.search_runs(["1"], f"tags.`{TUNE_PARENT_TAG}` = 'true'")
+    (parent,) = client.search_runs(["1"], f"tags.`{SEARCH_TAG}` = 'optuna'")
     children = client.search_runs(["1"], f"tags.`{PARENT_TAG}` = '{parent.info.run_id}'")
     assert len(children) == 4
     stopped = [c for c in children if c.data.tags.get(STOPPED_EARLY_TAG) == "true"]
     assert all(c.info.status == "KILLED" for c in stopped)
     assert parent.data.metrics["trials_stopped_early"] == len(stopped)
-    (best,) = [c for c in children if c.data.tags.get(TUNE_BEST_TAG) == "true"]
-    assert parent.data.tags["tune.best_run_id"] == best.info.run_id
+    (best,) = [c for c in children if c.data.tags.get(BEST_TAG) == "true"]
+    assert parent.data.tags["search.best_run_id"] == best.info.run_id
     assert f"search run:    {parent.info.run_id}" in done.stdout
     store = f"sqlite:///{tmp_path / 'runs/mlflow.db'}"
     assert f"MLflow UI:     mlflow ui --backend-store-uri {store}" in done.stdout

@@ -227,8 +227,8 @@ def test_a_sweep_of_two_lands_under_one_parent_and_compares_side_by_side(
     # the best by validation accuracy is marked, and it alone went through the gate
     val = {child.info.run_id: child.data.metrics["val_accuracy"] for child in children}
     assert val[best] == max(val.values())
-    assert [c.info.run_id for c in children if c.data.tags.get("sweep.best")] == [best]
-    assert client.get_run(parent).data.tags["sweep.best_run_id"] == best
+    assert [c.info.run_id for c in children if c.data.tags.get("search.best")] == [best]
+    assert client.get_run(parent).data.tags["search.best_run_id"] == best
     assert client.get_model_version_by_alias("dogs-vs-cats", "candidate").run_id == best
     gated = [
         c.info.run_id for c in children if "quality_gate" in client.get_run(c.info.run_id).data.tags

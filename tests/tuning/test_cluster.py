@@ -18,12 +18,11 @@ from mlflow.tracking import MlflowClient
 
 from components.core.search_space import searched
 from components.tracking import run_log, store
-from components.tracking.tags import PARENT_TAG, TRIAL_TAG
+from components.tracking.tags import BEST_TAG, PARENT_TAG, SEARCH_TAG, STOPPED_EARLY_TAG, TRIAL_TAG
 from components.training.config import TrainConfig
 from components.tuning.cluster import tune_on_cluster
 from components.tuning.config import TuneConfig
 from components.tuning.experiment import ExperimentTarget
-from components.tuning.runs import STOPPED_EARLY_TAG, TUNE_BEST_TAG
 from tests.support.katib_api import FakeKatibApi
 from tests.support.processes import HANG_SECONDS
 
@@ -82,9 +81,10 @@ def test_the_best_trials_model_comes_back_and_mlflow_shows_the_search(search):
     assert Path(recipe.output, "mlflow_run_id").read_text() == best
     stopped = client.get_run(runs["tune-a-3"])
     assert stopped.info.status == "KILLED" and stopped.data.tags[STOPPED_EARLY_TAG] == "true"
-    assert client.get_run(best).data.tags[TUNE_BEST_TAG] == "true"
+    assert client.get_run(best).data.tags[BEST_TAG] == "true"
     parent = client.get_run(client.get_run(best).data.tags[PARENT_TAG])
-    assert parent.info.status == "FINISHED" and parent.data.tags["tune.best_run_id"] == best
+    assert parent.info.status == "FINISHED" and parent.data.tags["search.best_run_id"] == best
+    assert parent.data.tags[SEARCH_TAG] == "katib"
     assert parent.data.params["tune_trials"] == "3"
     assert parent.data.tags["katib.optimal_trial"] == "tune-a-1"  # Katib's status, read
     for run in runs.values():  # per-epoch metrics, as the compare view plots them

@@ -1,9 +1,8 @@
-"""A sweep's grid: its axes, its combinations as JSON, their keys, the compare view."""
+"""A sweep's grid: its axes, its combinations as JSON, their keys."""
 
 from __future__ import annotations
 
 import json
-import urllib.parse
 
 import pytest
 
@@ -41,16 +40,6 @@ def test_a_combination_has_a_stable_short_key_of_its_own():
     keys = {sweep.combination_key(c) for c in sweep.grid({"lr": [0.1, 0.2, 0.3]})}
     assert len(keys) == 3 and all(len(k) == 12 for k in keys)
     assert sweep.combination_key('{"lr": 0.1}') == sweep.combination_key('{"lr": 0.1}')
-
-
-def test_the_compare_view_lists_every_run_of_the_experiment():
-    url = sweep.compare_url("http://mlflow:5000/", "4", ["a", "b"])
-    base, query = url.split("#/compare-runs?")
-    assert base == "http://mlflow:5000/"
-    params = dict(urllib.parse.parse_qsl(query))
-    assert json.loads(params["runs"]) == ["a", "b"] and json.loads(params["experiments"]) == ["4"]
-    assert sweep.ui_address("https://mlflow.example") == "https://mlflow.example"
-    assert sweep.ui_address("sqlite:///runs/mlflow.db") == "http://127.0.0.1:5000"
 
 
 def test_a_name_given_twice_is_refused_not_replaced():

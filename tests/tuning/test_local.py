@@ -6,11 +6,10 @@ from mlflow.tracking import MlflowClient
 from components.core.search_space import DOUBLE, Dimension
 from components.preprocessing.build import build_arrays
 from components.preprocessing.config import PreprocessConfig
-from components.tracking.tags import PARENT_TAG
+from components.tracking.tags import BEST_TAG, PARENT_TAG, SEARCH_TAG, STOPPED_EARLY_TAG
 from components.training.config import TrainConfig
 from components.tuning import local
 from components.tuning.config import TuneConfig
-from components.tuning.runs import STOPPED_EARLY_TAG, TUNE_BEST_TAG, TUNE_PARENT_TAG
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
@@ -46,11 +45,11 @@ def test_a_hopeless_trial_is_stopped_early_and_the_search_is_recorded(
     assert hopeless.data.tags[STOPPED_EARLY_TAG] == "true"
     assert len(client.get_metric_history(trials[2].run_id, "val_accuracy")) == 2  # not 3
     assert best.run_id in {trials[0].run_id, trials[1].run_id}
-    assert client.get_run(best.run_id).data.tags[TUNE_BEST_TAG] == "true"
+    assert client.get_run(best.run_id).data.tags[BEST_TAG] == "true"
     parent_id = hopeless.data.tags[PARENT_TAG]
     parent = client.get_run(parent_id)
     assert parent.info.status == "FINISHED"
-    assert parent.data.tags[TUNE_PARENT_TAG] == "true"
+    assert parent.data.tags[SEARCH_TAG] == "optuna"
     assert parent.data.metrics["trials_stopped_early"] == 1
     assert parent.data.params["tune_min_trials_required"] == "2"
     children = client.search_runs(
