@@ -261,7 +261,7 @@ def sweep_parent_op(
         The parent run's id.
     """
     from components.tracking.store import use_tracking_uri
-    from components.tuning.grid import open_grid
+    from components.tuning.runs import open_grid
 
     use_tracking_uri(tracking_uri)
     return open_grid(experiment, grid, kfp_run_id, pipeline_name)

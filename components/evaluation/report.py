@@ -87,10 +87,8 @@ def evaluate(cfg: EvaluateConfig) -> dict[str, Any]:
             run_log.log_evaluation(
                 cfg.split, report["metrics"], model_id, images, labels, prefix=prefix
             )
-            for name in ("metrics.json", "roc.json"):
+            for name in ("metrics.json", "roc.json", *figures):  # the very files written
                 run_log.log_artifact(output_dir / name, where)
-            for name, figure in figures.items():
-                run_log.log_figure(figure, f"{where}/{name}")
     else:
         log.warning("no MLflow run id given or recorded in %s; metrics not logged", model_dir)
     log.info("%s: %s", cfg.split, json.dumps(report["metrics"]))

@@ -12,7 +12,7 @@ import os
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import mlflow
 import numpy as np
@@ -24,9 +24,6 @@ from mlflow.tracking import MlflowClient
 
 from components.tracking.kfp_tracking import check_kfp_task_run, experiment_id, kfp_task
 from components.tracking.store import logs_system_metrics, tracking_uri
-
-if TYPE_CHECKING:  # matplotlib loads where a figure is logged
-    from matplotlib.figure import Figure
 
 log = logging.getLogger(__name__)
 
@@ -97,10 +94,6 @@ def log_params(params: dict[str, object]) -> None:
 
 def log_artifact(path: Path, artifact_path: str | None = None) -> None:
     mlflow.log_artifact(str(path), artifact_path)
-
-
-def log_figure(figure: Figure, artifact_file: str) -> None:
-    mlflow.log_figure(figure, artifact_file)
 
 
 def log_metric(key: str, value: float) -> None:

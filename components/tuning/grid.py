@@ -15,9 +15,7 @@ from typing import Any
 
 from components.core import schema
 from components.core.schema import RECIPE
-from components.tracking.tags import GRID_SEARCH, KFP_PIPELINE_TAG, KFP_RUN_ID_TAG
 from components.training.config import TrainConfig
-from components.tuning import runs
 
 MAX_COMBINATIONS = 1000  # each is a training run; a grid beyond this is a typo, not a plan
 SWEEPABLE = [field.name for field in schema.fields_of(TrainConfig, RECIPE)]
@@ -107,20 +105,3 @@ def check_grid(combinations: list[Any]) -> None:
 def combination_key(combination: str) -> str:
     """A short, stable name for a combination: its checkpoint folder in a sweep."""
     return hashlib.sha256(combination.encode()).hexdigest()[:12]
-
-
-GRID_FILE = "sweep_grid.json"  # a grid's record: every combination, whole
-
-
-def open_grid(experiment: str, combinations: list[str], kfp_run_id: str, pipeline_name: str) -> str:
-    """The grid's parent run (``runs.open_search``): the grid whole as its record, its axes
-    and size as params, tagged with the KFP run that sweeps it; its id."""
-    names = sorted({name for combination in combinations for name in json.loads(combination)})
-    return runs.open_search(
-        experiment,
-        GRID_SEARCH,
-        f"{' '.join(names)} ({len(combinations)} runs)",
-        {"sweep_axes": " ".join(names), "sweep_size": len(combinations)},
-        (GRID_FILE, {"combinations": [json.loads(c) for c in combinations]}),
-        {KFP_RUN_ID_TAG: kfp_run_id, KFP_PIPELINE_TAG: pipeline_name},
-    )

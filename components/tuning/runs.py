@@ -12,6 +12,7 @@ parents: no second tree grows beside them.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from dataclasses import asdict
@@ -23,6 +24,8 @@ from components.tracking.tags import (
     BEST_TAG,
     COMBINATION_TAG,
     GRID_SEARCH,
+    KFP_PIPELINE_TAG,
+    KFP_RUN_ID_TAG,
     PARENT_TAG,
     SEARCH_TAG,
     STOPPED_EARLY_TAG,
@@ -34,6 +37,7 @@ from components.tuning.report import OBJECTIVE
 log = logging.getLogger(__name__)
 
 SPACE_FILE = "search_space.json"  # a Katib or Optuna search's record: the space it searched
+GRID_FILE = "sweep_grid.json"  # a grid's record: every combination, whole
 
 
 class Trial(NamedTuple):
@@ -100,6 +104,20 @@ def open_space_search(
     ]
     return open_search(
         experiment, kind, name, params, (SPACE_FILE, {"dimensions": dimensions}), tags
+    )
+
+
+def open_grid(experiment: str, combinations: list[str], kfp_run_id: str, pipeline_name: str) -> str:
+    """``open_search`` for a grid: every combination whole as its record, its axes and size
+    as params, tagged with the KFP run that sweeps it."""
+    names = sorted({name for combination in combinations for name in json.loads(combination)})
+    return open_search(
+        experiment,
+        GRID_SEARCH,
+        f"{' '.join(names)} ({len(combinations)} runs)",
+        {"sweep_axes": " ".join(names), "sweep_size": len(combinations)},
+        (GRID_FILE, {"combinations": [json.loads(c) for c in combinations]}),
+        {KFP_RUN_ID_TAG: kfp_run_id, KFP_PIPELINE_TAG: pipeline_name},
     )
 
 

@@ -113,8 +113,11 @@ def test_evaluate_logs_test_metrics_into_the_training_run(
     report = json.loads((tmp_path / "eval/metrics.json").read_text())
     assert logged["test_accuracy"] == pytest.approx(report["metrics"]["accuracy"])
     assert {"test_f1", "test_roc_auc", "test_precision", "test_recall"} <= set(logged)
-    names = {a.path for a in client.list_artifacts(result.run_id, "evaluation/test")}
-    assert "evaluation/test/confusion_matrix.png" in names
+    for name in ("metrics.json", "confusion_matrix.png", "misclassified.png"):  # as written
+        logged_file = mlflow.artifacts.download_artifacts(
+            run_id=result.run_id, artifact_path=f"evaluation/test/{name}", dst_path=str(tmp_path)
+        )
+        assert Path(logged_file).read_bytes() == (tmp_path / "eval" / name).read_bytes()
 
     images = [sample_images / "PetImages/Cat/1.jpg", sample_images / "PetImages/Dog/1.jpg"]
     from_dir = predictions.predict_files(str(tmp_path / "m"), images).classified

@@ -21,8 +21,7 @@ from components.tracking.tags import (
 )
 from components.tuning import runs
 from components.tuning.config import TuneConfig
-from components.tuning.grid import GRID_FILE, open_grid
-from components.tuning.runs import close_search, grid_trials
+from components.tuning.runs import GRID_FILE, close_search, grid_trials, open_grid
 
 
 def child(parent: str, accuracies: list[float]) -> str:
