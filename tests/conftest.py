@@ -122,8 +122,8 @@ def pytest_collection_modifyitems(config, items):
 
 def pytest_configure(config):
     """Under pytest-xdist with a worker per core or more, each worker and the steps it
-    starts run their math on one thread: two workers' thread pools on two cores would
-    only contend (a thread count set by the user wins)."""
+    starts run their math on one thread: the workers' thread pools on as many cores or
+    fewer would only contend (a thread count set by the user wins)."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
     if workers and workers >= available_cores():
         os.environ.setdefault("OMP_NUM_THREADS", "1")
