@@ -66,22 +66,21 @@ def open_search(
     record: tuple[str, dict[str, Any]],
     tags: dict[str, str],
 ) -> str:
-    """The search's parent run, tagged with its ``kind`` and holding its ``params`` and its
-    ``record`` (a JSON artifact: the grid, or the space searched); its id.
+    """The search's parent run, named ``name`` (where this makes it), tagged with its
+    ``kind`` and holding its ``params`` and its ``record`` (a JSON artifact: the grid, or
+    the space searched); its id.
 
     Where KFP tracks the pipeline run in MLflow, KFP's run is the parent: for a grid the
     pipeline run's (KFP nests each iteration's tasks under it), else the search task's.
     """
     tags = {**tags, SEARCH_TAG: kind}
     task = kfp_tracking.kfp_task()
-    if task and kind == GRID_SEARCH:
-        run_id = run_log.run_tag(task.run_id, PARENT_TAG) or task.run_id
-        run_log.set_run_tags(run_id, tags)
-    elif task:
-        run_id = task.run_id
+    if task:
+        grid_parent = run_log.run_tag(task.run_id, PARENT_TAG) if kind == GRID_SEARCH else None
+        run_id = grid_parent or task.run_id
         run_log.set_run_tags(run_id, tags)
     else:
-        run_id = run_log.create_run(experiment, run_name=f"{kind} {name}", tags=tags)
+        run_id = run_log.create_run(experiment, run_name=name, tags=tags)
     file_name, content = record
     run_log.log_json_into(run_id, content, file_name)  # whole: a param is cut at 6,000 characters
     run_log.log_params_into(run_id, params)
@@ -102,9 +101,8 @@ def open_space_search(
     dimensions = [
         {key: value for key, value in asdict(d).items() if value not in (None, ())} for d in space
     ]
-    return open_search(
-        experiment, kind, name, params, (SPACE_FILE, {"dimensions": dimensions}), tags
-    )
+    record = (SPACE_FILE, {"dimensions": dimensions})
+    return open_search(experiment, kind, f"search {name}", params, record, tags)
 
 
 def open_grid(experiment: str, combinations: list[str], kfp_run_id: str, pipeline_name: str) -> str:
@@ -114,7 +112,7 @@ def open_grid(experiment: str, combinations: list[str], kfp_run_id: str, pipelin
     return open_search(
         experiment,
         GRID_SEARCH,
-        f"{' '.join(names)} ({len(combinations)} runs)",
+        f"sweep {' '.join(names)} ({len(combinations)} runs)",
         {"sweep_axes": " ".join(names), "sweep_size": len(combinations)},
         (GRID_FILE, {"combinations": [json.loads(c) for c in combinations]}),
         {KFP_RUN_ID_TAG: kfp_run_id, KFP_PIPELINE_TAG: pipeline_name},

@@ -49,6 +49,7 @@ def test_the_best_is_the_finished_trial_with_the_best_last_epoch(kind, mlflow_st
     ended = client.get_run(parent)
     assert ended.info.status == "FINISHED" and ended.data.tags[SEARCH_TAG] == kind
     assert ended.data.tags["search.best_trial"] == "b"
+    assert ended.info.run_name == "search t"
     assert ended.data.metrics == {"best_val_accuracy": 0.75, "trials_finished": 2.0,
                                   "trials_stopped_early": 1.0}  # fmt: skip
     assert ended.data.params["tune_algorithm"] == "tpe"
@@ -79,6 +80,7 @@ def test_the_best_child_is_chosen_on_validation_never_on_test(mlflow_store):
     assert logged == {"combinations": [json.loads(c) for c in grid]}  # whole, however long
     assert held.data.params["sweep_size"] == "2" and held.data.params["sweep_axes"] == "lr"
     assert held.data.tags["kfp.run_id"] == "kfp-1" and held.data.tags[SEARCH_TAG] == "grid"
+    assert held.info.run_name == "sweep lr (2 runs)"
     experiment = held.info.experiment_id
     better_on_val = sweep_child(client, experiment, val=0.90, test=0.70)
     better_on_test = sweep_child(client, experiment, val=0.80, test=0.99)
