@@ -13,6 +13,7 @@ from dataclasses import asdict
 from components.core import schema
 from components.core.errors import one_line_errors
 from components.core.logs import setup_logging
+from components.core.shutdown import skip_final_collection
 from components.downloading.config import DownloadConfig
 from components.downloading.fetch import download
 
@@ -30,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> None:
     cfg = schema.from_namespace(DownloadConfig, build_parser().parse_args(argv))
     setup_logging()
+    skip_final_collection()
     with one_line_errors():
         log.info("%s", json.dumps(asdict(download(cfg))))
 

@@ -12,6 +12,7 @@ from components.core import schema
 from components.core.errors import one_line_errors
 from components.core.logs import setup_logging
 from components.core.names import MLFLOW_WAITS
+from components.core.shutdown import skip_final_collection
 from components.evaluation.config import EvaluateConfig
 
 
@@ -28,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> None:
     cfg = schema.from_namespace(EvaluateConfig, build_parser().parse_args(argv))
     setup_logging()
+    skip_final_collection()
     # torch and mlflow load only now: --help and a wrong flag answer at once
     from components.evaluation.report import evaluate
 

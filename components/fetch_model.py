@@ -14,6 +14,7 @@ import argparse
 
 from components.core.errors import one_line_errors
 from components.core.logs import setup_logging
+from components.core.shutdown import skip_final_collection
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -28,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     setup_logging()
+    skip_final_collection()
     from components.serving.fetch import fetch_model  # mlflow: loaded only to fetch
 
     with one_line_errors():

@@ -16,6 +16,7 @@ from pathlib import Path
 from components.core.errors import one_line_errors, printable
 from components.core.logs import setup_logging
 from components.core.names import SCORING_RUNTIMES
+from components.core.shutdown import skip_final_collection
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     setup_logging()
+    skip_final_collection()
     # torch loads only now: --help and a wrong argument answer at once
     from components.evaluation.predictions import predict_files
 

@@ -11,6 +11,7 @@ from components.core import schema
 from components.core.errors import one_line_errors
 from components.core.logs import setup_logging
 from components.core.presets import apply_preset
+from components.core.shutdown import skip_final_collection
 from components.preprocessing.build import build_arrays
 from components.preprocessing.config import PreprocessConfig
 
@@ -28,6 +29,7 @@ def main(argv: list[str] | None = None) -> None:
     apply_preset(parser, argv, PreprocessConfig)
     cfg = schema.from_namespace(PreprocessConfig, parser.parse_args(argv))
     setup_logging()
+    skip_final_collection()
     with one_line_errors():
         build_arrays(cfg)
 

@@ -14,6 +14,7 @@ from components.core.errors import one_line_errors
 from components.core.logs import setup_logging
 from components.core.names import MLFLOW_WAITS
 from components.core.presets import apply_preset
+from components.core.shutdown import skip_final_collection
 from components.registration.config import RegisterConfig
 from components.registration.decision import register_if_accurate
 
@@ -33,6 +34,7 @@ def main(argv: list[str] | None = None) -> None:
     apply_preset(parser, argv, RegisterConfig)
     cfg = schema.from_namespace(RegisterConfig, parser.parse_args(argv))
     setup_logging()
+    skip_final_collection()
     with one_line_errors():
         print(register_if_accurate(cfg).reason)
 

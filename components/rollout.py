@@ -13,6 +13,7 @@ import argparse
 from components.core import schema
 from components.core.errors import one_line_errors
 from components.core.logs import setup_logging
+from components.core.shutdown import skip_final_collection
 from components.deploying.config import PROMOTE, ROLLBACK, RolloutConfig
 
 
@@ -33,6 +34,7 @@ def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     cfg = schema.from_namespace(RolloutConfig, args)
     setup_logging()
+    skip_final_collection()
     # the Kubernetes client loads only to act: --help answers at once
     from components.cluster.kube import api_client
     from components.deploying import release

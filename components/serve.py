@@ -15,6 +15,7 @@ import sys
 from components.core import schema
 from components.core.errors import one_line_errors
 from components.core.logs import setup_logging
+from components.core.shutdown import skip_final_collection
 from components.serving.config import ServeConfig
 
 
@@ -30,6 +31,7 @@ def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     cfg = schema.from_namespace(ServeConfig, args)
     setup_logging()
+    skip_final_collection()
     sys.argv[1:] = []  # kserve parses sys.argv when imported; these flags are ours, parsed
     with one_line_errors():
         if cfg.model.startswith("models:/"):

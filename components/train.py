@@ -15,6 +15,7 @@ from components.core.errors import one_line_errors
 from components.core.logs import setup_logging
 from components.core.names import MLFLOW_WAITS
 from components.core.presets import apply_preset
+from components.core.shutdown import skip_final_collection
 from components.training.config import TrainConfig
 
 
@@ -38,6 +39,7 @@ def parse_config(argv: list[str] | None = None) -> TrainConfig:
 def main(argv: list[str] | None = None) -> None:
     cfg = parse_config(argv)
     setup_logging()
+    skip_final_collection()
     # torch and mlflow load only now: --help and a wrong flag answer at once
     from components.training.session import train
     from components.tuning.report import print_metrics_line

@@ -15,6 +15,7 @@ from components.cluster.placement import Placement
 from components.core import schema
 from components.core.errors import one_line_errors
 from components.core.logs import setup_logging
+from components.core.shutdown import skip_final_collection
 from pipeline.arguments import (
     parse_arguments,
     refuse_credentials,
@@ -72,6 +73,7 @@ def run_here(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser(__doc__.splitlines()[0]).parse_args(argv)
+    skip_final_collection()
     if args.command in ("run", "sweep"):
         run_here(args)
         return
