@@ -7,7 +7,6 @@ import gzip
 import hashlib
 import io
 import struct
-import subprocess
 import sys
 import tarfile
 import time
@@ -20,7 +19,6 @@ import numpy as np
 from PIL import Image
 
 from tests.support.local_http import LocalHTTPServer
-from tests.support.processes import HANG_SECONDS
 
 
 def write_jpeg(path: Path, seed: int, size=(64, 48), mode="RGB") -> Path:
@@ -197,15 +195,14 @@ def train_cli(args: list[str]) -> list[str]:
     return [sys.executable, "-m", "components.train", *args]
 
 
-def run_to_end(args: list[str], env: dict, cwd: Path) -> None:
-    """Run the train step in its own process; it must succeed.
-
-    ``cwd`` is the test's own directory: MLflow puts a SQLite store's artifacts there.
+def run_to_end(args: list[str]) -> None:
+    """Run the train step's command line ``args`` to its end in this process, in its
+    working folder and environment (a test's own, as ``mlflow_store`` sets them): the
+    command a user types, without a second start-up of torch, MLflow and the exporter.
     """
-    done = subprocess.run(
-        train_cli(args), cwd=cwd, env=env, capture_output=True, text=True, timeout=HANG_SECONDS
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
+    from components import train
+
+    train.main(args)
 
 
 def train_config(sample_arrays, output, **overrides):

@@ -139,7 +139,7 @@ def test_killed_and_resumed_run_ends_with_the_same_weights(small_arrays, tmp_pat
         "--schedule",
         "onecycle",
     ]
-    run_to_end([*common, "--output", str(tmp_path / "whole")], env, tmp_path)
+    run_to_end([*common, "--output", str(tmp_path / "whole")])
 
     victim = subprocess.Popen(
         train_cli([*common, "--output", str(tmp_path / "killed")]),
@@ -156,7 +156,7 @@ def test_killed_and_resumed_run_ends_with_the_same_weights(small_arrays, tmp_pat
     victim.wait()
     assert load_checkpoint(checkpoint)["epoch"] < 4, "the run finished before it could be killed"
 
-    run_to_end([*common, "--output", str(tmp_path / "killed"), "--resume"], env, tmp_path)
+    run_to_end([*common, "--output", str(tmp_path / "killed"), "--resume"])
     expected = torch.load(tmp_path / "whole/model.pt", weights_only=True)["state_dict"]
     actual = torch.load(tmp_path / "killed/model.pt", weights_only=True)["state_dict"]
     assert expected.keys() == actual.keys()

@@ -6,7 +6,6 @@ The multi-node TrainJob is tested in tests/cluster/test_trainjob.py.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -34,13 +33,12 @@ def distance(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
 
 @pytest.mark.slow
 def test_two_gloo_processes_train_the_same_weights_as_one(small_arrays, tmp_path, mlflow_store):
-    env = {**os.environ, "MLFLOW_TRACKING_URI": mlflow_store}
     common = [
         *("--data", str(small_arrays), "--epochs", "2", "--batch-size", "100"),
         # float32: bf16 on a CPU with AMX rounds each rank's half-batch apart (5e-4)
         *("--device", "cpu", "--no-augment", "--seed", "3", "--no-amp"),
     ]
-    run_to_end([*common, "--output", str(tmp_path / "one")], env, tmp_path)
+    run_to_end([*common, "--output", str(tmp_path / "one")])
     # two processes the way the pipeline's train step starts them (gpus=2): torchrun
     two_processes = train.parse_config([*common, "--output", str(tmp_path / "two")])
     session.train_processes(two_processes, processes=2)
@@ -67,9 +65,7 @@ def test_two_gloo_processes_train_the_same_weights_as_one(small_arrays, tmp_path
     assert steps == [1, 2]
 
     # resume the two-process run's checkpoint in one process: any world size will do
-    run_to_end(
-        [*common, "--output", str(tmp_path / "two"), "--epochs", "3", "--resume"], env, tmp_path
-    )
+    run_to_end([*common, "--output", str(tmp_path / "two"), "--epochs", "3", "--resume"])
     resumed = history(tmp_path / "two")
     client = MlflowClient(mlflow_store)
     assert client.get_run(run_id).info.run_name == "tutorial_cnn-3ep-seed3"  # was 2ep
