@@ -8,6 +8,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from components.tracking.tags import BEST_TAG, PARENT_TAG, SEARCH_TAG, STOPPED_EARLY_TAG
+from pipeline.__main__ import main as pipeline_main
 from tests.support.processes import HANG_SECONDS
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
@@ -21,31 +22,34 @@ WEAK = ["epochs=1", "--enqueue", "lr=0.001,weight_decay=0.05,label_smoothing=0.1
         "min_crop_area=1.0,batch_size=64"]  # fmt: skip
 
 
-def tune_here(sample, workdir, *settings: str) -> subprocess.CompletedProcess:
-    done = subprocess.run(
-        [sys.executable, "-m", "pipeline", "tune", "--local", "--source", str(sample),
-         "--trials", "1", "--workdir", str(workdir), "--preset", "tutorial",
-         "image_size=32", "min_accuracy=0", "registered_model_name=tuned", *settings],
-        capture_output=True, text=True, timeout=HANG_SECONDS, env=os.environ, cwd=workdir,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done
+def tune_here_arguments(sample, workdir, *settings: str) -> list[str]:
+    return [
+        *("tune", "--local", "--source", str(sample), "--trials", "1"),
+        *("--workdir", str(workdir), "--preset", "tutorial", "image_size=32", "min_accuracy=0"),
+        *("registered_model_name=tuned", *settings),
+    ]
 
 
 def test_a_worse_model_from_tune_local_leaves_candidate_on_the_better_one(
-    tracking_server, small_sample_zip, tmp_path
+    tracking_server, small_sample_zip, tmp_path, capsys
 ):
     """Through a team's tracking server (PostgreSQL, SeaweedFS): a search registers the
     better model, a second search a worse one on the same test split; @candidate stays,
-    and the second says why with both figures."""
+    and the second says why with both figures. (The first runs the command in this
+    process, the second as its own.)"""
     client = MlflowClient(tracking_server.url)
-    better = tune_here(small_sample_zip, tmp_path, *STRONG)
-    assert "registered tuned version 1 as @candidate" in better.stdout
+    pipeline_main(tune_here_arguments(small_sample_zip, tmp_path, *STRONG))
+    better = capsys.readouterr().out
+    assert "registered tuned version 1 as @candidate" in better
     champion = client.get_model_version_by_alias("tuned", "candidate")
     best = client.get_run(champion.run_id)
     assert best.data.tags[BEST_TAG] == "true"
-    assert "compare-runs" in better.stdout
-    worse = tune_here(small_sample_zip, tmp_path, *WEAK)
+    assert "compare-runs" in better
+    worse = subprocess.run(
+        [sys.executable, "-m", "pipeline", *tune_here_arguments(small_sample_zip, tmp_path, *WEAK)],
+        capture_output=True, text=True, timeout=HANG_SECONDS, env=os.environ, cwd=tmp_path,
+    )  # fmt: skip
+    assert worse.returncode == 0, worse.stderr[-3000:]
     theirs, ours = best.data.metrics["test_accuracy"], accuracy_of(worse.stdout)
     assert ours < theirs
     assert (
