@@ -14,6 +14,7 @@ import pytest
 
 from components.core.cores import available_cores
 from components.core.names import CLASSES
+from components.core.shutdown import skip_final_collection
 from components.data.arrays import load_split, save_split
 from components.downloading.fetch import fetch
 from components.preprocessing.build import build_arrays
@@ -123,10 +124,12 @@ def pytest_collection_modifyitems(config, items):
 def pytest_configure(config):
     """Under pytest-xdist with a worker per core or more, each worker and the steps it
     starts run their math on one thread: the workers' thread pools on as many cores or
-    fewer would only contend (a thread count set by the user wins)."""
+    fewer would only contend (a thread count set by the user wins). The session's
+    process leaves its heap to the OS at exit, as a step's does."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
     if workers and workers >= available_cores():
         os.environ.setdefault("OMP_NUM_THREADS", "1")
+    skip_final_collection()
 
 
 def pytest_sessionstart(session):
