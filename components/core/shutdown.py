@@ -13,7 +13,7 @@ def skip_final_collection() -> None:
 
     At exit CPython walks every object it tracks in one last collection. A step that
     loaded torch, MLflow and the ONNX exporter tracks millions, and the walk takes about
-    3 s of a 15 s train step on the test sample. Freezing the heap as the last exit
+    3 s of a 19 s train step on the test sample. Freezing the heap as the last exit
     handler skips the walk: exit handlers still run (MLflow ends its runs, logging
     flushes), standard output is flushed, and objects still go as their last reference
     does. What only that walk reached is left to the OS as memory: cycles of garbage, and
