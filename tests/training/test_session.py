@@ -234,10 +234,10 @@ def test_a_leftover_mlflow_run_id_of_another_experiments_run_is_refused_and_left
 def test_the_accurate_preset_runs_end_to_end(sample_images, tmp_path, mlflow_store):
     from components import preprocess
 
-    few = tmp_path / "few"  # 150 photos a class: the preset's path, not its accuracy
+    few = tmp_path / "few"  # 40 photos a class: the preset's path, not its accuracy
     for kind in ("Cat", "Dog"):
         (few / kind).mkdir(parents=True)
-        for photo in sorted((sample_images / "PetImages" / kind).glob("*.jpg"))[:150]:
+        for photo in sorted((sample_images / "PetImages" / kind).glob("*.jpg"))[:40]:
             shutil.copyfile(photo, few / kind / photo.name)
     preprocess.main(
         [

@@ -21,7 +21,7 @@ def wide_val_arrays(sample_images, tmp_path_factory):
     target = tmp_path_factory.mktemp("tune") / "arrays"
     build_arrays(
         PreprocessConfig(
-            input=str(sample_images), output=str(target), image_size=40, val_fraction=0.3
+            input=str(sample_images), output=str(target), image_size=32, val_fraction=0.3
         )
     )
     return target
