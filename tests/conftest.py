@@ -109,16 +109,41 @@ def mlflow_store(empty_mlflow_db, tmp_path, monkeypatch) -> str:
     return uri
 
 
+@pytest.hookimpl(trylast=True)  # after ``-m`` has deselected
 def pytest_collection_modifyitems(config, items):
-    """Tests marked ``gpu`` skip, with the reason, where CUDA is not available."""
+    """Tests marked ``gpu`` skip, with the reason, where CUDA is not available; under
+    pytest-xdist, each worker starts with the slow modules of its share."""
     import torch
 
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
+    if workers:
+        items[:] = slow_modules_first(items, workers)
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs an NVIDIA GPU with CUDA; none is available here")
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def slow_modules_first(items: list[pytest.Item], workers: int) -> list[pytest.Item]:
+    """``items`` with, in each worker's share, the modules holding a test marked ``slow``
+    moved to the front, each module's tests kept together and in order.
+
+    pytest-xdist's worksteal deals the collection out in contiguous shares of equal
+    count, and a worker that runs out takes the back half of the longest queue. In
+    alphabetical order a share's whole pipelines and searches come where they fall, at
+    its end too, and the session waits on the last one; first, they overlap, and the
+    quick tests fill in behind them.
+    """
+    slow = {item.path for item in items if item.get_closest_marker("slow")}
+    ordered, start = [], 0
+    for worker in range(workers):
+        end = start + (len(items) - start) // (workers - worker)  # as worksteal deals
+        share = items[start:end]
+        ordered += sorted(share, key=lambda item: item.path not in slow)  # stable
+        start = end
+    return ordered
 
 
 def pytest_configure(config):
