@@ -1,5 +1,5 @@
-"""The timed functions' calls, the processes by kind, and the workers' last minutes,
-from the lines ``sitecustomize.py`` and ``suite_timeline.py`` wrote."""
+"""The timed functions' calls, the processes by kind, and when each worker ran its last
+test, from the lines ``sitecustomize.py`` and ``suite_timeline.py`` wrote."""
 
 import collections
 import json

@@ -36,6 +36,7 @@ def write(record: dict) -> None:
 
 
 def timed(module, name: str):
+    """``module.name``, recording each call's wall seconds and the test that made it."""
     function = getattr(module, name)
 
     @functools.wraps(function)
