@@ -82,7 +82,9 @@ def main() -> None:
     child = subprocess.Popen(command)
     since = start_tick(Path(f"/proc/{child.pid}/stat").read_text())
     while child.poll() is None:
-        seen |= read_processes(since)
+        for process, (line, seconds) in read_processes(since).items():
+            # a process that is ending shows no command line: keep the one it had
+            seen[process] = (seen[process][0] if process in seen else line, seconds)
         time.sleep(POLL_SECONDS)
     wall = time.time() - started
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
