@@ -66,7 +66,7 @@ def read_processes(since: int) -> dict[tuple[int, int], tuple[str, float]]:
         except (OSError, ValueError):
             continue  # it ended while read
         command = raw.replace(b"\0", b" ").decode(errors="replace").strip()
-        command = command or stat[stat.index("(") + 1 : stat.rindex(")")]
+        command = command or f"({stat[stat.index('(') + 1 : stat.rindex(')')]})"  # ending
         fields = stat[stat.rindex(")") + 2 :].split()  # utime and stime: fields 14 and 15
         found[(int(entry.name), start)] = (command, (int(fields[11]) + int(fields[12])) / TICKS)
     return found
@@ -83,8 +83,8 @@ def main() -> None:
     since = start_tick(Path(f"/proc/{child.pid}/stat").read_text())
     while child.poll() is None:
         for process, (line, seconds) in read_processes(since).items():
-            # a process that is ending shows no command line: keep the one it had
-            seen[process] = (seen[process][0] if process in seen else line, seconds)
+            ending = line.startswith("(")  # it shows no command line: keep the one it had
+            seen[process] = (seen[process][0] if ending and process in seen else line, seconds)
         time.sleep(POLL_SECONDS)
     wall = time.time() - started
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
