@@ -5,7 +5,8 @@ It reads ``/proc`` every quarter of a second while the command runs and keeps ea
 process's last CPU reading; a process that lives less than that is missed, and one that
 ends loses its last quarter second, so the total is checked against the kernel's own
 count of the command's processes (``getrusage``: those it and theirs waited for). Run it
-on an idle machine: a process that starts while the command runs is counted as its own.
+on an idle machine: any process that starts while the command runs is counted as the
+command's.
 
     python benchmarks/suite_timing/processes.py -- python -m pytest -n 3
 """
