@@ -150,8 +150,9 @@ def test_killed_and_resumed_run_ends_with_the_same_weights(small_arrays, tmp_pat
     )
     checkpoint = tmp_path / "killed/checkpoint.pt"
     deadline = time.monotonic() + HANG_SECONDS
-    while not checkpoint.exists() and time.monotonic() < deadline:
+    while not checkpoint.exists() and victim.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
+    assert victim.poll() is None, f"the run ended (status {victim.returncode}) before it was killed"
     victim.send_signal(signal.SIGKILL)
     victim.wait()
     assert load_checkpoint(checkpoint)["epoch"] < 4, "the run finished before it could be killed"
