@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 import os
 import shutil
@@ -155,6 +156,25 @@ def pytest_configure(config):
     if workers and workers >= available_cores():
         os.environ.setdefault("OMP_NUM_THREADS", "1")
     skip_final_collection()
+    record_frames_of_no_module()
+
+
+def record_frames_of_no_module() -> None:
+    """Record, in ``inspect``'s cache, the files of the frames below the tests that belong
+    to no module (a pytest-xdist worker's exec'd "<string>" code and its loop, ``python
+    -m``'s "<frozen runpy>"), as no module's.
+
+    KFP's PipelineTask setters (CPU, memory, image, accelerator) call ``inspect.stack()``
+    to name themselves in an error message. For a frame of no module, ``inspect.getmodule``
+    scans the whole of ``sys.modules``, three times a frame: in a worker holding torch and
+    MLflow, about 80 ms a setter call and seconds a pipeline build. Recorded, the same
+    frames give the same answer (no module) at once.
+    """
+    frame = inspect.currentframe()
+    while frame is not None:
+        if inspect.getmodule(frame) is None:
+            inspect.modulesbyfile.setdefault(frame.f_code.co_filename, "")  # no module is ""
+        frame = frame.f_back
 
 
 def pytest_sessionstart(session):
