@@ -1,5 +1,5 @@
-"""The evaluation's figures, drawn with matplotlib (scikit-learn's confusion-matrix display):
-a confusion matrix, and a grid of the misclassified images, most confident first.
+"""The evaluation's figures, drawn with matplotlib: a confusion matrix (laid out as
+scikit-learn's display), and a grid of the misclassified images, most confident first.
 
 Each is a ``matplotlib.figure.Figure`` of its own (no pyplot state), saved as a PNG into
 the step's output, and that file logged to MLflow.
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import numpy as np
 from matplotlib.figure import Figure
-from sklearn.metrics import ConfusionMatrixDisplay
 
 COLUMNS = 8  # of the misclassified grid
 
@@ -17,8 +16,16 @@ COLUMNS = 8  # of the misclassified grid
 def confusion_matrix_figure(matrix: list[list[int]], classes: list[str]) -> Figure:
     """Rows are the true class, columns the predicted one; darker is more."""
     figure = Figure(figsize=(4, 4), layout="constrained")
-    display = ConfusionMatrixDisplay(np.array(matrix), display_labels=classes)
-    display.plot(ax=figure.add_subplot(), cmap="Blues", colorbar=False, values_format="d")
+    ax = figure.add_subplot()
+    counts = np.array(matrix)
+    shown = ax.imshow(counts, cmap="Blues", interpolation="nearest")
+    middle = (counts.max() + counts.min()) / 2
+    for (row, column), count in np.ndenumerate(counts):
+        light = shown.cmap(shown.norm(counts.max() if count < middle else counts.min()))
+        ax.text(column, row, str(count), ha="center", va="center", color=light)
+    ax.set(xticks=range(len(classes)), yticks=range(len(classes)))
+    ax.set(xticklabels=classes, yticklabels=classes)
+    ax.set(xlabel="Predicted label", ylabel="True label")
     return figure
 
 
