@@ -27,7 +27,13 @@ from pipeline.pipeline import build_pipeline
 from tests.support.kfp_tracking import KfpMlflow
 from tests.support.processes import _command, descendants
 from tests.support.servers import MlflowServer
-from tests.support.tracking_stack import BUCKET, BUCKET_KEYS, server_flags
+from tests.support.tracking_stack import (
+    BUCKET,
+    BUCKET_KEYS,
+    artifact_store,
+    database,
+    server_flags,
+)
 
 WORKSPACE = "kubeflow-user-example-com"  # KFP names the workspace after the profile
 EXPERIMENT = "dogs-vs-cats"  # what `submit` names in plugins_input; a test's own beside
@@ -44,21 +50,23 @@ pytestmark = [
 
 
 @pytest.fixture(scope="module")
-def workspace_server(s3, postgres, tmp_path_factory):
+def workspace_server(tmp_path_factory):
     """The tracking server as the cluster runs it, with ``--enable-workspaces`` and the
-    profile's workspace made."""
-    flags, env = server_flags(postgres)
-    workdir = tmp_path_factory.mktemp("mlflow-workspaces")
-    if flags is None:
-        flags = [
-            *("--backend-store-uri", f"sqlite:///{workdir / 'mlflow.db'}"),
-            *("--serve-artifacts", "--artifacts-destination", f"s3://{BUCKET}"),
-        ]
-    flags = [*flags, "--enable-workspaces"]
-    with MlflowServer(workdir, s3.endpoint, BUCKET, flags=flags, env=env) as server:
-        mlflow.set_tracking_uri(server.url)
-        mlflow.create_workspace(WORKSPACE)
-        yield server
+    profile's workspace made, on a database and a bucket of its own (workspaces change
+    the database's schema)."""
+    with artifact_store() as s3, database() as postgres:
+        flags, env = server_flags(postgres)
+        workdir = tmp_path_factory.mktemp("mlflow-workspaces")
+        if flags is None:
+            flags = [
+                *("--backend-store-uri", f"sqlite:///{workdir / 'mlflow.db'}"),
+                *("--serve-artifacts", "--artifacts-destination", f"s3://{BUCKET}"),
+            ]
+        flags = [*flags, "--enable-workspaces"]
+        with MlflowServer(workdir, s3.endpoint, BUCKET, flags=flags, env=env) as server:
+            mlflow.set_tracking_uri(server.url)
+            mlflow.create_workspace(WORKSPACE)
+            yield server
 
 
 @pytest.fixture

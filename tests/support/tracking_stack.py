@@ -1,9 +1,13 @@
 """The tracking server as the cluster runs it, for any test module that needs one: a real
 ``mlflow server`` with the deployment's flags on PostgreSQL, artifacts proxied into
-SeaweedFS's S3 (the store Kubeflow Pipelines installs). One set per test module."""
+SeaweedFS's S3 (the store Kubeflow Pipelines installs). One set per test process (each
+pytest-xdist worker): its start-up is the slow part, and the modules that use it register
+models under names of their own."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,28 +19,41 @@ BUCKET = "mlflow-artifacts"
 BUCKET_KEYS = (*S3_KEYS, "MLFLOW_S3_ENDPOINT_URL", "AWS_ENDPOINT_URL", "MLFLOW_RUN_ID")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def s3():
+    with artifact_store() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """A real PostgreSQL, as the cluster's tracking server uses; None where none runs."""
+    with database() as running:
+        yield running
+
+
+@contextlib.contextmanager
+def artifact_store() -> Iterator[SeaweedS3]:
+    """SeaweedFS's S3 with the tracking server's bucket."""
     with SeaweedS3() as server:
         server.client().create_bucket(Bucket=BUCKET)
         yield server
 
 
-@pytest.fixture(scope="module")
-def postgres():
-    """A real PostgreSQL, as the cluster's tracking server uses; None where none runs."""
+@contextlib.contextmanager
+def database() -> Iterator[PostgresServer | None]:
+    """A PostgreSQL of its own; None where none runs."""
     if PostgresServer.missing():
         yield None
         return
-    with PostgresServer() as database:
-        yield database
+    with PostgresServer() as running:
+        yield running
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def running_server(s3, postgres, tmp_path_factory):
-    """One tracking server for the module (its start-up is the slow part), started with
-    the deployment's own flags and environment on PostgreSQL; on SQLite where no
-    PostgreSQL runs."""
+    """The tracking server, started with the deployment's own flags and environment on
+    PostgreSQL; on SQLite where no PostgreSQL runs."""
     flags, env = server_flags(postgres)
     workdir = tmp_path_factory.mktemp("mlflow")
     with MlflowServer(workdir, s3.endpoint, BUCKET, flags=flags, env=env) as running:
@@ -72,7 +89,11 @@ def register_trained_model(
 ) -> str:
     """Train one batch on ``arrays`` through the server, as a step without bucket keys
     does (with the settings ``recipe`` gives), and register the model as ``name`` version
-    1 @candidate; the run's id."""
+    1 @candidate; the run's id. A ``name`` the server holds already (a module's fixture
+    made again in this process) is deleted first."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
     from components.tracking import logged_models, registry
     from components.training import session
     from components.training.config import TrainConfig
@@ -86,6 +107,8 @@ def register_trained_model(
             TrainConfig(data=str(arrays), output=str(workdir / "model"), dry_run=True, **recipe)
         )
         model_id = logged_models.logged_model_id(result.run_id)
+        with contextlib.suppress(MlflowException):  # not there: nothing to delete
+            MlflowClient(tracking_url).delete_registered_model(name)
         version = registry.register_model(model_id, name, "candidate", "a test model", {})
         assert version == "1"
     return result.run_id

@@ -23,10 +23,13 @@ from components.training.config import TrainConfig
 from components.tuning.cluster import tune_on_cluster
 from components.tuning.config import TuneConfig
 from components.tuning.experiment import ExperimentTarget
+from components.tuning.report import ADDITIONAL, OBJECTIVE
 from tests.support.katib_api import FakeKatibApi
+from tests.support.katib_collector import parse
 from tests.support.processes import HANG_SECONDS
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
+METRICS = [OBJECTIVE, *ADDITIONAL]
 SPACE = searched({"label_smoothing": 0, "min_crop_area": 1, "weight_decay": 0})  # lr, batch
 TRIALS = {"tune-a-1": {"lr": "0.01", "batch_size": "64"},
           "tune-a-2": {"lr": "0.003", "batch_size": "128"},
@@ -34,7 +37,10 @@ TRIALS = {"tune-a-1": {"lr": "0.01", "batch_size": "64"},
 
 
 def run_trial(experiment: dict, name: str, values: dict, cwd: Path) -> None:
-    """What Katib's trial Job runs: the template's command, placeholders substituted."""
+    """What Katib's trial Job runs: the template's command, placeholders substituted. Its
+    stdout and stderr together, as Katib's StdOut collector reads the container's log
+    (``tests/support/katib_collector.py``), give each epoch's values once, the history's,
+    and nothing else."""
     text = json.dumps(experiment["spec"]["trialTemplate"]["trialSpec"])
     for key, value in {"trialName": name, **values}.items():
         text = text.replace(f"${{trialParameters.{key}}}", value)
@@ -44,6 +50,13 @@ def run_trial(experiment: dict, name: str, values: dict, cwd: Path) -> None:
         command, capture_output=True, text=True, timeout=HANG_SECONDS, env=os.environ, cwd=cwd
     )
     assert done.returncode == 0, done.stderr[-3000:]
+    (output,) = [arg.removeprefix("--output=") for arg in command if arg.startswith("--output=")]
+    history = json.loads((cwd / output / "history.json").read_text())
+    observations = parse(done.stdout + done.stderr, METRICS)
+    expected = [(metric, f"{epoch[metric]:.6f}") for epoch in history for metric in METRICS]
+    assert [(metric, value) for _, metric, value in observations] == expected
+    assert all(stamp is not None for stamp, _, _ in observations)
+    assert " INFO onnx" not in done.stderr  # the exporter's optimizer does not narrate
 
 
 @pytest.fixture
