@@ -23,11 +23,22 @@ EXPERIMENT = 'team\\test "quoted", \n"alias": "champion" ü'
 @pytest.mark.integration
 @pytest.mark.slow
 def test_whole_pipeline_runs_locally_registers_and_serves_as_the_readme_says(
-    small_sample_zip, tmp_path
+    small_sample_zip, small_arrays, tmp_path, monkeypatch
 ):
     """The README's first ten minutes: the pipeline on the sample with the tutorial preset
     into the default store, then the registered model served from that store and asked,
-    V1 and v2, with the bodies the README builds (one epoch and a gate of 0, for time)."""
+    V1 and v2, with the bodies the README builds (one epoch and a gate of 0, for time).
+    A step run first from the same folder, with no MLFLOW_TRACKING_URI either, shares that
+    store's history."""
+    from components.training import session
+    from components.training.config import TrainConfig
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.delenv("MLFLOW_RUN_ID", raising=False)
+    monkeypatch.chdir(tmp_path)  # where the user works: the repository's root, say
+    step = session.train(
+        TrainConfig(data=str(small_arrays), output=str(tmp_path / "model"), dry_run=True)
+    )
     workdir = tmp_path / "runs/local"  # the default --workdir, under the folder run from
     env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
     done = subprocess.run(
@@ -52,6 +63,7 @@ def test_whole_pipeline_runs_locally_registers_and_serves_as_the_readme_says(
     assert done.returncode == 0, done.stderr[-5000:]
     store = f"sqlite:///{tmp_path / 'runs/mlflow.db'}"  # the default store, as printed
     assert not (workdir / "mlflow.db").exists() and not (tmp_path / "mlruns").exists()
+    assert not (tmp_path / "mlflow.db").exists()
     # a short account on the screen: a line as each task starts and ends, then the summary
     tasks = ["preflight-op", "download-op", "preprocess-op", "train-op", "evaluate-op"]
     tasks += ["register-op", "deploy-op"]
@@ -76,6 +88,9 @@ def test_whole_pipeline_runs_locally_registers_and_serves_as_the_readme_says(
     ):
         assert (run_dir / produced).exists(), produced
     client = MlflowClient(store)
+    assert client.get_run(step.run_id)  # the step's run is in the store the pipeline used
+    (experiment,) = [e for e in client.search_experiments() if e.name == "dogs-vs-cats"]
+    assert experiment.artifact_location == (tmp_path / "runs/mlartifacts").as_uri()
     run = client.get_run(run_id)
     assert 0.0 <= run.data.metrics["test_accuracy"] <= 1.0
     assert client.get_experiment(run.info.experiment_id).name == EXPERIMENT  # unchanged
@@ -159,37 +174,3 @@ def test_a_failed_local_run_ends_in_one_line_naming_the_task_and_its_error(tmp_p
     (error,) = done.stderr.splitlines()
     assert error.startswith("the local run failed at download-op: ") and "broken.zip" in error
     assert re.search(r"; full log: \S+\.log$", error)
-
-
-def test_a_step_and_a_local_run_share_one_history_without_mlflow_tracking_uri(
-    small_arrays, tmp_path, monkeypatch
-):
-    from mlflow.tracking import MlflowClient
-
-    from components.training import session
-    from components.training.config import TrainConfig
-
-    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    monkeypatch.delenv("MLFLOW_RUN_ID", raising=False)
-    monkeypatch.chdir(tmp_path)  # where the user works: the repository's root, say
-    step = session.train(
-        TrainConfig(data=str(small_arrays), output=str(tmp_path / "model"), dry_run=True)
-    )
-    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
-    done = subprocess.run(
-        [sys.executable, "-m", "pipeline", "run", "--local", "--workdir", str(tmp_path / "w")]
-        + ["--source", str(broken_zip(tmp_path))],  # ends at download: enough to log
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=HANG_SECONDS,
-    )
-    assert done.returncode == 1 and "download-op" in done.stderr
-    store = f"sqlite:///{tmp_path / 'runs/mlflow.db'}"
-    client = MlflowClient(store)
-    assert client.get_run(step.run_id)  # the step's run is in the store the pipeline used
-    (experiment,) = [e for e in client.search_experiments() if e.name == "dogs-vs-cats"]
-    assert experiment.artifact_location == (tmp_path / "runs/mlartifacts").as_uri()
-    assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "w/mlflow.db").exists()
-    assert not (tmp_path / "mlruns").exists()
