@@ -202,6 +202,36 @@ class Classifier(nn.Module):
         return torch.logsumexp(log_p, 0) - math.log(len(views))
 
 
+class OneBatchOfViews(nn.Module):
+    """An eval-mode classifier whose views of each photo go through its net as one batch:
+    the classifier's function, and its weights under the same names. Exported (the ONNX
+    graph, MLflow's pt2 program), it holds the net once, not once a view: ten views, a
+    tenth of the nodes to export, save and load."""
+
+    scale: torch.Tensor
+    shift: torch.Tensor
+
+    def __init__(self, model: Classifier):
+        super().__init__()
+        self.net = model.net
+        self.register_buffer("scale", model.scale)
+        self.register_buffer("shift", model.shift)
+        self.mirror_average, self.shift_average = model.mirror_average, model.shift_average
+
+    def forward(self, pixels: torch.Tensor) -> torch.Tensor:
+        inputs = (pixels.float() - self.shift) * self.scale  # as Classifier.forward
+        views = views_of(inputs, self.mirror_average, self.shift_average)
+        if len(views) == 1:
+            logits: torch.Tensor = self.net(inputs)
+            return logits
+        log_p = self.net(torch.cat(views)).log_softmax(1).unflatten(0, (len(views), -1))
+        return torch.logsumexp(log_p, 0) - math.log(len(views))
+
+    def view_count(self) -> int:
+        """The views of each photo it scores."""
+        return len(views_of(torch.zeros(1, 1, 8, 8), self.mirror_average, self.shift_average))
+
+
 def views_of(images: torch.Tensor, mirror_average: bool, shift_average: bool) -> list[torch.Tensor]:
     """The views a prediction averages over: ``images``, with four shifted copies where
     ``shift_average``, and the mirror image of each where ``mirror_average``."""

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import logging
-import math
 import sys
 
 import numpy as np
@@ -22,38 +21,10 @@ import onnxscript
 import torch
 from onnx import numpy_helper
 
-from components.networks.models import Classifier, views_of
+from components.networks.models import Classifier, OneBatchOfViews
 from components.scoring.onnx_file import INPUT, OUTPUT, VIEWS
 
 OPSET = 18  # ONNX Runtime 1.20 on runs it; pinned so a model's graph does not follow torch
-
-
-class OneBatchOfViews(torch.nn.Module):
-    """An eval-mode classifier whose views of each photo go through its net as one batch:
-    the classifier's function, and its weights under the same names."""
-
-    scale: torch.Tensor
-    shift: torch.Tensor
-
-    def __init__(self, model: Classifier):
-        super().__init__()
-        self.net = model.net
-        self.register_buffer("scale", model.scale)
-        self.register_buffer("shift", model.shift)
-        self.mirror_average, self.shift_average = model.mirror_average, model.shift_average
-
-    def forward(self, pixels: torch.Tensor) -> torch.Tensor:
-        inputs = (pixels.float() - self.shift) * self.scale  # as Classifier.forward
-        views = views_of(inputs, self.mirror_average, self.shift_average)
-        if len(views) == 1:
-            logits: torch.Tensor = self.net(inputs)
-            return logits
-        log_p = self.net(torch.cat(views)).log_softmax(1).unflatten(0, (len(views), -1))
-        return torch.logsumexp(log_p, 0) - math.log(len(views))
-
-    def view_count(self) -> int:
-        """The views of each photo it scores."""
-        return len(views_of(torch.zeros(1, 1, 8, 8), self.mirror_average, self.shift_average))
 
 
 def export_graph(model: Classifier, example: torch.Tensor) -> onnx.ModelProto:

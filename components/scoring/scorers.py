@@ -94,16 +94,27 @@ def score_batches(
 
 
 class TorchScorer:
-    """A torch classifier (eval mode, on the CPU) as a scorer."""
+    """A torch classifier (eval mode, on the CPU) as a scorer.
+
+    ``views``: the views of each photo one call of ``model`` puts through its net at once
+    (a logged program of a batch of views); each call scores at most ``VIEWS_A_CALL``
+    views, which bounds its memory as ONNX Runtime's.
+    """
 
     runtime = "torch"
 
-    def __init__(self, model: torch.nn.Module):
+    def __init__(self, model: torch.nn.Module, views: int = 1):
         self.model = model
+        self.photos_a_call = max(1, VIEWS_A_CALL // max(1, views))
 
     def __call__(self, pixels: np.ndarray) -> np.ndarray:
+        step = self.photos_a_call
         with torch.no_grad():
-            logits: np.ndarray = self.model(torch.from_numpy(pixels).float()).numpy()
+            chunks = [
+                self.model(torch.from_numpy(pixels[start : start + step]).float()).numpy()
+                for start in range(0, len(pixels), step)
+            ]
+        logits: np.ndarray = np.concatenate(chunks) if chunks else np.empty((0, 2), np.float32)
         return logits
 
 

@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # torch loads where a model is logged or loaded
     import torch
 
 MODEL_NAME = "model"
+VIEWS_KEY = "views"  # the metadata key of the views a call scores per photo
 
 
 def signature(example: np.ndarray, output: np.ndarray) -> ModelSignature:
@@ -44,9 +45,12 @@ def log_model(
     example: np.ndarray,
     output_digests: dict[str, str],
     onnx_files: list[Path],
+    views: int,
 ) -> str:
     """Log ``model`` with a signature and input example, and its ONNX graphs ``onnx_files``
     beside its MLmodel file; read it back, check it predicts, and record its identity.
+    ``views``: the views of each photo one call of ``model`` scores, in its metadata (a
+    scorer bounds the photos a call by it).
 
     The identity (``record_identity``): ``output_digests`` (the train step's ``model.pt``
     and graphs, from the bytes it wrote) and the digest of every file of the logged model
@@ -65,7 +69,11 @@ def log_model(
         serialization_format="pt2",  # torch.export: loading it runs no pickle
         signature=signature(example, expected),
         input_example=example,
-        metadata={"classes": list(CLASSES), "output": "logits, one column per class"},
+        metadata={
+            "classes": list(CLASSES),
+            "output": "logits, one column per class",
+            VIEWS_KEY: views,
+        },
         pip_requirements=[f"torch=={torch.__version__.split('+')[0]}", "numpy"],
         validate_serving_input=False,  # reloaded and checked below, as served: one load, not two
     )
@@ -226,21 +234,26 @@ def download_model(uri: str, folder: Path) -> Path:
     return where
 
 
-def model_input_shape(uri: str) -> tuple[int, ...]:
-    """The N×C×H×W input shape from a logged model's signature (N is -1)."""
+def model_input(uri: str) -> tuple[tuple[int, ...], int]:
+    """A logged model's N×C×H×W input shape, from its signature (N is -1), and the views
+    of each photo one call scores, from its metadata (1 where it says none)."""
     mlflow.set_tracking_uri(tracking_uri())
     parsed = urlparse(uri)
     if parsed.scheme == "file":  # a model's folder: its MLmodel file, no tracking server
-        signature = Model.load(parsed.path).signature
+        model = Model.load(parsed.path)
+        signature, metadata = model.signature, model.metadata
     else:
-        signature = mlflow.models.get_model_info(uri).signature
+        info = mlflow.models.get_model_info(uri)
+        signature, metadata = info.signature, info.metadata
     inputs = signature.inputs.to_dict() if signature else []
     if len(inputs) != 1 or "tensor-spec" not in inputs[0]:
         raise ValueError(
             f"expected a model logged with the signature of one input tensor at {uri}, "
             f"found {inputs or 'no signature'}"
         )
-    return tuple(inputs[0]["tensor-spec"]["shape"])
+    said = str((metadata or {}).get(VIEWS_KEY, 1))
+    views = int(said) if said.isdigit() and len(said) < 4 else 1  # what a file may say
+    return tuple(inputs[0]["tensor-spec"]["shape"]), views
 
 
 def logged_model_id(run_id: str) -> str:

@@ -25,7 +25,7 @@ from components.core import identity, schema
 from components.core.atomic import atomic_file, claim_directory, exclusive, write_json
 from components.core.identity import sha256_of_bytes
 from components.data.arrays import load_split, read_meta
-from components.networks.models import WEIGHTS_FILE, Classifier, save_classifier
+from components.networks.models import WEIGHTS_FILE, Classifier, OneBatchOfViews, save_classifier
 from components.scoring.onnx_file import INT8_FILE, ONNX_FILE
 from components.tracking import checkpoint_models, logged_models, run_log, store
 from components.tracking.tags import (
@@ -313,7 +313,10 @@ def _write_outputs(
     # a batch of two, so the exported model keeps a dynamic batch dimension
     example = np.full((2, meta["channels"], side, side), 128, np.float32)
     onnx_files = [output / name for name in (ONNX_FILE, INT8_FILE) if name in digests]
-    return logged_models.log_model(model, example, digests, onnx_files)
+    batched = OneBatchOfViews(model)  # the pt2 program holds the net once, not once a view
+    return logged_models.log_model(
+        batched, example, digests, onnx_files, views=batched.view_count()
+    )
 
 
 def _write_int8(

@@ -21,7 +21,7 @@ from components import train
 from components.networks.models import load_classifier, shifted_views
 from components.scoring.loading import load_scorer
 from components.scoring.onnx_file import ONNX_FILE
-from components.scoring.scorers import OnnxScorer
+from components.scoring.scorers import OnnxScorer, TorchScorer
 from components.tracking import logged_models, run_log, store
 from components.tracking.tags import DIVERGED_TAG, KFP_PIPELINE_RUN_TAG, KFP_RUN_ID_TAG, PARENT_TAG
 from components.training import session
@@ -167,6 +167,28 @@ def test_a_shift_averaging_model_keeps_it_when_saved_and_logged(
         assert not torch.allclose(saved.net(views[0]).softmax(1), expected, atol=1e-4)
         for model in (saved, logged_models.load_model(result.model_uri)):
             assert torch.allclose(model(pixels.float()).softmax(1), expected, atol=1e-5)
+
+
+def test_a_ten_view_model_is_logged_as_one_program_holding_its_net_once(
+    sample_arrays, tmp_path, mlflow_store
+):
+    """The tutorial preset's views (mirror and shift): MLflow's program puts them through
+    the net as one batch, and its torch scorer takes at most 64 views a call."""
+    result = session.train(
+        config(sample_arrays, tmp_path / "out", epochs=1, dry_run=True, mirror_average=True,
+               shift_average=True)
+    )  # fmt: skip
+    saved, _ = load_classifier(tmp_path / "out")
+    program = logged_models.load_model(result.model_uri)
+    calls = [node for node in program.graph.nodes if node.op == "call_function"]
+    convolutions = [node for node in calls if "conv" in str(node.target)]
+    assert len(convolutions) == sum(isinstance(m, torch.nn.Conv2d) for m in saved.net.modules())
+    scorer = load_scorer(result.model_uri, "torch").scorer
+    assert isinstance(scorer, TorchScorer) and scorer.photos_a_call == 64 // 10
+    pixels = torch.randint(0, 256, (13, 1, 40, 40), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        expected = saved(pixels.float()).numpy()
+    np.testing.assert_allclose(scorer(pixels.float().numpy()), expected, atol=1e-5)
 
 
 def test_a_non_finite_loss_stops_training_and_keeps_the_last_good_outputs(
