@@ -182,12 +182,12 @@ def _from_mlflow(uri: str, files: dict[str, str]) -> LoadedModel:
     """A logged model's torch program (no pickle), its input read from its signature."""
     from components.tracking import logged_models
 
-    shape, views = logged_models.model_input(uri)
+    shape, views_said = logged_models.model_input(uri)
     square = len(shape) == 4 and shape[2] == shape[3]
     problems = shape_problems(shape[1], shape[2]) if square else ["square N×C×S×S images"]
     if problems:
         raise ValueError(
             f"expected a model at {uri} that takes {'; '.join(problems)}, found input shape {shape}"
         )
-    scorer = TorchScorer(logged_models.load_model(uri), views)
+    scorer = TorchScorer(logged_models.load_model(uri), views_said)
     return LoadedModel(scorer, shape[1], shape[2], files)

@@ -93,19 +93,28 @@ def score_batches(
     return np.concatenate(chunks) if chunks else np.empty((0, 2), np.float32)
 
 
+def photos_a_call(views_said: object) -> int:
+    """The photos one call may score so that it scores at most ``VIEWS_A_CALL`` views,
+    from the views of each photo a model's metadata says: a number of up to three digits,
+    anything else counts as one view (a file may say anything)."""
+    said = str(views_said)
+    views = int(said) if said.isdigit() and len(said) < 4 else 1
+    return max(1, VIEWS_A_CALL // max(1, views))
+
+
 class TorchScorer:
     """A torch classifier (eval mode, on the CPU) as a scorer.
 
-    ``views``: the views of each photo one call of ``model`` puts through its net at once
-    (a logged program of a batch of views); each call scores at most ``VIEWS_A_CALL``
+    ``views_said``: the views of each photo one call of ``model`` puts through its net at
+    once, as a logged program's metadata says; each call scores at most ``VIEWS_A_CALL``
     views, which bounds its memory as ONNX Runtime's.
     """
 
     runtime = "torch"
 
-    def __init__(self, model: torch.nn.Module, views: int = 1):
+    def __init__(self, model: torch.nn.Module, views_said: object = 1):
         self.model = model
-        self.photos_a_call = max(1, VIEWS_A_CALL // max(1, views))
+        self.photos_a_call = photos_a_call(views_said)
 
     def __call__(self, pixels: np.ndarray) -> np.ndarray:
         step = self.photos_a_call
@@ -145,8 +154,7 @@ class OnnxScorer:
             reason = (str(err).splitlines() or [type(err).__name__])[0]
             raise ValueError(f"ONNX Runtime refused the graph: {reason:.300}") from err
         said = self.session.get_modelmeta().custom_metadata_map.get(VIEWS, "1")
-        views = int(said) if said.isdigit() and len(said) < 4 else 1  # what a file may say
-        self.photos_a_call = max(1, VIEWS_A_CALL // max(1, views))
+        self.photos_a_call = photos_a_call(said)
 
     def __call__(self, pixels: np.ndarray) -> np.ndarray:
         pixels = np.ascontiguousarray(pixels, dtype=np.float32)

@@ -234,9 +234,9 @@ def download_model(uri: str, folder: Path) -> Path:
     return where
 
 
-def model_input(uri: str) -> tuple[tuple[int, ...], int]:
+def model_input(uri: str) -> tuple[tuple[int, ...], str]:
     """A logged model's N×C×H×W input shape, from its signature (N is -1), and the views
-    of each photo one call scores, from its metadata (1 where it says none)."""
+    of each photo one call scores as its metadata says them ("1" where it says none)."""
     mlflow.set_tracking_uri(tracking_uri())
     parsed = urlparse(uri)
     if parsed.scheme == "file":  # a model's folder: its MLmodel file, no tracking server
@@ -251,9 +251,7 @@ def model_input(uri: str) -> tuple[tuple[int, ...], int]:
             f"expected a model logged with the signature of one input tensor at {uri}, "
             f"found {inputs or 'no signature'}"
         )
-    said = str((metadata or {}).get(VIEWS_KEY, 1))
-    views = int(said) if said.isdigit() and len(said) < 4 else 1  # what a file may say
-    return tuple(inputs[0]["tensor-spec"]["shape"]), views
+    return tuple(inputs[0]["tensor-spec"]["shape"]), str((metadata or {}).get(VIEWS_KEY, 1))
 
 
 def logged_model_id(run_id: str) -> str:

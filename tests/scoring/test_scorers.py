@@ -77,3 +77,14 @@ def test_a_graph_that_asks_for_more_memory_than_the_bound_fails_its_call_not_the
     refused, grown = done.stdout.splitlines()
     assert refused == "refused: True"
     assert int(grown.split()[-1]) <= 64
+
+
+@pytest.mark.parametrize(
+    "said, photos",
+    [(10, 6), ("10", 6), ("2", 32), ("1", 64), ("999", 1), ("0", 64), ("9999", 64),
+     ("-3", 64), ("ten", 64), (None, 64)],
+)  # fmt: skip
+def test_a_call_scores_at_most_64_views_whatever_a_models_metadata_says(said, photos):
+    """The views a model's metadata says (an ONNX graph's or a logged program's), read as a
+    number of up to three digits; anything else counts as one view."""
+    assert scorers.photos_a_call(said) == photos
