@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import signal
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -151,10 +152,16 @@ def pytest_configure(config):
     """Under pytest-xdist with a worker per core or more, each worker and the steps it
     starts run their math on one thread: the workers' thread pools on as many cores or
     fewer would only contend (a thread count set by the user wins). The session's
-    process leaves its heap to the OS at exit, as a step's does."""
+    process leaves its heap to the OS at exit, as a step's does. The project's cache
+    (downloads, exported graphs) is one of the session's own, shared by its workers and
+    the steps they start, and removed after."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
     if workers and workers >= available_cores():
         os.environ.setdefault("OMP_NUM_THREADS", "1")
+    if not hasattr(config, "workerinput"):  # the session's process: its workers inherit it
+        cache = tempfile.mkdtemp(prefix="dogs-vs-cats-test-cache-")
+        os.environ["XDG_CACHE_HOME"] = cache
+        config.add_cleanup(lambda: shutil.rmtree(cache, ignore_errors=True))
     skip_final_collection()
     record_frames_of_no_module()
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
 from components.core.atomic import atomic_directory, check_replaceable, write_json
+from components.core.cache import cache_dir as default_cache_dir
 from components.core.names import DOWNLOAD_RECORD
 from components.core.uris import redact
 from components.data import archives, sources
@@ -46,11 +46,6 @@ class DownloadRecord:
     bytes: int
     sha256: str | None
     file_count: int
-
-
-def default_cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "dogs-vs-cats"
 
 
 def fetch(

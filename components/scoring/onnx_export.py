@@ -17,7 +17,6 @@ import sys
 
 import numpy as np
 import onnx
-import onnxscript
 import torch
 from onnx import numpy_helper
 
@@ -64,6 +63,8 @@ def _optimized(graph: onnx.ModelProto, weights: list[str]) -> onnx.ModelProto:
     it runs: ONNX Runtime then folds batch norms into convolutions itself, at load, from
     whichever weights the file holds.
     """
+    import onnxscript  # a second of imports, where a graph is exported (the exporter's own)
+
     inputs = len(graph.graph.input)
     by_name = {tensor.name: tensor for tensor in graph.graph.initializer}
     graph.graph.input.extend(

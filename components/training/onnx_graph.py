@@ -1,9 +1,10 @@
 """The classifier's ONNX graph through a training run: exported once, its weights swapped
 in for each epoch's validation, checked against eager torch and written at the end.
 
-An export takes one to four seconds and a swap milliseconds, so the graphs exported in a
-process are kept by the net's structure: the trials of a search on this machine, which
-train the same net with other settings, export it once between them.
+An export takes one to four seconds and a swap milliseconds, so exported graphs are kept
+by the net's structure: in the process (the trials of a search on this machine, which
+train the same net with other settings, export it once between them) and on disk
+(``kept_graphs``: the next process training the same net exports nothing).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from components.core.atomic import atomic_file
 from components.networks.models import Classifier
 from components.scoring.onnx_export import check_agreement, export_graph, swappable, with_weights
 from components.scoring.scorers import OnnxScorer, session_threads
+from components.training import kept_graphs
 
 log = logging.getLogger(__name__)
 
@@ -39,19 +41,18 @@ class OnnxGraph:
 
         ``photos``: two or more of the model's input, to trace the export with.
         """
+        structure = _structure(model, photos)
         if self.graph is None:
-            kept = _exported.get(_structure(model, photos))
-            if kept is not None and swappable(kept, model):
-                self.graph, self.swaps = kept, True
+            self.graph = _kept(structure, model, photos)
+            self.swaps = self.graph is not None
         if self.graph is None or not self.swaps:
             self.graph = export_graph(model, photos[:2].repeat(2, 1, 1, 1))
             self.swaps = swappable(self.graph, model)
             if not self.swaps:
                 log.info("the ONNX exporter folded a weight into a constant: exporting each time")
                 return self.graph
-            if len(_exported) >= KEPT_EXPORTS:
-                _exported.clear()
-            _exported[_structure(model, photos)] = self.graph
+            _remember(structure, self.graph)
+            kept_graphs.keep(structure, self.graph)
             return self.graph
         return with_weights(self.graph, model)
 
@@ -76,6 +77,39 @@ class OnnxGraph:
         with atomic_file(path) as handle:
             handle.write(graph)
         return graph
+
+
+def _kept(
+    structure: tuple[object, ...], model: Classifier, photos: torch.Tensor
+) -> onnx.ModelProto | None:
+    """The graph kept for ``structure`` in this process, else on disk where, with
+    ``model``'s weights swapped in, it gives eager torch's answers on ``photos``."""
+    kept = _exported.get(structure)
+    if kept is not None and swappable(kept, model):
+        return kept
+    kept = kept_graphs.load(structure, sum(w.nbytes for w in model.state_dict().values()))
+    if kept is None:
+        return None
+    if not swappable(kept, model):
+        log.warning("not taking the kept graph of this net: it lacks some of the net's weights")
+        return None
+    pixels = photos[:4].cpu().float()
+    with torch.no_grad():
+        expected = _eager_logits(model, pixels)
+    try:
+        found = OnnxScorer(with_weights(kept, model).SerializeToString(), session_threads())
+        check_agreement(found(pixels.numpy()), expected)
+    except (RuntimeError, ValueError) as err:
+        log.warning("not taking the kept graph of this net: %s", err)
+        return None
+    _remember(structure, kept)
+    return kept
+
+
+def _remember(structure: tuple[object, ...], graph: onnx.ModelProto) -> None:
+    if len(_exported) >= KEPT_EXPORTS:
+        _exported.clear()
+    _exported[structure] = graph
 
 
 def _structure(model: Classifier, photos: torch.Tensor) -> tuple[object, ...]:

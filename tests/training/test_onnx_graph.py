@@ -18,10 +18,11 @@ def model_and_photos() -> tuple[Classifier, torch.Tensor]:
     return model, photos.float()
 
 
-def counting_exports(monkeypatch) -> list[int]:
+def counting_exports(monkeypatch, tmp_path) -> list[int]:
     calls: list[int] = []
     export = onnx_graph.export_graph
     monkeypatch.setattr(onnx_graph, "_exported", {})  # none kept from earlier tests
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # nor on disk
 
     def counted(*args):
         calls.append(1)
@@ -31,8 +32,8 @@ def counting_exports(monkeypatch) -> list[int]:
     return calls
 
 
-def test_the_graph_is_exported_once_and_follows_the_weights(monkeypatch):
-    calls = counting_exports(monkeypatch)
+def test_the_graph_is_exported_once_and_follows_the_weights(monkeypatch, tmp_path):
+    calls = counting_exports(monkeypatch, tmp_path)
     model, photos = model_and_photos()
     graph = onnx_graph.OnnxGraph()
     graph.current(model, photos)
@@ -45,8 +46,10 @@ def test_the_graph_is_exported_once_and_follows_the_weights(monkeypatch):
     assert abs(scored - expected).max() < 1e-4
 
 
-def test_a_second_run_of_the_same_net_takes_the_kept_graph_with_its_own_weights(monkeypatch):
-    calls = counting_exports(monkeypatch)
+def test_a_second_run_of_the_same_net_takes_the_kept_graph_with_its_own_weights(
+    monkeypatch, tmp_path
+):
+    calls = counting_exports(monkeypatch, tmp_path)
     first, photos = model_and_photos()
     onnx_graph.OnnxGraph().current(first, photos)
     torch.manual_seed(1)
@@ -63,8 +66,8 @@ def test_a_second_run_of_the_same_net_takes_the_kept_graph_with_its_own_weights(
     assert len(calls) == 3  # another shape, other views: exported anew
 
 
-def test_a_graph_whose_weights_cannot_be_swapped_is_exported_each_time(monkeypatch):
-    calls = counting_exports(monkeypatch)
+def test_a_graph_whose_weights_cannot_be_swapped_is_exported_each_time(monkeypatch, tmp_path):
+    calls = counting_exports(monkeypatch, tmp_path)
     monkeypatch.setattr(onnx_graph, "swappable", lambda graph, model: False)
     model, photos = model_and_photos()
     graph = onnx_graph.OnnxGraph()
