@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import json
 import subprocess
 import sys
 
@@ -16,30 +17,32 @@ from tests.support.processes import HANG_SECONDS
 STEPS = sorted(p.stem for p in (REPO / "components").glob("*.py") if p.stem != "__init__")
 
 HEAVY = ("torch", "mlflow")
-# runs a module as `python -m` would, with --help, then names the heavy modules it loaded
+HELPS = [
+    *((f"components.{step}", ["--help"]) for step in STEPS),
+    ("pipeline", ["--help"]),
+    ("pipeline", ["run", "--help"]),
+    ("pipeline", ["compile", "--help"]),
+    ("pipeline", ["tune", "--help"]),
+]
+# one fresh Python runs each module as `python -m` would, with its help flags, and names
+# after each the heavy modules loaded so far: none may be, so each names its own
 PROBE = """
-import runpy, sys
-sys.argv = [{module!r}, *{argv!r}]
-try:
-    runpy.run_module({module!r}, run_name="__main__")
-except SystemExit:
-    pass
-print(sorted(name for name in {heavy!r} if name in sys.modules))
+import contextlib, io, json, runpy, sys
+for module, argv in {helps!r}:
+    sys.argv = [module, *argv]
+    shown = io.StringIO()
+    with contextlib.redirect_stdout(shown):
+        try:
+            runpy.run_module(module, run_name="__main__")
+        except SystemExit:
+            pass
+    heavy = sorted(name for name in {heavy!r} if name in sys.modules)
+    print(json.dumps([module, argv, "usage: python -m" in shown.getvalue(), heavy]))
 """
 
 
-@pytest.mark.parametrize(
-    "module, argv",
-    [
-        *((f"components.{step}", ["--help"]) for step in STEPS),
-        ("pipeline", ["--help"]),
-        ("pipeline", ["run", "--help"]),
-        ("pipeline", ["compile", "--help"]),
-        ("pipeline", ["tune", "--help"]),
-    ],
-)
-def test_help_loads_neither_torch_nor_mlflow(module, argv):
-    code = PROBE.format(module=module, argv=argv, heavy=HEAVY)
+def test_help_loads_neither_torch_nor_mlflow():
+    code = PROBE.format(helps=HELPS, heavy=HEAVY)
     done = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,
@@ -47,8 +50,10 @@ def test_help_loads_neither_torch_nor_mlflow(module, argv):
         timeout=HANG_SECONDS,
         check=True,
     )
-    assert "usage: python -m" in done.stdout
-    assert done.stdout.splitlines()[-1] == "[]"
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [(module, argv) for module, argv, *_ in answers] == HELPS
+    assert [(module, argv) for module, argv, usage, _ in answers if not usage] == []
+    assert [(module, argv, heavy) for module, argv, _, heavy in answers if heavy] == []
 
 
 @pytest.mark.parametrize("step", STEPS)

@@ -72,8 +72,8 @@ def served_answers(
 
 
 @pytest.mark.parametrize(
-    "uri", [f"models:/{NAME}@candidate", f"models:/{NAME}/1", "runs:/{run_id}/model"]
-)
+    "uri", [f"models:/{NAME}/1", "runs:/{run_id}/model"]
+)  # models:/NAME@candidate: served against predict for every photo of the sample, below
 def test_a_registered_model_is_served_as_predict_classifies_it(
     uri, registered, photos, tmp_path, monkeypatch
 ):
