@@ -159,12 +159,12 @@ def broken_zip(folder: Path) -> Path:
     return path
 
 
-def test_a_failed_local_run_ends_in_one_line_naming_the_task_and_its_error(tmp_path):
+def test_a_failed_local_run_ends_in_one_line_naming_the_task_and_its_error(mlflow_store, tmp_path):
     done = subprocess.run(
         [sys.executable, "-m", "pipeline", "run", "--local", "--workdir", str(tmp_path / "w")]
         + ["--source", str(broken_zip(tmp_path))],
         cwd=tmp_path,
-        env={**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'team.db'}"},
+        env=os.environ,  # MLFLOW_TRACKING_URI: the team's store, a SQLite file here
         capture_output=True,
         text=True,
         timeout=HANG_SECONDS,

@@ -71,15 +71,15 @@ def test_the_readmes_tune_local_command_records_the_search_in_the_default_store(
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     done = subprocess.run(
         [sys.executable, "-m", "pipeline", "tune", "--local", "--source", str(small_sample_zip),
-         "--trials", "4", "--min-trials-required", "2", "--start-step", "3",
-         "--preset", "tutorial", "epochs=4", "min_accuracy=0.6"],
+         "--trials", "3", "--min-trials-required", "2", "--start-step", "2",
+         "--preset", "tutorial", "epochs=3", "min_accuracy=0.6"],
         capture_output=True, text=True, timeout=HANG_SECONDS, env=os.environ, cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     client = MlflowClient(f"sqlite:///{tmp_path / 'runs/mlflow.db'}")
     (parent,) = client.search_runs(["1"], f"tags.`{SEARCH_TAG}` = 'optuna'")
     children = client.search_runs(["1"], f"tags.`{PARENT_TAG}` = '{parent.info.run_id}'")
-    assert len(children) == 4
+    assert len(children) == 3
     stopped = [c for c in children if c.data.tags.get(STOPPED_EARLY_TAG) == "true"]
     assert all(c.info.status == "KILLED" for c in stopped)
     assert parent.data.metrics["trials_stopped_early"] == len(stopped)
