@@ -10,17 +10,11 @@ import subprocess
 
 import pytest
 
-from tests.conftest import REPO, SAMPLE_ZIP
+from tests.conftest import SAMPLE_ZIP
 from tests.support.processes import HANG_SECONDS
+from tests.support.readme import readme_block
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
-
-
-def readme_block(heading: str) -> str:
-    """The first ```bash block under ``heading`` in README.md."""
-    text = (REPO / "README.md").read_text()
-    section = text[text.index(f"## {heading}\n") :]
-    return re.search(r"```bash\n(.*?)```", section, re.DOTALL)[1]
 
 
 def test_the_step_by_step_tour_runs_as_typed(small_sample_zip, tmp_path):

@@ -1,6 +1,7 @@
 """``tune --local`` (``pipeline.tune_here``): download, preprocess, search, evaluate, the gate."""
 
 import os
+import re
 import subprocess
 import sys
 
@@ -10,6 +11,7 @@ from mlflow.tracking import MlflowClient
 from components.tracking.tags import BEST_TAG, PARENT_TAG, SEARCH_TAG, STOPPED_EARLY_TAG
 from pipeline.__main__ import main as pipeline_main
 from tests.support.processes import HANG_SECONDS
+from tests.support.readme import readme_command
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
@@ -66,20 +68,22 @@ def accuracy_of(summary: str) -> float:
 def test_the_readmes_tune_local_command_records_the_search_in_the_default_store(
     small_sample_zip, tmp_path, monkeypatch
 ):
-    """README, as typed (the sample's path aside), with no tracking URI set: the store
-    every local command shares, ``runs/mlflow.db``."""
+    """README, as typed (the sample's path aside, read from the README itself), with no
+    tracking URI set: the store every local command shares, ``runs/mlflow.db``."""
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    typed = readme_command("Compare recipes, search them", "python -m pipeline tune --local")
+    trials = int(re.search(r"--trials (\d+)", typed)[1])
+    command = typed.replace("../shared/data/petimages-sample.zip", str(small_sample_zip))
+    assert command != typed
     done = subprocess.run(
-        [sys.executable, "-m", "pipeline", "tune", "--local", "--source", str(small_sample_zip),
-         "--trials", "3", "--min-trials-required", "2", "--start-step", "2",
-         "--preset", "tutorial", "epochs=3", "min_accuracy=0.6"],
+        ["bash", "-euo", "pipefail", "-c", command],
         capture_output=True, text=True, timeout=HANG_SECONDS, env=os.environ, cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     client = MlflowClient(f"sqlite:///{tmp_path / 'runs/mlflow.db'}")
     (parent,) = client.search_runs(["1"], f"tags.`{SEARCH_TAG}` = 'optuna'")
     children = client.search_runs(["1"], f"tags.`{PARENT_TAG}` = '{parent.info.run_id}'")
-    assert len(children) == 3
+    assert len(children) == trials
     stopped = [c for c in children if c.data.tags.get(STOPPED_EARLY_TAG) == "true"]
     assert all(c.info.status == "KILLED" for c in stopped)
     assert parent.data.metrics["trials_stopped_early"] == len(stopped)
