@@ -154,10 +154,12 @@ def pytest_configure(config):
     fewer would only contend (a thread count set by the user wins). The session's
     process leaves its heap to the OS at exit, as a step's does. The project's cache
     (downloads, exported graphs) is one of the session's own, shared by its workers and
-    the steps they start, and removed after."""
+    the steps they start, and removed after. ``torch.compile`` compiles in the test's own
+    process, not in a pool of workers that would outlive the tests."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
     if workers and workers >= available_cores():
         os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
     if not hasattr(config, "workerinput"):  # the session's process: its workers inherit it
         cache = tempfile.mkdtemp(prefix="dogs-vs-cats-test-cache-")
         os.environ["XDG_CACHE_HOME"] = cache
