@@ -10,7 +10,7 @@ import time
 import pytest
 
 from tests.support import processes
-from tests.support.servers import MlflowServer, process_group_members
+from tests.support.servers import MlflowServer, has_mapped, process_group_members
 
 
 def test_a_server_that_misses_its_deadline_is_stopped_with_its_whole_group(tmp_path):
@@ -53,3 +53,12 @@ def test_a_process_already_exiting_is_given_time_before_it_counts(monkeypatch):
     assert processes.leftovers(1, grace=5) == {}
     exited_at = time.monotonic() + 60  # one that does not finish exiting is reported
     assert processes.leftovers(1, grace=0.3) == {pid: ""}
+
+
+def test_a_library_is_seen_mapped_where_it_is_loaded():
+    """The check the model server's tests make that it runs without torch: this process
+    has torch loaded, and no library of a made-up name."""
+    import torch  # noqa: F401
+
+    assert has_mapped(os.getpid(), "libtorch_cpu")
+    assert not has_mapped(os.getpid(), "libno-such-library")

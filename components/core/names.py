@@ -3,6 +3,7 @@
 DEFAULT_EXPERIMENT = "dogs-vs-cats"  # the MLflow experiment
 REGISTERED_MODEL_NAME = "dogs-vs-cats"  # the MLflow Model Registry entry
 CLASSES = ("cat", "dog")  # label 0, label 1
+WEIGHTS_FILE = "model.pt"  # the train step's weights and the spec that rebuilds the net
 DOWNLOAD_RECORD = "download.json"  # the download step's record: source, bytes, sha256
 # MLflow waits 120 s per request and retries 7 times (about 20 minutes) by default: a
 # tracking server whose API hangs would stall a step that long; these bound it

@@ -1,7 +1,8 @@
 """Classifying image files with a model from a train output or an MLflow model URI.
 
-The logic behind ``python -m components.predict``; it imports torch (and mlflow for a
-URI), which the command line loads only once its arguments are parsed.
+The logic behind ``python -m components.predict``; it imports ONNX Runtime, torch where
+torch scores or reads a model.pt, and mlflow for a URI, which the command line loads only
+once its arguments are parsed.
 """
 
 from __future__ import annotations
@@ -10,13 +11,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from components.core.names import CLASSES
 from components.data.images import decode_file
 from components.scoring.loading import load_scorer
-from components.scoring.scorers import class_probabilities
-from components.training.inference import default_batch_size
+from components.scoring.scorers import CPU_BATCH, class_probabilities
 
 
 @dataclass
@@ -51,9 +50,8 @@ def predict_files(model: str, files: list[Path], runtime: str = "auto") -> Predi
             result.skipped.append((file, str(outcome.reason)))
         else:
             decoded.append((file, outcome.pixels))
-    batch = default_batch_size(torch.device("cpu"))
-    for start in range(0, len(decoded), batch):
-        chunk = decoded[start : start + batch]
+    for start in range(0, len(decoded), CPU_BATCH):
+        chunk = decoded[start : start + CPU_BATCH]
         logits = loaded.scorer(np.stack([pixels for _, pixels in chunk]).astype(np.float32))
         probabilities = class_probabilities(logits)
         result.classified += [

@@ -16,12 +16,12 @@ import torch
 from matplotlib.figure import Figure
 
 from components.core.atomic import atomic_directory, check_replaceable, write_json
-from components.core.names import INT8_RUNTIME
+from components.core.names import INT8_RUNTIME, WEIGHTS_FILE
 from components.data.arrays import read_meta
 from components.evaluation import metrics as scoring
 from components.evaluation import plots
 from components.evaluation.config import EvaluateConfig
-from components.networks.models import WEIGHTS_FILE, load_classifier
+from components.networks.models import load_classifier
 from components.scoring.loading import Record, folder_record, load_scorer
 from components.scoring.onnx_file import INT8_FILE, ONNX_FILE
 from components.scoring.scorers import class_probabilities, pick_runtime, score_batches
@@ -49,7 +49,7 @@ def evaluate(cfg: EvaluateConfig) -> dict[str, Any]:
     check_replaceable(output_dir, "evaluate")  # at once, not after the scoring
     run_id = cfg.mlflow_run_id or _recorded_run_id(model_dir)
     target = pick_device(cfg.device)
-    runtime = pick_runtime(cfg.runtime, target)
+    runtime = pick_runtime(cfg.runtime, target.type)
     if runtime == INT8_RUNTIME and not (model_dir / INT8_FILE).is_file():
         raise FileNotFoundError(
             f"expected {INT8_FILE} in {model_dir} for --runtime {INT8_RUNTIME} (train with "

@@ -19,9 +19,8 @@ from torch import nn
 from torch.nn import functional as F
 
 from components.core.atomic import atomic_file
+from components.core.names import WEIGHTS_FILE
 from components.data.arrays import check_image_spec
-
-WEIGHTS_FILE = "model.pt"  # the train step's weights and the spec that rebuilds the net
 
 
 class TutorialCNN(nn.Module):

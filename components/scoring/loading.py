@@ -11,19 +11,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
-import torch
-
 from components.core import identity
-from components.core.names import INT8_RUNTIME
+from components.core.names import INT8_RUNTIME, WEIGHTS_FILE
 from components.data.arrays import shape_problems
-from components.networks.models import WEIGHTS_FILE, load_classifier
 from components.scoring.onnx_file import INPUT, INT8_FILE, ONNX_FILE, OUTPUT, read_onnx
 from components.scoring.scorers import OnnxScorer, TorchScorer, pick_runtime, session_threads
 
 log = logging.getLogger(__name__)
 
 URI_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+:")  # runs:, models:, s3:, file: (not C:)
-CPU = torch.device("cpu")
 
 
 @dataclass(frozen=True)
@@ -70,7 +66,7 @@ def load_scorer(model: str, runtime: str = "auto", passes: int = 1) -> LoadedMod
         TrackingUnavailableError: a ``runs:/`` or ``models:/`` URI whose tracking server
             does not answer (at once, not after MLflow's retries).
     """
-    runtime = pick_runtime(runtime, CPU)
+    runtime = pick_runtime(runtime, "cpu")
     if model.startswith("file:"):
         model = urlparse(model).path
     elif URI_SCHEME.match(model):
@@ -132,6 +128,8 @@ def _torch_from_folder(folder: Path, record: Record) -> LoadedModel:
     if (folder / "MLmodel").is_file():  # fetched by components.fetch_model, say
         files = record.check(folder, list(identity.folder_digests(folder)))
         return _from_mlflow(folder.resolve().as_uri(), files)
+    from components.networks.models import load_classifier
+
     files = record.check(folder, [WEIGHTS_FILE])
     classifier, spec = load_classifier(folder)
     return LoadedModel(TorchScorer(classifier), spec["channels"], spec["image_size"], files)
@@ -168,6 +166,8 @@ def _from_onnx(folder: Path, name: str, passes: int, record: Record) -> LoadedMo
         path.name, passes, threads,
     )  # fmt: skip
     if (folder / WEIGHTS_FILE).is_file():  # a train output: the graph is of its weights
+        from components.networks.models import load_classifier  # torch: only to read them
+
         files |= record.check(folder, [WEIGHTS_FILE])
         _, spec = load_classifier(folder)
         if (spec["channels"], spec["image_size"]) != (shape[1], shape[2]):

@@ -8,15 +8,19 @@ from __future__ import annotations
 
 import functools
 import threading
+from typing import TYPE_CHECKING
 
 import numpy as np
 import onnxruntime
-import torch
 
 from components.core.cores import available_cores
 from components.core.names import INT8_RUNTIME, SCORING_RUNTIMES
 from components.scoring.onnx_file import INPUT, VIEWS
 
+if TYPE_CHECKING:  # torch loads only where a TorchScorer is made: ONNX scoring runs without it
+    import torch
+
+CPU_BATCH = 64  # photos a call on a CPU: its caches then hold the activations
 VIEWS_A_CALL = 64  # views (photos × views of each) a session call scores: the cache's fill
 # the memory ONNX Runtime may hold for scoring, all sessions of a process together: the
 # tutorial preset's ten views at 64 photos a batch use about 250 MB; a graph that asks
@@ -27,8 +31,9 @@ SCORING_MEMORY_MB = 1024
 CALL_SECONDS = 60.0
 
 
-def pick_runtime(name: str, device: torch.device) -> str:
-    """``name``, with ``auto`` made ``onnx`` on a CPU and ``torch`` elsewhere.
+def pick_runtime(name: str, device_type: str) -> str:
+    """``name``, with ``auto`` made ``onnx`` on a CPU (``device_type`` "cpu") and
+    ``torch`` elsewhere.
 
     Raises:
         ValueError: ``name`` is none of ``SCORING_RUNTIMES``, or an ONNX one on a GPU.
@@ -36,10 +41,10 @@ def pick_runtime(name: str, device: torch.device) -> str:
     if name not in SCORING_RUNTIMES:
         raise ValueError(f"expected a runtime of {', '.join(SCORING_RUNTIMES)}, found {name!r}")
     if name == "auto":
-        return "onnx" if device.type == "cpu" else "torch"
-    if name in ("onnx", INT8_RUNTIME) and device.type != "cpu":
+        return "onnx" if device_type == "cpu" else "torch"
+    if name in ("onnx", INT8_RUNTIME) and device_type != "cpu":
         raise ValueError(
-            f"expected --runtime {name} on a CPU, found device {device}: on a GPU the "
+            f"expected --runtime {name} on a CPU, found device {device_type}: on a GPU the "
             "model runs in torch (--runtime torch or auto)"
         )
     return name
@@ -77,15 +82,16 @@ def class_probabilities(logits: np.ndarray) -> np.ndarray:
             f"photo {bad[0]} ({len(bad)} of {len(logits)} photos): the model is broken, and "
             "no class is given for them"
         )
-    probabilities: np.ndarray = torch.softmax(torch.from_numpy(logits).float(), dim=1).numpy()
+    logits = logits.astype(np.float32, copy=False)
+    shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
+    probabilities: np.ndarray = shifted / shifted.sum(axis=1, keepdims=True)
     return probabilities
 
 
 def score_batches(
-    scorer: OnnxScorer | TorchScorer, images: np.ndarray, batch_size: int = 64
+    scorer: OnnxScorer | TorchScorer, images: np.ndarray, batch_size: int = CPU_BATCH
 ) -> np.ndarray:
-    """Logits (N×2, float32) for N photos, scored ``batch_size`` at a time (64: a CPU's
-    caches then hold the activations)."""
+    """Logits (N×2, float32) for N photos, scored ``batch_size`` at a time."""
     chunks = [
         scorer(images[start : start + batch_size].astype(np.float32))
         for start in range(0, len(images), batch_size)
@@ -117,6 +123,8 @@ class TorchScorer:
         self.photos_a_call = photos_a_call(views_said)
 
     def __call__(self, pixels: np.ndarray) -> np.ndarray:
+        import torch
+
         step = self.photos_a_call
         with torch.no_grad():
             chunks = [

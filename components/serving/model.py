@@ -10,7 +10,6 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import numpy as np
-import torch
 from kserve import Model
 from kserve.errors import InvalidInput
 from kserve.protocol.infer_type import InferRequest, InferResponse
@@ -61,13 +60,8 @@ class DogsVsCats(Model):
         )
         wait = self.cfg.batch_wait_ms / 1000
         threads = max(1, cores // passes)  # torch's threads for each pass
-        self.batcher = MicroBatcher(
-            self._probabilities,
-            self.cfg.max_batch,
-            wait,
-            passes,
-            setup=lambda: torch.set_num_threads(threads),
-        )
+        setup = _torch_threads(threads) if isinstance(self.scorer, TorchScorer) else None
+        self.batcher = MicroBatcher(self._probabilities, self.cfg.max_batch, wait, passes, setup)
         self.ready = True
         return self.ready
 
@@ -166,3 +160,14 @@ def _read(read: Callable[..., T], photo: bytes, index: int, *args: int) -> T:
         return read(photo, *args)
     except ValueError as err:
         raise InvalidInput(f"instance {index}: {err}") from None
+
+
+def _torch_threads(threads: int) -> Callable[[], None]:
+    """What sets a forward thread's torch threads (ONNX Runtime's sessions hold their own)."""
+
+    def setup() -> None:
+        import torch
+
+        torch.set_num_threads(threads)
+
+    return setup

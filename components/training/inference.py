@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from components.scoring.scorers import CPU_BATCH
 from components.training.batches import DeviceSplit
 
 
@@ -30,7 +31,7 @@ def cpu_has_native_bf16() -> bool:
 def default_batch_size(device: torch.device) -> int:
     """64 on a CPU, whose caches then hold the activations (about twice as fast as 1,024
     on 2 cores, docs/BENCHMARKS.md); 1,024 on a GPU, which wants large batches."""
-    return 64 if device.type == "cpu" else 1024
+    return CPU_BATCH if device.type == "cpu" else 1024
 
 
 @torch.no_grad()

@@ -84,7 +84,7 @@ def new_learner(
     model = model.to(device)
     parallel = runtime.wrap(model, workers, device)
     compiled = cast(torch.nn.Module, torch.compile(parallel)) if cfg.compile else parallel
-    onnx = OnnxGraph() if pick_runtime(cfg.runtime, device) == "onnx" else None
+    onnx = OnnxGraph() if pick_runtime(cfg.runtime, device.type) == "onnx" else None
     return Learner(model, compiled, *make_optimizer(model, cfg, steps_per_epoch), onnx)
 
 

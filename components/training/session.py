@@ -24,8 +24,9 @@ import torch
 from components.core import identity, schema
 from components.core.atomic import atomic_file, claim_directory, exclusive, write_json
 from components.core.identity import sha256_of_bytes
+from components.core.names import WEIGHTS_FILE
 from components.data.arrays import load_split, read_meta
-from components.networks.models import WEIGHTS_FILE, Classifier, OneBatchOfViews, save_classifier
+from components.networks.models import Classifier, OneBatchOfViews, save_classifier
 from components.scoring.onnx_file import INT8_FILE, ONNX_FILE
 from components.tracking import checkpoint_models, logged_models, run_log, store
 from components.tracking.tags import (

@@ -7,7 +7,6 @@ import sys
 import textwrap
 
 import pytest
-import torch
 
 from components.scoring import scorers
 from tests.support.processes import HANG_SECONDS
@@ -18,17 +17,17 @@ from tests.support.processes import HANG_SECONDS
     [("auto", "cpu", "onnx"), ("auto", "cuda", "torch"), ("torch", "cpu", "torch")],
 )
 def test_auto_is_onnx_on_a_cpu_and_torch_on_a_gpu(name, device, picked):
-    assert scorers.pick_runtime(name, torch.device(device)) == picked
+    assert scorers.pick_runtime(name, device) == picked
 
 
 @pytest.mark.parametrize("name", ["onnx", "onnx-int8"])
 def test_onnx_on_a_gpu_and_an_unknown_runtime_are_refused(name):
     with pytest.raises(ValueError, match=f"expected --runtime {name} on a CPU, found device cuda"):
-        scorers.pick_runtime(name, torch.device("cuda"))
+        scorers.pick_runtime(name, "cuda")
     with pytest.raises(
         ValueError, match="expected a runtime of auto, onnx, torch, onnx-int8, found .tvm."
     ):
-        scorers.pick_runtime("tvm", torch.device("cpu"))
+        scorers.pick_runtime("tvm", "cpu")
 
 
 @pytest.mark.parametrize("cores, passes, threads", [(2, 1, 2), (8, 2, 4), (2, 4, 1)])

@@ -423,6 +423,11 @@ class PostgresServer:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
+def has_mapped(pid: int, library: str) -> bool:
+    """Whether process ``pid`` has mapped a shared library whose name holds ``library``."""
+    return library in Path(f"/proc/{pid}/maps").read_text()
+
+
 class ModelServerProcess:
     """``python -m components.serve`` on 127.0.0.1 as its own process group, ready when
     KServe's readiness route answers 200."""

@@ -1,0 +1,101 @@
+"""The model server's start and idle memory: a train output folder against the MLflow
+model's folder that KServe's storage initializer fetches (``components.fetch_model``).
+
+    python -m benchmarks.serve_start [--preset tutorial] [--rounds 3]
+
+The same net (a preset's, random weights) both ways, served by ONNX Runtime; the rounds
+alternate. A train output's ``model.pt`` is read to check that its graph takes the photos
+its weights were trained on, which loads torch; the MLflow folder's graph is checked
+against the tracking store's record of it, and torch never loads. Each start prints the
+seconds to ready, the server's CPU seconds by then and its resident memory idle.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import mlflow
+import numpy as np
+
+from benchmarks.common import machine
+from benchmarks.serve import Server, cpu_seconds, preset_model, rss_mb
+from components import fetch_model
+from components.core import identity
+from components.core.presets import preset_values
+from components.networks.models import OneBatchOfViews, load_classifier
+from components.scoring.onnx_file import ONNX_FILE
+from components.tracking import logged_models
+
+
+def logged_and_fetched(train_output: Path, work: Path) -> Path:
+    """``train_output`` logged to a SQLite store in ``work`` as the train step logs it and
+    registered, then fetched into a folder of its own as the storage initializer fetches it."""
+    os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{work / 'mlflow.db'}"
+    model, spec = load_classifier(train_output)
+    side = spec["image_size"]
+    example = np.full((2, spec["channels"], side, side), 128, np.float32)
+    batched = OneBatchOfViews(model)
+    with mlflow.start_run():
+        uri = logged_models.log_model(
+            batched,
+            example,
+            identity.read_record(train_output),
+            [train_output / ONNX_FILE],
+            views=batched.view_count(),
+        )
+    version = mlflow.register_model(uri, "serve-start").version
+    fetch_model.main([f"models:/serve-start/{version}", str(work / "fetched")])
+    return work / "fetched"
+
+
+def start(model: Path, port: int, log: Path) -> dict[str, float]:
+    """Serve ``model`` until ready: the seconds, the server's CPU seconds, its memory."""
+    began = time.monotonic()
+    server = Server(model, port, log, [])
+    try:
+        return {
+            "ready_s": time.monotonic() - began,
+            "cpu_s": cpu_seconds(server.process.pid),
+            "idle_rss_mb": rss_mb(server.process.pid),
+        }
+    finally:
+        server.stop()
+
+
+def describe(row: dict[str, float]) -> str:
+    return (
+        f"ready in {row['ready_s']:.2f} s, {row['cpu_s']:.2f} CPU-s, "
+        f"{row['idle_rss_mb']:.0f} MiB resident idle"
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--preset", choices=["cpu", "tutorial"], default="tutorial")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--port", type=int, default=18091)
+    args = parser.parse_args(argv)
+    print(f"model server start on {machine()}: the {args.preset} preset's net")
+    with tempfile.TemporaryDirectory() as scratch:
+        work = Path(scratch)
+        size = int(preset_values(args.preset)["image_size"])
+        folders = {"train output": preset_model(work / "model", args.preset, size)}
+        folders["MLflow model folder"] = logged_and_fetched(folders["train output"], work)
+        rows: dict[str, list[dict[str, float]]] = {name: [] for name in folders}
+        for round_ in range(1, args.rounds + 1):
+            for name, folder in folders.items():
+                row = start(folder, args.port, work / "serve.log")
+                rows[name].append(row)
+                print(f"round {round_}, {name}: {describe(row)}")
+    for name, measured in rows.items():
+        median = {key: statistics.median(row[key] for row in measured) for key in measured[0]}
+        print(f"median, {name}: {describe(median)}")
+
+
+if __name__ == "__main__":
+    main()
