@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import sys
 
 from components.core import schema
@@ -17,6 +16,7 @@ from components.core.names import MLFLOW_WAITS
 from components.core.presets import apply_preset
 from components.core.shutdown import skip_final_collection
 from components.training.config import TrainConfig
+from components.training.stopping import stop_at_next_batch_on_sigterm
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -44,10 +44,10 @@ def main(argv: list[str] | None = None) -> None:
     from components.training.session import train
     from components.tuning.report import print_metrics_line
 
-    # what Kubernetes sends a pod it evicts: the run stops as on Ctrl-C, its MLflow run KILLED
-    before = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    # what Kubernetes sends a pod it evicts: the run stops at its next batch as on Ctrl-C,
+    # its MLflow run KILLED
     try:
-        with one_line_errors():
+        with stop_at_next_batch_on_sigterm(), one_line_errors():
             result = train(cfg, on_epoch=print_metrics_line if cfg.metrics_stdout else None)
     except SystemExit as end:
         if end.code == 130:
@@ -55,8 +55,6 @@ def main(argv: list[str] | None = None) -> None:
 
             print(resume_hint(cfg, sys.argv[1:] if argv is None else argv), file=sys.stderr)
         raise
-    finally:
-        signal.signal(signal.SIGTERM, before)
     if result.run_id:  # rank 0 alone reports
         print(
             json.dumps(

@@ -21,6 +21,7 @@ from components.training.batches import DeviceSplit, augment
 from components.training.config import TrainConfig
 from components.training.inference import autocast, predict_logits
 from components.training.onnx_graph import OnnxGraph
+from components.training.stopping import stop_if_asked
 
 log = logging.getLogger(__name__)
 
@@ -175,6 +176,7 @@ def train_one_epoch(
         disable=None if workers.is_main else True,
     )
     for pixels, labels in batches:
+        stop_if_asked()  # SIGTERM's stop, between batches
         if cfg.augment:
             inputs = augment(pixels, noise, crop, cfg.min_crop_area)
         else:
