@@ -4,10 +4,8 @@ model's folder that KServe's storage initializer fetches (``components.fetch_mod
     python -m benchmarks.serve_start [--preset tutorial] [--rounds 3]
 
 The same net (a preset's, random weights) both ways, served by ONNX Runtime; the rounds
-alternate. A train output's ``model.pt`` is read to check that its graph takes the photos
-its weights were trained on, which loads torch; the MLflow folder's graph is checked
-against the tracking store's record of it, and torch never loads. Each start prints the
-seconds to ready, the server's CPU seconds by then and its resident memory idle.
+alternate. Each start prints the seconds to ready, the server's CPU seconds by then and
+its resident memory idle. Run from an older checkout, it gives the figures of that code.
 """
 
 from __future__ import annotations

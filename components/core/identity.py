@@ -1,7 +1,8 @@
 """A trained model's identity: the sha256 of every file that can answer for it.
 
-The train step digests the weights (``model.pt``), the float graph (``model.onnx``) and
-the int8 graph (``model.int8.onnx``) from the bytes it wrote, and every file of the
+The train step digests the weights (``model.pt``) and their spec (``spec.json``), the
+float graph (``model.onnx``) and the int8 graph (``model.int8.onnx``) from the bytes it
+wrote, and every file of the
 MLflow model it logged. The digests go into the tracking store, as a tag of the logged
 model (MLflow's ``model_id``), out of reach of whoever can write the artifact store, and
 into ``identity.json`` beside the files. Every loader checks the files it would read

@@ -20,7 +20,7 @@ from torch.nn import functional as F
 
 from components.core.atomic import atomic_file
 from components.core.names import WEIGHTS_FILE
-from components.data.arrays import check_image_spec
+from components.networks.spec import check_spec
 
 
 class TutorialCNN(nn.Module):
@@ -277,19 +277,11 @@ def load_classifier(path: Path) -> tuple[Classifier, dict[str, Any]]:
     saved = load_tensors(path, f"{path}, a model from the train step")
     if not isinstance(saved, dict) or not isinstance(saved.get("state_dict"), dict):
         raise ValueError(f"expected weights and a spec in {path}, found {type(saved).__name__}")
-    spec = {key: value for key, value in saved.items() if key != "state_dict"}
-    check_image_spec(spec, path)
-    # models saved before mirror or shift averaging existed have no such key
-    mirror_average = spec.setdefault("mirror_average", False)
-    shift_average = spec.setdefault("shift_average", False)
-    flags = (mirror_average, shift_average)
-    if not isinstance(spec.get("model"), str) or not all(isinstance(f, bool) for f in flags):
-        raise ValueError(
-            f"expected a model name and mirror_average and shift_average flags in {path}, "
-            f"found {spec.get('model')!r:.100}, {mirror_average!r:.100} and {shift_average!r:.100}"
-        )
+    spec = check_spec({key: value for key, value in saved.items() if key != "state_dict"}, path)
     net = build_model(spec["model"], spec["channels"], spec["image_size"])
-    model = Classifier(net, spec["mean"], spec["std"], True, mirror_average, shift_average)
+    model = Classifier(
+        net, spec["mean"], spec["std"], True, spec["mirror_average"], spec["shift_average"]
+    )
     try:
         model.load_state_dict(saved["state_dict"])
     except RuntimeError as err:

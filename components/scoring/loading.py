@@ -9,11 +9,13 @@ import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 from components.core import identity
 from components.core.names import INT8_RUNTIME, WEIGHTS_FILE
 from components.data.arrays import shape_problems
+from components.networks.spec import SPEC_FILE, read_spec
 from components.scoring.onnx_file import INPUT, INT8_FILE, ONNX_FILE, OUTPUT, read_onnx
 from components.scoring.scorers import OnnxScorer, TorchScorer, pick_runtime, session_threads
 
@@ -166,16 +168,26 @@ def _from_onnx(folder: Path, name: str, passes: int, record: Record) -> LoadedMo
         path.name, passes, threads,
     )  # fmt: skip
     if (folder / WEIGHTS_FILE).is_file():  # a train output: the graph is of its weights
-        from components.networks.models import load_classifier  # torch: only to read them
-
         files |= record.check(folder, [WEIGHTS_FILE])
-        _, spec = load_classifier(folder)
+        spec = _weights_spec(folder, record, files)
         if (spec["channels"], spec["image_size"]) != (shape[1], shape[2]):
             raise ValueError(
                 f"expected {path} to take the {spec['channels']}×{spec['image_size']}² photos "
                 f"its {WEIGHTS_FILE} was trained on, found a graph of {shape[1]}×{shape[2]}²"
             )
     return LoadedModel(scorer, shape[1], shape[2], files)
+
+
+def _weights_spec(folder: Path, record: Record, files: dict[str, str]) -> dict[str, Any]:
+    """The spec a train output's weights were saved with: its ``spec.json`` where the
+    record holds that file's digest (torch stays unloaded), else read from ``model.pt``.
+    ``files`` takes the digest of what was read."""
+    if SPEC_FILE in record.digests:
+        files |= record.check(folder, [SPEC_FILE])
+        return read_spec(folder / SPEC_FILE)
+    from components.networks.models import load_classifier
+
+    return load_classifier(folder)[1]
 
 
 def _from_mlflow(uri: str, files: dict[str, str]) -> LoadedModel:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import logging
 import shutil
+import subprocess
+import sys
 
 import numpy as np
 import onnx
@@ -13,10 +15,13 @@ import torch
 
 from components.core import identity
 from components.core.identity import ModelIdentityError
+from components.networks.spec import SPEC_FILE
 from components.scoring.loading import load_scorer
 from components.scoring.onnx_file import INT8_FILE, ONNX_FILE
 from components.scoring.scorers import OnnxScorer, TorchScorer
 from tests.support.models import rerecord, seeded_model
+from tests.support.processes import HANG_SECONDS
+from tests.support.servers import REPO
 
 
 def test_a_train_output_is_scored_by_onnx_runtime_as_torch_scores_it(tmp_path):
@@ -109,12 +114,34 @@ def test_a_folder_without_its_record_or_with_a_forged_one_is_refused(tmp_path):
         load_scorer(folder.as_uri())  # a file: URI is the folder it names
 
 
-def test_a_graph_of_another_photo_size_than_its_weights_is_refused(tmp_path):
+@pytest.mark.parametrize("spec_recorded", [True, False], ids=["spec.json", "model.pt alone"])
+def test_a_graph_of_another_photo_size_than_its_weights_is_refused(tmp_path, spec_recorded):
     """model.onnx of 48×48 beside model.pt of 40×40 (both recorded): scored, it would
-    resize every photo to what the weights never saw."""
+    resize every photo to what the weights never saw. The weights' size is read from
+    spec.json, or from model.pt where a folder records no spec.json."""
     folder = seeded_model(tmp_path / "model")
     other = seeded_model(tmp_path / "other", size=48)
     shutil.copyfile(other / ONNX_FILE, folder / ONNX_FILE)
+    if not spec_recorded:
+        (folder / SPEC_FILE).unlink()
     rerecord(folder)
     with pytest.raises(ValueError, match=r"trained on, found a graph of 1×48²"):
         load_scorer(str(folder))
+
+
+def test_a_train_outputs_graph_is_scored_without_torch(tmp_path):
+    """Its digests and spec.json checked, the graph in ONNX Runtime: torch never loads."""
+    folder = seeded_model(tmp_path / "model")
+    probe = (
+        "import sys, numpy as np\n"
+        "from components.scoring.loading import load_scorer\n"
+        "loaded = load_scorer(sys.argv[1])\n"
+        "print(loaded.scorer(np.zeros((2, 1, 40, 40), np.float32)).shape)\n"
+        "print('torch' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe, str(folder)],
+        capture_output=True, text=True, timeout=HANG_SECONDS, cwd=REPO,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split("\n")[:2] == ["(2, 2)", "False"]

@@ -9,6 +9,7 @@ import torch
 
 from components.core import identity
 from components.networks.models import Classifier, build_model, save_classifier
+from components.networks.spec import SPEC_FILE, write_spec
 from components.scoring.onnx_file import ONNX_FILE
 from components.training.batches import DeviceSplit
 from components.training.onnx_graph import OnnxGraph
@@ -67,6 +68,7 @@ def _saved(directory, net, channels: int, size: int, mean: float, graph: bool = 
     directory.mkdir(parents=True, exist_ok=True)
     model = Classifier(net, spec["mean"], spec["std"]).eval()
     digests = {"model.pt": save_classifier(directory / "model.pt", model, spec)}
+    digests[SPEC_FILE] = write_spec(directory, spec)
     if graph:
         photos = torch.randint(
             0, 256, (4, channels, size, size), generator=torch.Generator().manual_seed(0)
@@ -80,7 +82,9 @@ def _saved(directory, net, channels: int, size: int, mean: float, graph: bool = 
 def rerecord(directory) -> None:
     """``identity.json`` made anew from the files now in ``directory`` (a test that
     changes a model's file on purpose, to test what is checked after the digests)."""
-    names = [p.name for p in directory.iterdir() if p.suffix in (".pt", ".onnx")]
+    names = [
+        p.name for p in directory.iterdir() if p.suffix in (".pt", ".onnx") or p.name == SPEC_FILE
+    ]
     identity.write_record(directory, {n: identity.sha256_of(directory / n) for n in names})
 
 
