@@ -19,7 +19,7 @@ from components.evaluation.predictions import predict_files
 from tests.support.helpers import png_of_zeros
 from tests.support.models import seeded_model
 from tests.support.processes import HANG_SECONDS
-from tests.support.servers import ModelServerProcess, process_group_members
+from tests.support.servers import ModelServerProcess, has_mapped, process_group_members
 
 pytestmark = pytest.mark.integration
 V1 = "/v1/models/dogs-vs-cats:predict"
@@ -38,6 +38,11 @@ def server(model_dir, tmp_path_factory):
     with ModelServerProcess(model_dir, tmp_path_factory.mktemp("serve-log"), *LIMITS) as running:
         yield running
     assert process_group_members(running.process.pid) == []
+
+
+def test_a_train_outputs_server_scores_without_torch(server):
+    """Its graph checked against the recorded spec.json: torch never loads."""
+    assert not has_mapped(server.process.pid, "libtorch_cpu")
 
 
 @pytest.fixture(scope="module")
