@@ -51,6 +51,8 @@ check() {
     --target /tmp/site .whl/*.whl
   export PYTHONPATH="/tmp/site:$PWD" PYTHONUNBUFFERED=1
   nvidia-smi -L
+  echo "host CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), $(nproc) cores," \
+    "$(grep -o -w -E 'amx_bf16|avx512_bf16' /proc/cpuinfo | sort -u | tr '\n' ' ')"
   python3 -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name())"
 
   echo "== the gpu-marked tests"
