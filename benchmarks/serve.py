@@ -42,8 +42,7 @@ from components.core import identity
 from components.core.presets import preset_values
 from components.data.images import decode_bytes
 from components.evaluation.predictions import predict_files
-from components.networks.models import Classifier, build_model, save_classifier
-from components.networks.spec import SPEC_FILE, write_spec
+from components.networks.models import Classifier, build_model, save_trained
 from components.scoring.onnx_file import ONNX_FILE
 from components.training.onnx_graph import OnnxGraph
 
@@ -105,15 +104,11 @@ def preset_model(directory: Path, preset: str, size: int = 50) -> Path:
         shift_average=spec["shift_average"],
     )
     directory.mkdir(parents=True, exist_ok=True)
-    weights = save_classifier(directory / "model.pt", model.eval(), spec)
-    spec_digest = write_spec(directory, spec)
+    digests = save_trained(directory, model.eval(), spec)
     photos = torch.randint(0, 256, (8, channels, size, size)).float()
     graph = OnnxGraph().write(directory / ONNX_FILE, model, photos)
     # the files' record, as the train step writes it: every loader checks it
-    identity.write_record(
-        directory,
-        {"model.pt": weights, SPEC_FILE: spec_digest, ONNX_FILE: identity.sha256_of_bytes(graph)},
-    )
+    identity.write_record(directory, {**digests, ONNX_FILE: identity.sha256_of_bytes(graph)})
     return directory
 
 

@@ -20,7 +20,7 @@ from torch.nn import functional as F
 
 from components.core.atomic import atomic_file
 from components.core.names import WEIGHTS_FILE
-from components.networks.spec import check_spec
+from components.networks.spec import SPEC_FILE, check_spec, write_spec
 
 
 class TutorialCNN(nn.Module):
@@ -259,6 +259,15 @@ def save_classifier(path: Path, model: Classifier, spec: dict[str, Any]) -> str:
     with atomic_file(path) as handle:
         handle.write(buffer.getvalue())
     return hashlib.sha256(buffer.getvalue()).hexdigest()
+
+
+def save_trained(folder: Path, model: Classifier, spec: dict[str, Any]) -> dict[str, str]:
+    """``model.pt`` and ``spec.json`` in ``folder``, as the train step leaves them; the
+    sha256 of each, by file name."""
+    return {
+        WEIGHTS_FILE: save_classifier(folder / WEIGHTS_FILE, model, spec),
+        SPEC_FILE: write_spec(folder, spec),
+    }
 
 
 def load_classifier(path: Path) -> tuple[Classifier, dict[str, Any]]:

@@ -22,6 +22,7 @@ from onnx import numpy_helper
 
 from components.networks.models import Classifier, OneBatchOfViews
 from components.scoring.onnx_file import INPUT, OUTPUT, VIEWS
+from components.scoring.scorers import softmax
 
 OPSET = 18  # ONNX Runtime 1.20 on runs it; pinned so a model's graph does not follow torch
 
@@ -121,14 +122,9 @@ def check_agreement(
     Raises:
         RuntimeError: a probability differs by more than ``tolerance``.
     """
-    found = float(np.abs(_softmax(onnx_logits) - _softmax(torch_logits)).max(initial=0.0))
+    found = float(np.abs(softmax(onnx_logits) - softmax(torch_logits)).max(initial=0.0))
     if not found <= tolerance:
         raise RuntimeError(
             f"expected the ONNX export to give eager torch's class probabilities within "
             f"{tolerance:g} on {len(torch_logits)} photos, found a difference of {found:.3g}"
         )
-
-
-def _softmax(logits: np.ndarray) -> np.ndarray:
-    shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
-    return np.asarray(shifted / shifted.sum(axis=1, keepdims=True))

@@ -82,6 +82,11 @@ def class_probabilities(logits: np.ndarray) -> np.ndarray:
             f"photo {bad[0]} ({len(bad)} of {len(logits)} photos): the model is broken, and "
             "no class is given for them"
         )
+    return softmax(logits)
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    """Each row's softmax, in float32."""
     logits = logits.astype(np.float32, copy=False)
     shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
     probabilities: np.ndarray = shifted / shifted.sum(axis=1, keepdims=True)

@@ -26,8 +26,8 @@ from components.core.atomic import atomic_file, claim_directory, exclusive, writ
 from components.core.identity import sha256_of_bytes
 from components.core.names import WEIGHTS_FILE
 from components.data.arrays import load_split, read_meta
-from components.networks.models import Classifier, OneBatchOfViews, save_classifier
-from components.networks.spec import SPEC_FILE, write_spec
+from components.networks.models import Classifier, OneBatchOfViews, save_trained
+from components.networks.spec import SPEC_FILE
 from components.scoring.onnx_file import INT8_FILE, ONNX_FILE
 from components.tracking import checkpoint_models, logged_models, run_log, store
 from components.tracking.tags import (
@@ -301,8 +301,7 @@ def _write_outputs(
         "mirror_average": cfg.mirror_average,
         "shift_average": cfg.shift_average,
     }
-    digests = {WEIGHTS_FILE: save_classifier(output / WEIGHTS_FILE, model, spec)}
-    digests[SPEC_FILE] = write_spec(output, spec)  # what scoring reads without torch
+    digests = save_trained(output, model, spec)  # spec.json: what scoring reads without torch
     float_graph = graph.write(output / ONNX_FILE, model, splits[1].images[:CHECKED_PHOTOS])
     digests[ONNX_FILE] = sha256_of_bytes(float_graph)
     int8_graph = _write_int8(cfg, float_graph, *splits)

@@ -10,14 +10,18 @@ import pytest
 import torch
 from torch.nn import functional as F
 
+from components.core.identity import sha256_of
 from components.networks.models import (
     MODELS,
     Classifier,
     build_model,
     load_classifier,
     save_classifier,
+    save_trained,
     shifted_views,
 )
+from components.networks.spec import SPEC_FILE, read_spec
+from tests.support.models import SPEC
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
@@ -187,18 +191,6 @@ def test_shift_averaging_predicts_the_mean_over_its_views_in_eval_mode(mirror):
     assert torch.equal(trained, plain.train()(pixels))  # training sees one view
 
 
-SPEC = {
-    "model": "tutorial_cnn",
-    "channels": 1,
-    "image_size": 40,
-    "mean": [0.45],
-    "std": [0.25],
-    "classes": ["cat", "dog"],
-    "mirror_average": False,
-    "shift_average": False,
-}
-
-
 def saved_model(directory: Path, **changes) -> Path:
     """A model.pt as the train step writes it, its spec changed by ``changes``."""
     net = build_model("tutorial_cnn", 1, 40)
@@ -266,3 +258,10 @@ def test_a_model_saved_before_mirror_and_shift_averaging_loads_without_them(tmp_
 def test_a_shift_averaging_model_loads_with_it(tmp_path):
     model, loaded = load_classifier(saved_model(tmp_path, shift_average=True))
     assert model.shift_average is True and loaded["shift_average"] is True
+
+
+def test_a_trained_net_is_saved_with_its_spec_beside_it_each_file_digested(tmp_path):
+    net = build_model("tutorial_cnn", 1, 40)
+    digests = save_trained(tmp_path, Classifier(net, [0.45], [0.25]), SPEC)
+    assert digests == {name: sha256_of(tmp_path / name) for name in ("model.pt", SPEC_FILE)}
+    assert read_spec(tmp_path / SPEC_FILE) == load_classifier(tmp_path)[1] == SPEC

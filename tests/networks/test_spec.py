@@ -8,17 +8,9 @@ import pytest
 
 from components.core.identity import sha256_of
 from components.networks.spec import MOST_SPEC_BYTES, SPEC_FILE, read_spec, write_spec
+from tests.support.models import SPEC as TUTORIAL_SPEC
 
-SPEC = {
-    "model": "tutorial_cnn",
-    "channels": 1,
-    "image_size": 40,
-    "mean": [0.45],
-    "std": [0.25],
-    "classes": ["cat", "dog"],
-    "mirror_average": True,
-    "shift_average": False,
-}
+SPEC = {**TUTORIAL_SPEC, "mirror_average": True}
 
 
 def test_a_written_spec_reads_back_and_its_digest_is_the_files(tmp_path):

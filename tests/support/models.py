@@ -8,8 +8,8 @@ import functools
 import torch
 
 from components.core import identity
-from components.networks.models import Classifier, build_model, save_classifier
-from components.networks.spec import SPEC_FILE, write_spec
+from components.networks.models import Classifier, build_model, save_trained
+from components.networks.spec import SPEC_FILE
 from components.scoring.onnx_file import ONNX_FILE
 from components.training.batches import DeviceSplit
 from components.training.onnx_graph import OnnxGraph
@@ -47,6 +47,19 @@ def tiny_model(device) -> Classifier:
     return Classifier(build_model("tutorial_cnn", 1, 40), [0.45], [0.25]).to(device).eval()
 
 
+# a tutorial net's spec as the train step saves it, for tests that write one by hand
+SPEC = {
+    "model": "tutorial_cnn",
+    "channels": 1,
+    "image_size": 40,
+    "mean": [0.45],
+    "std": [0.25],
+    "classes": ["cat", "dog"],
+    "mirror_average": False,
+    "shift_average": False,
+}
+
+
 def seeded_model(directory, channels=1, size=40, seed=0):
     """An untrained tutorial net of fixed random weights: its answers vary with the image."""
     torch.manual_seed(seed)
@@ -67,8 +80,7 @@ def _saved(directory, net, channels: int, size: int, mean: float, graph: bool = 
     }
     directory.mkdir(parents=True, exist_ok=True)
     model = Classifier(net, spec["mean"], spec["std"]).eval()
-    digests = {"model.pt": save_classifier(directory / "model.pt", model, spec)}
-    digests[SPEC_FILE] = write_spec(directory, spec)
+    digests = save_trained(directory, model, spec)
     if graph:
         photos = torch.randint(
             0, 256, (4, channels, size, size), generator=torch.Generator().manual_seed(0)
