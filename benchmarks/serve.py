@@ -120,13 +120,13 @@ def rss_mb(pid: int, field: str = "VmRSS") -> float:
 
 
 class Server:
-    def __init__(self, model: Path, port: int, log: Path, flags: list[str]):
+    def __init__(self, model: Path, port: int, log: Path, flags: list[str], code: Path = REPO):
         command = [sys.executable, "-m", "components.serve", "--model", str(model)]
         command += ["--host", "127.0.0.1", "--port", str(port), *flags]
         self.url, self.port = f"http://127.0.0.1:{port}", port
         self.process = subprocess.Popen(
-            command, stdout=log.open("wb"), stderr=subprocess.STDOUT, cwd=REPO
-        )
+            command, stdout=log.open("wb"), stderr=subprocess.STDOUT, cwd=code
+        )  # python -m imports components from ``code``: another checkout's, for a baseline
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             try:

@@ -1,11 +1,12 @@
 """The model server's start and idle memory: a train output folder against the MLflow
 model's folder that KServe's storage initializer fetches (``components.fetch_model``).
 
-    python -m benchmarks.serve_start [--preset tutorial] [--rounds 3]
+    python -m benchmarks.serve_start [--preset tutorial] [--rounds 3] [--baseline CHECKOUT]
 
-The same net (a preset's, random weights) both ways, served by ONNX Runtime; the rounds
-alternate. Each start prints the seconds to ready, the server's CPU seconds by then and
-its resident memory idle. Run from an older checkout, it gives the figures of that code.
+The same net (a preset's, random weights) both ways, served by ONNX Runtime; with
+``--baseline CHECKOUT``, by that checkout's ``components.serve`` too. The starts alternate.
+Each prints the seconds to ready, the server's CPU seconds by then and its resident
+memory idle.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 import mlflow
 import numpy as np
 
-from benchmarks.common import machine
+from benchmarks.common import REPO, machine
 from benchmarks.serve import Server, cpu_seconds, preset_model, rss_mb
 from components import fetch_model
 from components.core import identity
@@ -51,10 +52,11 @@ def logged_and_fetched(train_output: Path, work: Path) -> Path:
     return work / "fetched"
 
 
-def start(model: Path, port: int, log: Path) -> dict[str, float]:
-    """Serve ``model`` until ready: the seconds, the server's CPU seconds, its memory."""
+def start(model: Path, port: int, log: Path, code: Path) -> dict[str, float]:
+    """Serve ``model`` with ``code``'s server until ready: the seconds, the server's CPU
+    seconds, its memory."""
     began = time.monotonic()
-    server = Server(model, port, log, [])
+    server = Server(model, port, log, [], code)
     try:
         return {
             "ready_s": time.monotonic() - began,
@@ -77,17 +79,26 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--preset", choices=["cpu", "tutorial"], default="tutorial")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--port", type=int, default=18091)
+    parser.add_argument("--baseline", type=Path, help="another checkout, served beside this one")
     args = parser.parse_args(argv)
+    codes = {"this checkout": REPO}
+    if args.baseline:
+        codes[str(args.baseline)] = args.baseline
     print(f"model server start on {machine()}: the {args.preset} preset's net")
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)
         size = int(preset_values(args.preset)["image_size"])
         folders = {"train output": preset_model(work / "model", args.preset, size)}
         folders["MLflow model folder"] = logged_and_fetched(folders["train output"], work)
-        rows: dict[str, list[dict[str, float]]] = {name: [] for name in folders}
+        runs = [
+            (f"{name}, {code}", folder, path)
+            for name, folder in folders.items()
+            for code, path in codes.items()
+        ]
+        rows: dict[str, list[dict[str, float]]] = {name: [] for name, _, _ in runs}
         for round_ in range(1, args.rounds + 1):
-            for name, folder in folders.items():
-                row = start(folder, args.port, work / "serve.log")
+            for name, folder, code in runs:
+                row = start(folder, args.port, work / "serve.log", code)
                 rows[name].append(row)
                 print(f"round {round_}, {name}: {describe(row)}")
     for name, measured in rows.items():
