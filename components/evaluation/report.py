@@ -1,34 +1,36 @@
 """Scoring a trained model on a split: metrics.json, roc.json, PNGs, and the MLflow run.
 
-The logic behind ``python -m components.evaluate``; it imports torch and mlflow, which the
-command line loads only once its flags are parsed.
+The logic behind ``python -m components.evaluate``; it imports MLflow, which the command
+line loads only once its flags are parsed. On a CPU the model is scored by ONNX Runtime
+and torch is not loaded; it loads only for the torch runtime, or to ask whether a GPU
+is there where NVIDIA's driver is.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 from matplotlib.figure import Figure
 
+from components.core import cuda
 from components.core.atomic import atomic_directory, check_replaceable, write_json
-from components.core.names import INT8_RUNTIME, WEIGHTS_FILE
-from components.data.arrays import read_meta
+from components.core.names import CLASSES, INT8_RUNTIME, WEIGHTS_FILE
+from components.data.arrays import load_split, read_meta
 from components.evaluation import metrics as scoring
 from components.evaluation import plots
 from components.evaluation.config import EvaluateConfig
-from components.networks.models import load_classifier
 from components.scoring.loading import Record, folder_record, load_scorer
 from components.scoring.onnx_file import INT8_FILE, ONNX_FILE
 from components.scoring.scorers import class_probabilities, pick_runtime, score_batches
 from components.tracking import logged_models, run_log, store
-from components.training.batches import DeviceSplit
-from components.training.inference import predict_logits
-from components.training.runtime import pick_device
+
+Logits = Callable[[np.ndarray], np.ndarray]  # uint8 N×C×S×S images to float N×2 logits
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +50,7 @@ def evaluate(cfg: EvaluateConfig) -> dict[str, Any]:
     model_dir, data_dir, output_dir = Path(cfg.model_dir), Path(cfg.data), Path(cfg.output)
     check_replaceable(output_dir, "evaluate")  # at once, not after the scoring
     run_id = cfg.mlflow_run_id or _recorded_run_id(model_dir)
-    target = pick_device(cfg.device)
-    runtime = pick_runtime(cfg.runtime, target.type)
+    runtime = pick_runtime(cfg.runtime, _device_type(cfg.device))
     if runtime == INT8_RUNTIME and not (model_dir / INT8_FILE).is_file():
         raise FileNotFoundError(
             f"expected {INT8_FILE} in {model_dir} for --runtime {INT8_RUNTIME} (train with "
@@ -65,20 +66,14 @@ def evaluate(cfg: EvaluateConfig) -> dict[str, Any]:
     )
     record = record or folder_record(model_dir)
     files = record.check(model_dir, [WEIGHTS_FILE, scored])  # before anything is read
-    model, spec = load_classifier(model_dir)
-    _check_inputs_fit(spec, read_meta(data_dir), data_dir)
-    data = DeviceSplit.load(data_dir, cfg.split, target)
-    if runtime != "torch":
-        scorer = load_scorer(str(model_dir), runtime).scorer
-        logits = torch.from_numpy(score_batches(scorer, data.images.numpy()))
-    else:
-        logits = predict_logits(model.to(target), data)
-    scores = class_probabilities(logits.float().cpu().numpy())[:, 1]
-    labels = data.labels.cpu().numpy()
-    images = data.images.cpu().numpy()
-    figures = _figures(spec["classes"], images, labels, scores)
+    takes, logits = _model(model_dir, runtime, cfg.device)
+    _check_inputs_fit(takes, read_meta(data_dir), data_dir)
+    images, labels = load_split(data_dir, cfg.split)
+    scores = class_probabilities(logits(images))[:, 1]
+    classes = list(CLASSES)
+    figures = _figures(classes, images, labels, scores)
     scoring_record = {"model_id": model_id, "scored": scored, "sha256": files}
-    report = _write_report(output_dir, spec["classes"], labels, scores, scoring_record, figures)
+    report = _write_report(output_dir, classes, labels, scores, scoring_record, figures)
     if run_id and model_id:  # the run, and its model is the one scored
         # the int8 graph's figures apart: the registration gate reads the float32 model's
         prefix = f"{cfg.split}_int8" if runtime == INT8_RUNTIME else cfg.split
@@ -95,8 +90,42 @@ def evaluate(cfg: EvaluateConfig) -> dict[str, Any]:
     return report
 
 
-def _check_inputs_fit(spec: dict[str, Any], meta: dict[str, Any], data_dir: Path) -> None:
-    wanted = (spec["channels"], spec["image_size"])
+def _device_type(name: str) -> str:
+    """The type of device ``--device name`` scores on: "cpu" without loading torch where
+    no NVIDIA driver is (``auto``) or the CPU is asked for; else torch's answer."""
+    if name == "cpu" or (name == "auto" and not cuda.driver_present()):
+        return "cpu"
+    from components.training.runtime import pick_device
+
+    return pick_device(name).type
+
+
+def _model(model_dir: Path, runtime: str, device_name: str) -> tuple[tuple[int, int], Logits]:
+    """The photos the model takes (channels, side) and its logits: ONNX Runtime for an
+    ONNX runtime, else the weights in torch on ``device_name``."""
+    if runtime != "torch":
+        loaded = load_scorer(str(model_dir), runtime)
+        return (loaded.channels, loaded.image_size), functools.partial(score_batches, loaded.scorer)
+    import torch
+
+    from components.networks.models import load_classifier
+    from components.training.batches import DeviceSplit
+    from components.training.inference import predict_logits
+    from components.training.runtime import pick_device
+
+    device = pick_device(device_name)
+    model, spec = load_classifier(model_dir)
+    model.to(device)
+
+    def logits(images: np.ndarray) -> np.ndarray:
+        pixels = torch.from_numpy(images).to(device)
+        no_labels = torch.zeros(len(images), dtype=torch.int64, device=device)  # not read
+        return predict_logits(model, DeviceSplit(pixels, no_labels)).float().cpu().numpy()
+
+    return (spec["channels"], spec["image_size"]), logits
+
+
+def _check_inputs_fit(wanted: tuple[int, int], meta: dict[str, Any], data_dir: Path) -> None:
     found = (meta["channels"], meta["image_size"])
     if wanted != found:
         raise ValueError(

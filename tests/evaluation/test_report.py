@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import mlflow
@@ -18,6 +20,8 @@ from components.evaluation.report import evaluate
 from components.training import session
 from components.training.config import TrainConfig
 from tests.support.models import always_dog_model, seeded_model
+from tests.support.processes import HANG_SECONDS
+from tests.support.servers import REPO
 
 
 def test_known_predictions_give_the_expected_confusion_matrix(sample_arrays, tmp_path):
@@ -51,6 +55,27 @@ def test_onnx_runtime_and_torch_give_the_same_report(sample_arrays, tmp_path):
     assert reports[0]["confusion_matrix"] == reports[1]["confusion_matrix"]
     for name, value in reports[1]["metrics"].items():
         assert reports[0]["metrics"][name] == pytest.approx(value, abs=1e-4)
+
+
+def test_on_a_cpu_the_model_is_evaluated_without_loading_torch(sample_arrays, tmp_path):
+    """The step's work in a process of its own, on this machine without a GPU: the
+    ONNX graph scored, the report written, and torch never imported."""
+    model = seeded_model(tmp_path / "model")
+    probe = (
+        "import sys\n"
+        "from components.evaluation.config import EvaluateConfig\n"
+        "from components.evaluation.report import evaluate\n"
+        "report = evaluate(EvaluateConfig(model_dir=sys.argv[1], data=sys.argv[2], "
+        "output=sys.argv[3]))\n"
+        "print(report['scored'], report['count'], 'torch' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe, str(model), str(sample_arrays), str(tmp_path / "eval")],
+        capture_output=True, text=True, timeout=HANG_SECONDS, cwd=REPO,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["model.onnx", "200", "False"]
+    assert (tmp_path / "eval/metrics.json").is_file()
 
 
 def test_image_size_mismatch_says_how_to_fix_it(sample_arrays, tmp_path):
