@@ -24,7 +24,6 @@ from components.preprocessing.config import PreprocessConfig
 from tests.support import processes
 
 pytest_plugins = ("tests.support.tracking_stack",)  # the real tracking server, for any module
-STACK_FIXTURE = "running_server"  # that plugin's fixture starting a stack, whoever asks for it
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL_SAMPLE_PER_CLASS = 200  # photos of each class in ``small_sample_zip``
@@ -120,7 +119,7 @@ def pytest_collection_modifyitems(config, items):
 
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
     if workers:
-        items[:] = ordered_for_workers(items, workers)
+        items[:] = slow_modules_first(items, workers)
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs an NVIDIA GPU with CUDA; none is available here")
@@ -129,30 +128,16 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-def ordered_for_workers(items: list[pytest.Item], workers: int) -> list[pytest.Item]:
-    """``items`` in the order pytest-xdist's worksteal deals them: the tests that use the
-    tracking stack at the front of the first worker's share, and in each share the
-    modules holding a test marked ``slow`` first, each module's tests kept in order.
-
-    Worksteal deals the collection out in contiguous shares of equal count, and a worker
-    that runs out takes the back half of the longest queue. A stack (SeaweedFS,
-    PostgreSQL, MLflow) starts in each worker that runs a test needing one, for about 25
-    CPU-seconds: in one share, one worker starts it. In alphabetical order a share's
-    whole pipelines and searches come where they fall, at its end too, and the session
-    waits on the last one; first, they overlap, and the quick tests fill in behind them.
-    """
-
-    def uses_stack(item: pytest.Item) -> bool:
-        return STACK_FIXTURE in getattr(item, "fixturenames", ())
-
-    stack = [item for item in items if uses_stack(item)]
-    rest = [item for item in items if not uses_stack(item)]
-    return slow_modules_first([*stack, *rest], workers)
-
-
 def slow_modules_first(items: list[pytest.Item], workers: int) -> list[pytest.Item]:
     """``items`` with, in each worker's share, the modules holding a test marked ``slow``
-    moved to the front, each module's tests kept together and in order."""
+    moved to the front, each module's tests kept together and in order.
+
+    pytest-xdist's worksteal deals the collection out in contiguous shares of equal
+    count, and a worker that runs out takes the back half of the longest queue. In
+    alphabetical order a share's whole pipelines and searches come where they fall, at
+    its end too, and the session waits on the last one; first, they overlap, and the
+    quick tests fill in behind them.
+    """
     slow = {item.path for item in items if item.get_closest_marker("slow")}
     ordered, start = [], 0
     for worker in range(workers):

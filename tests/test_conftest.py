@@ -1,11 +1,9 @@
-"""The session's own order: the tracking stack's tests in one worker's share, and each
-share starting with its slow modules."""
+"""The session's own order: each worker's share starts with its slow modules."""
 
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.conftest import STACK_FIXTURE, ordered_for_workers, slow_modules_first
-from tests.support import tracking_stack
+from tests.conftest import slow_modules_first
 
 
 @dataclass
@@ -15,7 +13,6 @@ class Item:
     path: Path
     name: str
     slow: bool = False
-    fixturenames: tuple[str, ...] = ()
 
     def get_closest_marker(self, name: str) -> object | None:
         return name == "slow" and self.slow or None
@@ -38,17 +35,3 @@ def test_each_share_starts_with_its_slow_modules_and_keeps_its_tests():
     assert names(slow_modules_first(items, workers=1)) == [
         *("m1", "m2", "e1", "e2", "q1", "q2", "q3", "q4", "q5", "q6")
     ]
-
-
-def test_the_tests_that_use_the_tracking_stack_come_first_in_one_share():
-    quick, store, e2e = Path("test_quick.py"), Path("test_store.py"), Path("test_e2e.py")
-    stack = (STACK_FIXTURE,)
-    items = [
-        *(Item(e2e, "e1", slow=True), Item(quick, "q1"), Item(quick, "q2")),
-        *(Item(store, "s1", fixturenames=stack), Item(store, "s2")),
-        *(Item(store, "s3", slow=True, fixturenames=stack), Item(quick, "q3")),
-    ]
-    assert callable(getattr(tracking_stack, STACK_FIXTURE))  # the fixture's name, kept
-    ordered = ordered_for_workers(items, workers=2)
-    # shares of 3 and 4: the stack's two tests and the next; the rest, slow modules first
-    assert names(ordered) == ["s1", "s3", "e1", "s2", "q1", "q2", "q3"]
