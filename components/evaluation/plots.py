@@ -51,7 +51,8 @@ def misclassified_figure(
         grey = pixels.shape[0] == 1
         ax.imshow(pixels[0] if grey else pixels.transpose(1, 2, 0), cmap="gray" if grey else None)
         guess = classes[int(scores[index] >= 0.5)]
-        ax.set_title(f"{guess} p(dog)={scores[index]:.2f}", fontsize=7, color="red")
+        # y given: no layout pass to place each title above decorations an axis-off has none of
+        ax.set_title(f"{guess} p(dog)={scores[index]:.2f}", fontsize=7, color="red", y=1.0)
     if not len(wrong):
         figure.suptitle("no misclassified images")
     return figure, [int(i) for i in wrong]
