@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import inspect
 import json
@@ -24,6 +25,7 @@ from components.preprocessing.config import PreprocessConfig
 from tests.support import processes
 
 pytest_plugins = ("tests.support.tracking_stack",)  # the real tracking server, for any module
+STACK_FIXTURE = "running_server"  # that plugin's fixture that starts a stack
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL_SAMPLE_PER_CLASS = 200  # photos of each class in ``small_sample_zip``
@@ -114,12 +116,12 @@ def mlflow_store(empty_mlflow_db, tmp_path, monkeypatch) -> str:
 @pytest.hookimpl(trylast=True)  # after ``-m`` has deselected
 def pytest_collection_modifyitems(config, items):
     """Tests marked ``gpu`` skip, with the reason, where CUDA is not available; under
-    pytest-xdist, each worker starts with the slow modules of its share."""
+    pytest-xdist, the tests dealt out in ``ordered_for_workers``'s order."""
     import torch
 
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
     if workers:
-        items[:] = slow_modules_first(items, workers)
+        items[:] = ordered_for_workers(items, workers)
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs an NVIDIA GPU with CUDA; none is available here")
@@ -128,24 +130,34 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-def slow_modules_first(items: list[pytest.Item], workers: int) -> list[pytest.Item]:
-    """``items`` with, in each worker's share, the modules holding a test marked ``slow``
-    moved to the front, each module's tests kept together and in order.
+def ordered_for_workers(items: list[pytest.Item], workers: int) -> list[pytest.Item]:
+    """``items`` in the order pytest-xdist's worksteal deals them out: each share starting
+    with its slow modules, and the tests that use the tracking stack at the front of the
+    first two shares only, a module's together.
 
-    pytest-xdist's worksteal deals the collection out in contiguous shares of equal
-    count, and a worker that runs out takes the back half of the longest queue. In
-    alphabetical order a share's whole pipelines and searches come where they fall, at
-    its end too, and the session waits on the last one; first, they overlap, and the
-    quick tests fill in behind them.
+    Worksteal deals the collection out in contiguous shares of equal count, and a worker
+    that runs out takes the back half of the longest queue. In alphabetical order a
+    share's whole pipelines and searches come where they fall, at its end too, and the
+    session waits on the last one; first, they overlap, and the quick tests fill in
+    behind them. A tracking stack starts in each worker that runs a test needing one
+    (about 25 CPU-seconds): two workers start one instead of three. In one share, the
+    stack's tests outlast the others' shares, which then take them back.
     """
+    stack = [item for item in items if STACK_FIXTURE in getattr(item, "fixturenames", ())]
+    rest = [item for item in items if item not in stack]
+    heads: list[list[pytest.Item]] = [[] for _ in range(min(2, workers))]
+    counts = collections.Counter(item.path for item in stack)
+    for turn, (module, _) in enumerate(counts.most_common()):
+        heads[turn % len(heads)] += [item for item in stack if item.path == module]
     slow = {item.path for item in items if item.get_closest_marker("slow")}
-    ordered, start = [], 0
+    ordered: list[pytest.Item] = []
     for worker in range(workers):
-        end = start + (len(items) - start) // (workers - worker)  # as worksteal deals
-        share = items[start:end]
-        ordered += sorted(share, key=lambda item: item.path not in slow)  # stable
-        start = end
-    return ordered
+        size = (len(items) - len(ordered)) // (workers - worker)  # as worksteal deals
+        head = heads[worker] if worker < len(heads) else []
+        filled = max(0, size - len(head))
+        behind, rest = rest[:filled], rest[filled:]
+        ordered += head + sorted(behind, key=lambda item: item.path not in slow)  # stable
+    return ordered + rest
 
 
 def pytest_configure(config):
