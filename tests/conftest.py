@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import inspect
 import json
@@ -113,15 +112,35 @@ def mlflow_store(empty_mlflow_db, tmp_path, monkeypatch) -> str:
     return uri
 
 
+STACK_GROUP = "tracking-stack"  # the pytest-xdist group of every test that uses a stack
+
+
+def pytest_itemcollected(item):
+    """Under pytest-xdist (``--dist loadgroup``), the group a test runs in: the tests that
+    use the tracking stack in one worker, which starts the stack once (about 25
+    CPU-seconds), and any other test with its module, whose fixtures are made once."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        item.add_marker(pytest.mark.xdist_group(group_of(item)))
+
+
+def group_of(item: pytest.Item) -> str:
+    if uses_stack(item):
+        return STACK_GROUP
+    return item.nodeid.split("::")[0]  # its module's path
+
+
+def uses_stack(item: pytest.Item) -> bool:
+    return STACK_FIXTURE in getattr(item, "fixturenames", ())
+
+
 @pytest.hookimpl(trylast=True)  # after ``-m`` has deselected
 def pytest_collection_modifyitems(config, items):
     """Tests marked ``gpu`` skip, with the reason, where CUDA is not available; under
-    pytest-xdist, the tests dealt out in ``ordered_for_workers``'s order."""
+    pytest-xdist, the groups handed out in ``ordered_for_workers``'s order."""
     import torch
 
-    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
-    if workers:
-        items[:] = ordered_for_workers(items, workers)
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        items[:] = ordered_for_workers(items)
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs an NVIDIA GPU with CUDA; none is available here")
@@ -130,34 +149,20 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-def ordered_for_workers(items: list[pytest.Item], workers: int) -> list[pytest.Item]:
-    """``items`` in the order pytest-xdist's worksteal deals them out: each share starting
-    with its slow modules, and the tests that use the tracking stack at the front of the
-    first two shares only, a module's together.
+def ordered_for_workers(items: list[pytest.Item]) -> list[pytest.Item]:
+    """``items`` in the order pytest-xdist hands their groups out (``--dist loadgroup
+    --no-loadscope-reorder``, a group to each worker that is almost out of work): the
+    tracking stack's tests first, then the modules holding a test marked ``slow``, then the
+    rest, each module's tests together and in order.
 
-    Worksteal deals the collection out in contiguous shares of equal count, and a worker
-    that runs out takes the back half of the longest queue. In alphabetical order a
-    share's whole pipelines and searches come where they fall, at its end too, and the
-    session waits on the last one; first, they overlap, and the quick tests fill in
-    behind them. A tracking stack starts in each worker that runs a test needing one
-    (about 25 CPU-seconds): two workers start one instead of three. In one share, the
-    stack's tests outlast the others' shares, which then take them back.
+    The longest groups go first, so that they overlap and the quick modules fill in
+    behind them: a whole pipeline at the end of the queue would leave the other workers
+    idle while it runs.
     """
-    stack = [item for item in items if STACK_FIXTURE in getattr(item, "fixturenames", ())]
-    rest = [item for item in items if item not in stack]
-    heads: list[list[pytest.Item]] = [[] for _ in range(min(2, workers))]
-    counts = collections.Counter(item.path for item in stack)
-    for turn, (module, _) in enumerate(counts.most_common()):
-        heads[turn % len(heads)] += [item for item in stack if item.path == module]
-    slow = {item.path for item in items if item.get_closest_marker("slow")}
-    ordered: list[pytest.Item] = []
-    for worker in range(workers):
-        size = (len(items) - len(ordered)) // (workers - worker)  # as worksteal deals
-        head = heads[worker] if worker < len(heads) else []
-        filled = max(0, size - len(head))
-        behind, rest = rest[:filled], rest[filled:]
-        ordered += head + sorted(behind, key=lambda item: item.path not in slow)  # stable
-    return ordered + rest
+    stack = [item for item in items if uses_stack(item)]
+    rest = [item for item in items if not uses_stack(item)]
+    slow = {item.path for item in rest if item.get_closest_marker("slow")}
+    return stack + sorted(rest, key=lambda item: item.path not in slow)  # stable
 
 
 def pytest_configure(config):

@@ -1,9 +1,9 @@
 """The tracking server as the cluster runs it, for any test module that needs one: a real
 ``mlflow server`` with the deployment's flags on PostgreSQL, artifacts proxied into
 SeaweedFS's S3 (the store Kubeflow Pipelines installs). One set per test process that
-needs one: its start-up is the slow part, so under pytest-xdist the tests that use it
-lead two workers' shares (``tests/conftest.py``), and the modules that use it register
-models under names of their own."""
+needs one: its start-up is the slow part, so under pytest-xdist the tests that use it run
+in one worker (``tests/conftest.py``), and the modules that use it register models under
+names of their own."""
 
 from __future__ import annotations
 
