@@ -383,20 +383,20 @@ def test_a_sqlite_store_keeps_its_artifacts_beside_the_database_not_in_the_worki
     assert [model.model_id in str(path) for path in checkpoints] == [True]
 
 
-@pytest.mark.parametrize("store", ["runs/mlflow.db", "elsewhere/new.db"])
-def test_commands_started_at_once_on_a_fresh_store_all_work(tmp_path, monkeypatch, store):
-    """Two commands (`tune --local` and `train`, say) at once on a fresh SQLite store, the
-    default ``runs/mlflow.db`` or one named in ``MLFLOW_TRACKING_URI``: one of them makes
-    the store's tables, the other waits, both log."""
+def test_commands_started_at_once_on_a_fresh_store_all_work(tmp_path, monkeypatch):
+    """Two commands (`tune --local` and `train`, say) at once on a fresh SQLite store, one
+    on the default ``runs/mlflow.db``, the other naming the same file in
+    ``MLFLOW_TRACKING_URI``: one of them makes the store's tables, the other waits, both
+    log."""
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     code = (
         "import sys\nfrom components.tracking import run_log\n"
         "with run_log.start_run(f'race-{sys.argv[1]}') as run_id:\n    pass\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    (tmp_path / store).parent.mkdir(exist_ok=True)
-    if store != "runs/mlflow.db":
-        env["MLFLOW_TRACKING_URI"] = f"sqlite:///{tmp_path / store}"
+    store = tmp_path / "runs/mlflow.db"
+    store.parent.mkdir()  # the folder the default store makes, there for the named one
+    default = {**os.environ, "PYTHONPATH": str(REPO)}
+    named = {**default, "MLFLOW_TRACKING_URI": f"sqlite:///{store}"}
     started = [
         subprocess.Popen(
             [sys.executable, "-c", code, str(i)],
@@ -406,13 +406,14 @@ def test_commands_started_at_once_on_a_fresh_store_all_work(tmp_path, monkeypatc
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )  # fmt: skip
-        for i in range(2)
+        for i, env in enumerate((default, named))
     ]
     said = [process.communicate(timeout=HANG_SECONDS)[1][-2000:] for process in started]
     assert [process.returncode for process in started] == [0] * 2, said
-    client = MlflowClient(f"sqlite:///{tmp_path / store}")
-    experiments = [e.experiment_id for e in client.search_experiments()]
-    assert len(client.search_runs(experiments)) == 2
+    client = MlflowClient(f"sqlite:///{store}")
+    experiments = {e.name: e.experiment_id for e in client.search_experiments()}
+    assert {"race-0", "race-1"} <= experiments.keys()  # each command's experiment, one store
+    assert len(client.search_runs(list(experiments.values()))) == 2
 
 
 def test_mlflows_progress_bars_show_on_a_terminal_only():
