@@ -4,6 +4,8 @@ group, then the modules holding a slow test, each module's tests together."""
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import STACK_FIXTURE, STACK_GROUP, group_of, ordered_for_workers
 from tests.support import tracking_stack
 
@@ -56,3 +58,12 @@ def test_the_stacks_tests_lead_as_one_group_and_the_others_go_with_their_module(
         *(STACK_GROUP, STACK_GROUP, "test_quick.py", "test_quick.py"),
         *("test_registry.py", "test_store.py"),
     ]
+
+
+def test_under_loadgroup_this_test_carries_its_modules_group(request):
+    """pytest-xdist marks a test's group in its node id; where a pytest release keeps node
+    ids out of xdist's reach (9.2 does, pytest-dev/pytest-xdist#1386), the groups are lost
+    without a word, and the stack's tests spread over every worker."""
+    if not getattr(request.config.option, "loadgroup", False):  # set in xdist's workers
+        pytest.skip("runs under pytest-xdist's loadgroup (the README's `pytest -n 3`)")
+    assert request.node.nodeid.endswith("@tests/test_conftest.py")
