@@ -121,6 +121,59 @@ def five_conv_cnn(in_channels: int, image_size: int) -> nn.Module:
     return CompactCNN(in_channels, image_size, widths=(32, 64, 96, 192, 256), pools=4)
 
 
+class ResidualBlock(nn.Module):
+    """Two 3×3 convs with batch norm, added to their input, then a ReLU."""
+
+    def __init__(self, channels: int):
+        super().__init__()
+        self.body = nn.Sequential(
+            nn.Conv2d(channels, channels, 3, padding=1, bias=False),
+            nn.BatchNorm2d(channels),
+            nn.ReLU(inplace=True),
+            nn.Conv2d(channels, channels, 3, padding=1, bias=False),
+            nn.BatchNorm2d(channels),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.relu(x + self.body(x))
+
+
+class ResidualCNN(nn.Module):
+    """compact_cnn behind a stride-2 stem, with a residual block after its second and
+    fourth convs: twice the input side for about the same cost (about 70M multiply-adds
+    at 96×96, compact_cnn 60M at 64×64)."""
+
+    def __init__(
+        self,
+        in_channels: int,
+        image_size: int,
+        stem: int = 24,
+        widths: tuple[int, ...] = (32, 64, 128, 256),
+        residual_after: tuple[int, ...] = (1, 3),
+        dropout: float = 0.2,
+    ):
+        super().__init__()
+        if image_size < 32:
+            raise ValueError(f"residual_cnn needs images of at least 32 pixels, found {image_size}")
+        layers: list[nn.Module] = [
+            nn.Conv2d(in_channels, stem, 3, stride=2, padding=1, bias=False),
+            nn.BatchNorm2d(stem),
+            nn.ReLU(inplace=True),
+        ]
+        for index, (a, b) in enumerate(itertools.pairwise((stem, *widths))):
+            layers += [nn.Conv2d(a, b, 3, padding=1, bias=False), nn.BatchNorm2d(b)]
+            layers += [nn.MaxPool2d(2), nn.ReLU(inplace=True)]
+            layers += [ResidualBlock(b)] if index in residual_after else []
+        self.features = nn.Sequential(*layers)
+        self.head = nn.Sequential(
+            nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Dropout(dropout), nn.Linear(widths[-1], 2)
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        logits: torch.Tensor = self.head(self.features(x))
+        return logits
+
+
 def small_input_resnet18(in_channels: int, image_size: int) -> nn.Module:
     """torchvision's ResNet-18, untrained, with a 3×3 stem and no max-pool below 96 pixels."""
     from torchvision.models import resnet18  # 2 s of imports (torch._dynamo): only when used
@@ -140,11 +193,12 @@ MODELS: dict[str, Callable[[int, int], nn.Module]] = {
     "compact_cnn": CompactCNN,
     "five_conv_cnn": five_conv_cnn,
     "bn_cnn": BatchNormCNN,
+    "residual_cnn": ResidualCNN,
     "resnet18": small_input_resnet18,
 }
 
 # models that learn better with random crops on top of flips
-WANTS_CROPS = {"compact_cnn", "five_conv_cnn", "bn_cnn", "resnet18"}
+WANTS_CROPS = {"compact_cnn", "five_conv_cnn", "bn_cnn", "residual_cnn", "resnet18"}
 
 
 def build_model(name: str, in_channels: int, image_size: int) -> nn.Module:

@@ -8,7 +8,14 @@ from dataclasses import dataclass
 from components.core.names import DEFAULT_EXPERIMENT, RUNTIME_HELP, RUNTIMES
 from components.core.schema import LOCAL, PER_RUN, check_seed, setting
 
-MODEL_NAMES = ("tutorial_cnn", "compact_cnn", "five_conv_cnn", "bn_cnn", "resnet18")
+MODEL_NAMES = (
+    "tutorial_cnn",
+    "compact_cnn",
+    "five_conv_cnn",
+    "bn_cnn",
+    "residual_cnn",
+    "resnet18",
+)
 S3_PREFIX = re.compile(r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?")  # a valid bucket name
 URI_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
 SCHEDULES = ("constant", "onecycle")

@@ -76,6 +76,22 @@ def test_five_conv_cnn_has_five_convs_and_pools_after_four():
     assert net.features(torch.zeros(1, 1, 50, 50)).shape == (1, 256, 3, 3)
 
 
+def test_residual_cnn_sees_twice_the_side_for_about_compact_cnns_cost():
+    residual = multiply_adds(build_model("residual_cnn", 3, 96), 3, 96)
+    compact = multiply_adds(build_model("compact_cnn", 3, 64), 3, 64)
+    assert compact < residual < 1.25 * compact
+
+
+def test_residual_cnn_adds_its_blocks_input_to_their_output():
+    net = build_model("residual_cnn", 3, 64).eval()
+    blocks = [m for m in net.modules() if type(m).__name__ == "ResidualBlock"]
+    assert [block.body[0].in_channels for block in blocks] == [64, 256]
+    x = torch.randn(2, 64, 8, 8)
+    torch.nn.init.zeros_(blocks[0].body[-1].weight)  # the body's last batch norm: output 0
+    torch.nn.init.zeros_(blocks[0].body[-1].bias)
+    torch.testing.assert_close(blocks[0](x), F.relu(x))
+
+
 def relu_then_pool(net: torch.nn.Module) -> torch.nn.Module:
     """A copy of ``net`` in the textbook order: every max-pool moved after its ReLU."""
     ordered = copy.deepcopy(net)
@@ -95,7 +111,9 @@ def tutorial_forward(net, x: torch.Tensor) -> torch.Tensor:
     return net.fc2(F.relu(net.fc1(torch.flatten(x, 1))))
 
 
-@pytest.mark.parametrize("name", ["tutorial_cnn", "compact_cnn", "five_conv_cnn", "bn_cnn"])
+@pytest.mark.parametrize(
+    "name", ["tutorial_cnn", "compact_cnn", "five_conv_cnn", "bn_cnn", "residual_cnn"]
+)
 def test_pooling_before_the_relu_computes_the_textbook_function(name):
     torch.manual_seed(0)
     net = build_model(name, 3, 50).train()
@@ -118,7 +136,7 @@ def test_pooling_before_the_relu_computes_the_textbook_function(name):
 
 
 def test_unknown_model_lists_the_valid_names():
-    names = "tutorial_cnn, compact_cnn, five_conv_cnn, bn_cnn, resnet18"
+    names = "tutorial_cnn, compact_cnn, five_conv_cnn, bn_cnn, residual_cnn, resnet18"
     with pytest.raises(ValueError, match=f"expected one of: {names}$"):
         build_model("vgg", 1, 50)
 
