@@ -90,4 +90,4 @@ def test_compile_preset_sets_the_defaults_as_run_and_submit_take_it(tmp_path):
     spec, _ = yaml.safe_load_all(path.read_text())
     found = defaults(spec)
     assert {k: found[k] for k in preset_values("cpu")} == preset_values("cpu")
-    assert found["min_accuracy"] == 0.93 and found["model"] == "compact_cnn"
+    assert found["min_accuracy"] == 0.93 and found["model"] == "residual_cnn"
