@@ -40,7 +40,7 @@ def test_the_job_is_valid_and_writes_the_arrays_the_trials_read():
     assert "--source=s3://pets/kagglecatsanddogs.zip" in steps["download"]["args"]
     arrays = "--output=/shared/dogs-vs-cats-tune/arrays"
     assert arrays in steps["preprocess"]["args"]
-    assert "--image-size=64" in steps["preprocess"]["args"]  # the preset's shape
+    assert "--image-size=96" in steps["preprocess"]["args"]  # the preset's shape
     trial = trial_arguments(target(), TrainConfig(data="-", output="-"), ())
     assert "--data=/shared/dogs-vs-cats-tune/arrays" in trial  # the same folder
     for container in steps.values():  # non-root, no GPU asked for
