@@ -81,46 +81,6 @@ class BatchNormCNN(nn.Module):
         return logits
 
 
-class CompactCNN(nn.Module):
-    """The tutorial's cost with batch norm: 3×3 convs (32/64/128/256 by default), a max-pool
-    after each of the first ``pools``, global average pooling and dropout; about 33M
-    multiply-adds at 50×50 (the tutorial's net: 26M)."""
-
-    def __init__(
-        self,
-        in_channels: int,
-        image_size: int,
-        widths: tuple[int, ...] = (32, 64, 128, 256),
-        pools: int = 3,
-        dropout: float = 0.2,
-    ):
-        super().__init__()
-        if image_size < 16:
-            raise ValueError(
-                f"compact_cnn and five_conv_cnn need images of at least 16 pixels, found "
-                f"{image_size}"
-            )
-        layers: list[nn.Module] = []
-        for index, (a, b) in enumerate(itertools.pairwise((in_channels, *widths))):
-            layers += [nn.Conv2d(a, b, 3, padding=1, bias=False), nn.BatchNorm2d(b)]
-            layers += ([nn.MaxPool2d(2)] if index < pools else []) + [nn.ReLU(inplace=True)]
-        self.features = nn.Sequential(*layers)
-        self.head = nn.Sequential(
-            nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Dropout(dropout), nn.Linear(widths[-1], 2)
-        )
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        logits: torch.Tensor = self.head(self.features(x))
-        return logits
-
-
-def five_conv_cnn(in_channels: int, image_size: int) -> nn.Module:
-    """compact_cnn one layer deeper and narrower in the middle (32/64/96/192/256, four
-    max-pools): about 30M multiply-adds at 50×50, and better on validation at the
-    tutorial's budget (docs/BENCHMARKS.md)."""
-    return CompactCNN(in_channels, image_size, widths=(32, 64, 96, 192, 256), pools=4)
-
-
 class ResidualBlock(nn.Module):
     """Two 3×3 convs with batch norm, added to their input, then a ReLU."""
 
@@ -138,31 +98,36 @@ class ResidualBlock(nn.Module):
         return F.relu(x + self.body(x))
 
 
-class ResidualCNN(nn.Module):
-    """compact_cnn behind a stride-2 stem, with a residual block after its second and
-    fourth convs: twice the input side for about the same cost (about 70M multiply-adds
-    at 96×96, compact_cnn 60M at 64×64)."""
+class CompactCNN(nn.Module):
+    """The tutorial's cost with batch norm: 3×3 convs (32/64/128/256 by default), a max-pool
+    after each of the first ``pools``, global average pooling and dropout; about 33M
+    multiply-adds at 50×50 (the tutorial's net: 26M). A ``stem`` of that many channels
+    puts a stride-2 conv in front; ``residual_after`` adds a residual block after those
+    convs (by index)."""
 
     def __init__(
         self,
         in_channels: int,
         image_size: int,
-        stem: int = 24,
         widths: tuple[int, ...] = (32, 64, 128, 256),
-        residual_after: tuple[int, ...] = (1, 3),
+        pools: int = 3,
         dropout: float = 0.2,
+        stem: int = 0,
+        residual_after: tuple[int, ...] = (),
     ):
         super().__init__()
-        if image_size < 32:
-            raise ValueError(f"residual_cnn needs images of at least 32 pixels, found {image_size}")
-        layers: list[nn.Module] = [
-            nn.Conv2d(in_channels, stem, 3, stride=2, padding=1, bias=False),
-            nn.BatchNorm2d(stem),
-            nn.ReLU(inplace=True),
-        ]
-        for index, (a, b) in enumerate(itertools.pairwise((stem, *widths))):
+        if image_size < 16:
+            raise ValueError(
+                f"compact_cnn and five_conv_cnn need images of at least 16 pixels, found "
+                f"{image_size}"
+            )
+        layers: list[nn.Module] = []
+        if stem:
+            layers += [nn.Conv2d(in_channels, stem, 3, stride=2, padding=1, bias=False)]
+            layers += [nn.BatchNorm2d(stem), nn.ReLU(inplace=True)]
+        for index, (a, b) in enumerate(itertools.pairwise((stem or in_channels, *widths))):
             layers += [nn.Conv2d(a, b, 3, padding=1, bias=False), nn.BatchNorm2d(b)]
-            layers += [nn.MaxPool2d(2), nn.ReLU(inplace=True)]
+            layers += ([nn.MaxPool2d(2)] if index < pools else []) + [nn.ReLU(inplace=True)]
             layers += [ResidualBlock(b)] if index in residual_after else []
         self.features = nn.Sequential(*layers)
         self.head = nn.Sequential(
@@ -172,6 +137,22 @@ class ResidualCNN(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         logits: torch.Tensor = self.head(self.features(x))
         return logits
+
+
+def five_conv_cnn(in_channels: int, image_size: int) -> nn.Module:
+    """compact_cnn one layer deeper and narrower in the middle (32/64/96/192/256, four
+    max-pools): about 30M multiply-adds at 50×50, and better on validation at the
+    tutorial's budget (docs/BENCHMARKS.md)."""
+    return CompactCNN(in_channels, image_size, widths=(32, 64, 96, 192, 256), pools=4)
+
+
+def residual_cnn(in_channels: int, image_size: int) -> nn.Module:
+    """compact_cnn behind a stride-2 stem, a max-pool after all four convs and a residual
+    block after the second and fourth: twice the input side for about the same cost
+    (about 70M multiply-adds at 96×96, compact_cnn 60M at 64×64)."""
+    if image_size < 32:
+        raise ValueError(f"residual_cnn needs images of at least 32 pixels, found {image_size}")
+    return CompactCNN(in_channels, image_size, pools=4, stem=24, residual_after=(1, 3))
 
 
 def small_input_resnet18(in_channels: int, image_size: int) -> nn.Module:
@@ -193,7 +174,7 @@ MODELS: dict[str, Callable[[int, int], nn.Module]] = {
     "compact_cnn": CompactCNN,
     "five_conv_cnn": five_conv_cnn,
     "bn_cnn": BatchNormCNN,
-    "residual_cnn": ResidualCNN,
+    "residual_cnn": residual_cnn,
     "resnet18": small_input_resnet18,
 }
 
