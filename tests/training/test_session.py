@@ -253,7 +253,16 @@ def test_a_leftover_mlflow_run_id_of_another_experiments_run_is_refused_and_left
 
 
 @pytest.mark.slow
-def test_the_accurate_preset_runs_end_to_end(sample_images, tmp_path, mlflow_store):
+@pytest.mark.parametrize(
+    "preset, expected",
+    [
+        ("accurate", {"model": "resnet18", "image_size": "128", "min_crop_area": "0.25"}),
+        ("cpu", {"model": "residual_cnn", "image_size": "96", "mirror_average": "True"}),
+    ],
+)
+def test_a_gpu_or_cpu_preset_runs_end_to_end(
+    preset, expected, sample_images, tmp_path, mlflow_store
+):
     from components import preprocess
 
     few = tmp_path / "few"  # 40 photos a class: the preset's path, not its accuracy
@@ -268,7 +277,7 @@ def test_the_accurate_preset_runs_end_to_end(sample_images, tmp_path, mlflow_sto
             "--output",
             str(tmp_path / "rgb"),
             "--preset",
-            "accurate",
+            preset,
             "--workers",
             "2",
         ]
@@ -280,16 +289,16 @@ def test_the_accurate_preset_runs_end_to_end(sample_images, tmp_path, mlflow_sto
             "--output",
             str(tmp_path / "m"),
             "--preset",
-            "accurate",
+            preset,
             "--dry-run",
         ]
     )
     result = session.train(cfg)
     assert (tmp_path / "m" / ONNX_FILE).is_file()  # exported and checked against torch
     run = MlflowClient(mlflow_store).get_run(result.run_id)
-    assert run.data.params["model"] == "resnet18" and run.data.params["image_size"] == "128"
+    assert {name: run.data.params[name] for name in expected} == expected
     assert run.data.params["channels"] == "3" and len(result.history) == 1
-    assert run.data.params["min_crop_area"] == "0.25" and run.data.params["epochs"] == "100"
+    assert run.data.params["epochs"] == {"accurate": "100", "cpu": "32"}[preset]
 
 
 def test_a_bad_label_fails_before_any_mlflow_run_is_created(small_arrays, tmp_path, mlflow_store):
