@@ -182,6 +182,6 @@ def _add_preset_flag(parser: argparse.ArgumentParser, default: str | None = None
         "--preset",
         choices=list(PRESETS),
         default=default,
-        help="named settings (tutorial: fast, grey 50×50; cpu: RGB 64×64 on 2 cores; "
+        help="named settings (tutorial: fast, grey 50×50; cpu: RGB 96×96 on 2 cores; "
         f"accurate: RGB 128×128 ResNet-18){on_cluster}; name=value pairs override them",
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,6 +79,45 @@ def augment(
     if crop_padding:
         pixels = _random_crop(pixels, generator, crop_padding)
     return pixels
+
+
+def epoch_side(full: int, start: int, epoch: int, epochs: int) -> int:
+    """Progressive resizing: the side epoch ``epoch`` (1-based) of ``epochs`` trains at,
+    growing linearly from ``start`` to ``full`` in steps of 8 pixels; ``start`` 0: always
+    ``full``."""
+    if not start or start >= full or epochs == 1:
+        return full
+    grown = (full - start) * (epoch - 1) / (epochs - 1)
+    return min(full, start + round(grown / 8) * 8)
+
+
+def downscale(pixels: torch.Tensor, side: int) -> torch.Tensor:
+    """Float pixels resized to ``side``×``side`` with antialiasing (as preprocess shrinks
+    photos); unchanged at their own side."""
+    if pixels.shape[-1] == side:
+        return pixels
+    return F.interpolate(pixels, size=(side, side), mode="bilinear", antialias=True)
+
+
+def cutmix(
+    pixels: torch.Tensor, generator: torch.Generator, draws: random.Random
+) -> tuple[torch.Tensor, torch.Tensor, float]:
+    """CutMix: one random box of every image replaced by the same box of another image of
+    the batch (its partner), the box's area a uniform share of the image.
+
+    Returns:
+        The mixed pixels, each image's partner (an index into the batch) and the share
+        of each image that is still its own, which weights its own label in the loss.
+    """
+    count, _, height, width = pixels.shape
+    partner = torch.randperm(count, generator=generator, device=pixels.device)
+    side = math.sqrt(draws.random())
+    box_height, box_width = round(height * side), round(width * side)
+    top, left = draws.randint(0, height - box_height), draws.randint(0, width - box_width)
+    rows, cols = slice(top, top + box_height), slice(left, left + box_width)
+    mixed = pixels.clone()
+    mixed[:, :, rows, cols] = pixels[partner, :, rows, cols]
+    return mixed, partner, 1 - box_height * box_width / (height * width)
 
 
 def _random_resized_crop(

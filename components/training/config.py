@@ -45,6 +45,16 @@ class TrainConfig:
         "(aspect 3:4 to 4:3), instead of shifted crops",
     )
     label_smoothing: float = setting(0.0, "share of each label's weight spread over both classes")
+    start_size: int = setting(
+        0,
+        "progressive resizing: the first epoch trains on photos downscaled to this side, "
+        "growing in steps of 8 pixels to the data's side by the last; 0: every epoch at it",
+    )
+    cutmix: float = setting(
+        0.0,
+        "share of batches trained with CutMix: a random box of each image replaced by the "
+        "same box of another, the labels weighted by area",
+    )
     mirror_average: bool = setting(
         False,
         "predict (validation, test, the logged model) with the mean of each image's and its "
@@ -138,6 +148,10 @@ class TrainConfig:
                 "expected 0 < min crop area <= 1 and 0 <= label smoothing < 1, found "
                 f"{self.min_crop_area} and {self.label_smoothing}"
             )
+        if self.start_size and self.start_size < 16:
+            raise ValueError(f"expected a start size of 0 or at least 16, found {self.start_size}")
+        if not 0 <= self.cutmix <= 1:
+            raise ValueError(f"expected a CutMix share from 0 to 1, found {self.cutmix}")
         check_checkpoint_uri(self.checkpoint_uri, "checkpoint_uri")
         check_seed(self.seed, "seed")
         if not 0 <= self.weight_decay < float("inf"):

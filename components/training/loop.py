@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+import random
 import time
 from dataclasses import dataclass
 from typing import Any, cast
@@ -17,7 +18,7 @@ from components.core.progress import progress
 from components.networks.models import WANTS_CROPS, Classifier, build_model
 from components.scoring.scorers import pick_runtime, score_batches
 from components.training import runtime
-from components.training.batches import DeviceSplit, augment
+from components.training.batches import DeviceSplit, augment, cutmix, downscale, epoch_side
 from components.training.config import TrainConfig
 from components.training.inference import autocast, predict_logits
 from components.training.onnx_graph import OnnxGraph
@@ -161,7 +162,9 @@ def train_one_epoch(
     torch.manual_seed(epoch_seed(cfg.seed, epoch) + workers.rank)  # dropout
     order = torch.Generator(device).manual_seed(epoch_seed(cfg.seed, epoch))
     noise = torch.Generator(device).manual_seed(epoch_seed(cfg.seed, epoch) + workers.rank)
+    mixing = random.Random(epoch_seed(cfg.seed, epoch) + workers.rank)  # CutMix's boxes
     crop = max(1, data.images.shape[-1] // 8) if cfg.model in WANTS_CROPS else 0
+    side = epoch_side(data.images.shape[-1], cfg.start_size, epoch, cfg.epochs)
     learner.parallel.train()
     loss_sum = torch.zeros((), device=device)
     correct = torch.zeros((), device=device, dtype=torch.int64)
@@ -181,9 +184,18 @@ def train_one_epoch(
             inputs = augment(pixels, noise, crop, cfg.min_crop_area)
         else:
             inputs = pixels.float()
+        inputs = downscale(inputs, side)
+        partner, own = None, 1.0
+        if cfg.cutmix and mixing.random() < cfg.cutmix:
+            inputs, partner, own = cutmix(inputs, noise, mixing)
         with autocast(device, cfg.amp, on_cpu=True):
             logits = learner.parallel(inputs)
             loss = F.cross_entropy(logits, labels, label_smoothing=cfg.label_smoothing)
+            if partner is not None:
+                partners = F.cross_entropy(
+                    logits, labels[partner], label_smoothing=cfg.label_smoothing
+                )
+                loss = own * loss + (1 - own) * partners
         learner.optimizer.zero_grad(set_to_none=True)
         loss.backward()  # type: ignore[no-untyped-call]  # torch leaves it unannotated
         learner.optimizer.step()

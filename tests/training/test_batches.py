@@ -1,10 +1,14 @@
-"""Device-side batches: shuffled coverage, flips and crops."""
+"""Device-side batches: shuffled coverage, flips, crops, CutMix and progressive resizing."""
 
 from __future__ import annotations
 
+import itertools
+import random
+
+import pytest
 import torch
 
-from components.training.batches import DeviceSplit, augment
+from components.training.batches import DeviceSplit, augment, cutmix, downscale, epoch_side
 
 
 def test_batches_cover_every_sample_once_when_shuffled():
@@ -39,3 +43,37 @@ def test_random_resized_crops_zoom_into_a_box_of_at_least_the_asked_area():
     spans = first[:, 0, 0, :].amax(1) - first[:, 0, 0, :].amin(1)
     assert spans.min() >= 0.43 * 248 * 31 / 32 - 8 and first.min() >= 0 and first.max() <= 248
     assert (spans < 200).float().mean() > 0.5  # most crops zoom in
+
+
+def test_cutmix_pastes_one_box_of_each_partner_and_weights_by_what_is_left():
+    # image i is filled with the value i: every pixel says which image it came from
+    pixels = torch.arange(8, dtype=torch.float32).view(8, 1, 1, 1).expand(8, 3, 20, 20)
+    mixed, partner, own = cutmix(pixels, torch.Generator().manual_seed(3), random.Random(3))
+    assert sorted(partner.tolist()) == list(range(8))
+    for index in range(8):
+        from_partner = mixed[index] == partner[index]
+        if partner[index] != index and from_partner.any():
+            assert torch.equal(mixed[index][~from_partner], pixels[index][~from_partner])
+            rows, cols = from_partner[0].nonzero().unbind(1)
+            box = (rows.max() - rows.min() + 1) * (cols.max() - cols.min() + 1)
+            assert box == from_partner[0].sum()  # one rectangle, the same on every channel
+            assert torch.equal(from_partner, from_partner[:1].expand(3, 20, 20))
+            assert own == pytest.approx(1 - box.item() / 400)
+    assert torch.equal(pixels[:, 0, 0, 0], torch.arange(8.0))  # the input is left as it was
+
+
+def test_progressive_resizing_grows_in_steps_of_8_to_the_full_side_by_the_last_epoch():
+    sides = [epoch_side(96, 48, epoch, 24) for epoch in range(1, 25)]
+    assert sides[0] == 48 and sides[-1] == 96
+    assert {b - a for a, b in itertools.pairwise(sides)} <= {0, 8}  # grows in steps of 8
+    assert [epoch_side(50, 20, epoch, 10) for epoch in (1, 10)] == [20, 50]  # capped at 50
+    assert {epoch_side(96, 0, epoch, 24) for epoch in range(1, 25)} == {96}  # off
+    assert epoch_side(96, 48, 1, 1) == 96  # a single epoch trains at the full side
+
+
+def test_downscale_shrinks_with_antialiasing_and_keeps_the_full_side_as_it_is():
+    stripes = torch.tensor([0.0, 255.0]).repeat(48).expand(2, 3, 96, 96)  # 1-pixel stripes
+    small = downscale(stripes, 48)
+    assert small.shape == (2, 3, 48, 48)
+    assert small.min() > 100 and small.max() < 155  # averaged to grey, not aliased
+    assert downscale(stripes, 96) is stripes

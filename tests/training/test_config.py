@@ -17,6 +17,8 @@ from pipeline.target import PipelineOnly
         ({"schedule": "cosine"}, "expected one of: constant, onecycle"),
         ({"epochs": 0}, "expected epochs >= 1"),
         ({"lr": float("inf")}, "a finite lr > 0"),
+        ({"start_size": 8}, "expected a start size of 0 or at least 16, found 8"),
+        ({"cutmix": 1.5}, "expected a CutMix share from 0 to 1, found 1.5"),
     ],
 )
 def test_bad_config_is_a_clear_error(tmp_path, overrides, message):

@@ -1,4 +1,5 @@
-"""The epoch loop's fast paths compute what the plain ones do; on a GPU, without host syncs."""
+"""The epoch loop: its fast paths compute what the plain ones do (on a GPU, without host
+syncs); its epochs train at their progressive side, with CutMix."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import pytest
 import torch
 
 from components.training import runtime
+from components.training.batches import DeviceSplit
 from components.training.config import TrainConfig
 from components.training.inference import predict_logits
 from components.training.loop import Learner, make_optimizer, new_learner, train_one_epoch
@@ -62,3 +64,20 @@ def test_a_compiled_epoch_on_the_gpu_with_fused_adamw_and_crops():
         learner, tiny_split(device, count=400), cfg, 1, runtime.Workers()
     )
     assert seen.item() == 400 and torch.isfinite(loss_sum)
+
+
+def test_an_epoch_trains_at_its_progressive_side_with_cutmix():
+    cfg = TrainConfig(
+        data="unused", output="unused", model="compact_cnn", epochs=3, batch_size=10,
+        start_size=16, cutmix=1.0,
+    )  # fmt: skip
+    meta = {"channels": 3, "image_size": 32, "mean": [0.5] * 3, "std": [0.25] * 3}
+    learner = new_learner(cfg, meta, runtime.Workers(), torch.device("cpu"), steps_per_epoch=2)
+    sides: list[int] = []
+    learner.model.net.register_forward_pre_hook(lambda _, args: sides.append(args[0].shape[-1]))
+    generator = torch.Generator().manual_seed(0)
+    pixels = torch.randint(0, 256, (20, 3, 32, 32), dtype=torch.uint8, generator=generator)
+    data = DeviceSplit(pixels, torch.arange(20) % 2)
+    losses = [train_one_epoch(learner, data, cfg, epoch, runtime.Workers())[0] for epoch in (1, 3)]
+    assert sides == [16, 16, 32, 32]  # epoch 1 at the start size, the last at the data's
+    assert all(torch.isfinite(loss) and loss > 0 for loss in losses)
