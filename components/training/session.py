@@ -26,7 +26,7 @@ from components.core.atomic import atomic_file, claim_directory, exclusive, writ
 from components.core.identity import sha256_of_bytes
 from components.core.names import WEIGHTS_FILE
 from components.data.arrays import load_split, read_meta
-from components.networks.models import Classifier, OneBatchOfViews, save_trained
+from components.networks.models import Classifier, OneBatchOfViews, build_model, save_trained
 from components.networks.spec import SPEC_FILE
 from components.scoring.onnx_file import INT8_FILE, ONNX_FILE
 from components.tracking import checkpoint_models, logged_models, run_log, store
@@ -113,6 +113,7 @@ def _train(
             f"processes, found {cfg.batch_size}"
         )
     meta = read_meta(Path(cfg.data))
+    _refuse_a_start_size_the_net_cannot_take(cfg, meta)
     # the checkpoint is checked before the data loads and anything trains
     found = checkpoints.find_checkpoint(cfg, meta) if cfg.resume and workers.is_main else None
     train_data = DeviceSplit.load(Path(cfg.data), "train", device)
@@ -200,6 +201,27 @@ def _refuse_a_trained_output(cfg: TrainConfig) -> None:
         f"run{earlier}, left as it is; give --resume to continue it, --overwrite to replace "
         "it, or another --output"
     )
+
+
+def _refuse_a_start_size_the_net_cannot_take(cfg: TrainConfig, meta: dict[str, Any]) -> None:
+    """Progressive resizing's first side: at most the data's, and one the net can take."""
+    side, channels = meta["image_size"], meta["channels"]
+    if not cfg.start_size:
+        return
+    if cfg.start_size > side:
+        raise ValueError(
+            f"expected a start size of at most the data's side ({side}), found {cfg.start_size}"
+        )
+    net = build_model(cfg.model, channels, side).eval()
+    try:
+        with torch.no_grad():
+            net(torch.zeros(1, channels, cfg.start_size, cfg.start_size))
+    except RuntimeError:
+        raise ValueError(
+            f"expected a start size {cfg.model} can take, found {cfg.start_size}: it fails "
+            f"on {cfg.start_size}×{cfg.start_size} photos (tutorial_cnn takes only its own "
+            "side; residual_cnn at least 32)"
+        ) from None
 
 
 def _refuse_a_retry_that_diverged(cfg: TrainConfig) -> None:

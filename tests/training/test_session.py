@@ -497,3 +497,18 @@ def test_a_train_stopped_by_sigterm_ends_its_run_killed_and_says_how_to_resume(
     said = stderr.strip().splitlines()[-1]
     command = said.partition("continue from its last checkpoint with: ")[2]
     assert shlex.split(command) == ["python", "-m", "components.train", *args, "--resume"]
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"start_size": 48}, r"expected a start size of at most the data's side \(40\), found 48"),
+        ({"start_size": 32}, "expected a start size tutorial_cnn can take, found 32"),
+    ],
+)
+def test_a_start_size_the_data_or_the_net_cannot_take_is_refused_before_training(
+    sample_arrays, tmp_path, mlflow_store, overrides, message
+):
+    with pytest.raises(ValueError, match=message):
+        session.train(config(sample_arrays, tmp_path / "out", epochs=2, **overrides))
+    assert not (tmp_path / "out" / "checkpoint.pt").exists()
