@@ -31,9 +31,9 @@ PRESETS: dict[str, dict[str, object]] = {
         "min_accuracy": 0.88,
     },
     # 2 CPU cores: RGB 96×96 through residual_cnn's stride-2 stem (about compact_cnn's
-    # cost at 64×64) for 32 epochs, with stronger weight decay, label smoothing and mirror
-    # averaging; the recipe searched on a GPU at 50×50, the net and size chosen on
-    # validation against compact_cnn at 64×64 (docs/BENCHMARKS.md)
+    # cost at 64×64) for 32 epochs, with stronger weight decay, label smoothing, CutMix on
+    # half the batches and mirror averaging; the recipe searched on a GPU at 50×50, the
+    # net, size and CutMix chosen on validation (docs/BENCHMARKS.md)
     "cpu": {
         "image_size": 96,
         "channels": 3,
@@ -44,6 +44,7 @@ PRESETS: dict[str, dict[str, object]] = {
         "weight_decay": 0.05,
         "schedule": "onecycle",
         "label_smoothing": 0.1,
+        "cutmix": 0.5,
         "mirror_average": True,
         "min_accuracy": 0.93,
     },

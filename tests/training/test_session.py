@@ -257,7 +257,15 @@ def test_a_leftover_mlflow_run_id_of_another_experiments_run_is_refused_and_left
     "preset, expected",
     [
         ("accurate", {"model": "resnet18", "image_size": "128", "min_crop_area": "0.25"}),
-        ("cpu", {"model": "residual_cnn", "image_size": "96", "mirror_average": "True"}),
+        (
+            "cpu",
+            {
+                "model": "residual_cnn",
+                "image_size": "96",
+                "cutmix": "0.5",
+                "mirror_average": "True",
+            },
+        ),
     ],
 )
 def test_a_gpu_or_cpu_preset_runs_end_to_end(
