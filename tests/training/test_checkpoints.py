@@ -202,7 +202,7 @@ def changed(value):
 
 @pytest.mark.parametrize("schedule", ["constant", "onecycle"])
 def test_resume_refuses_a_change_to_any_recipe_field_the_schema_declares(schedule):
-    cfg = TrainConfig(data="d", output="o", schedule=schedule, min_crop_area=0.5)
+    cfg = TrainConfig(data="d", output="o", schedule=schedule, min_crop_area=0.5, start_size=16)
     meta = {"channels": 1, "image_size": 40}
     state = {"config": dataclasses.asdict(cfg), "data_shape": [1, 40], "epoch": 1}
     checkpoints.check_resumable(state, cfg, meta)  # the same recipe resumes
