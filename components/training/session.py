@@ -205,9 +205,9 @@ def _refuse_a_trained_output(cfg: TrainConfig) -> None:
 
 def _refuse_a_start_size_the_net_cannot_take(cfg: TrainConfig, meta: dict[str, Any]) -> None:
     """Progressive resizing's first side: at most the data's, and one the net can take."""
-    side, channels = meta["image_size"], meta["channels"]
     if not cfg.start_size:
         return
+    side, channels = meta["image_size"], meta["channels"]
     if cfg.start_size > side:
         raise ValueError(
             f"expected a start size of at most the data's side ({side}), found {cfg.start_size}"
