@@ -37,6 +37,7 @@ def train_op(
     shift_average: bool,
     amp: bool,
     compile: bool,
+    validate_every: int,
     seed: int,
     experiment: str,
     combination: str = "",
@@ -120,6 +121,7 @@ def trainjob_op(
     shift_average: bool,
     amp: bool,
     compile: bool,
+    validate_every: int,
     seed: int,
     experiment: str,
 ) -> str:
@@ -206,6 +208,7 @@ def tune_op(
     shift_average: bool,
     amp: bool,
     compile: bool,
+    validate_every: int,
     seed: int,
     experiment: str,
     algorithm: str,

@@ -73,6 +73,12 @@ class TrainConfig:
         "torch.compile the net: faster epochs after a minute or so of compiling",
         role=PER_RUN,
     )
+    validate_every: int = setting(
+        1,
+        "score the val split after every Nth epoch and after the last (on a CPU, ten views "
+        "of each val photo cost about half an epoch)",
+        role=PER_RUN,
+    )
     seed: int = setting(0, "seed of the initial weights, the order and the augmentation")
     # per run
     experiment: str = setting(DEFAULT_EXPERIMENT, "MLflow experiment", role=PER_RUN)
@@ -148,6 +154,8 @@ class TrainConfig:
                 "expected 0 < min crop area <= 1 and 0 <= label smoothing < 1, found "
                 f"{self.min_crop_area} and {self.label_smoothing}"
             )
+        if self.validate_every < 1:
+            raise ValueError(f"expected validate every >= 1 epochs, found {self.validate_every}")
         if self.start_size and self.start_size < 16:
             raise ValueError(f"expected a start size of 0 or at least 16, found {self.start_size}")
         if not 0 <= self.cutmix <= 1:

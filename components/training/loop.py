@@ -103,7 +103,7 @@ def run_epoch(
     epoch: int,
     workers: runtime.Workers,
 ) -> dict[str, float]:
-    """Train one epoch, then score the val split.
+    """Train one epoch, then score the val split where ``validates`` says so.
 
     Returns:
         The epoch's metrics, summed over all ranks, under the names MLflow logs.
@@ -118,26 +118,23 @@ def run_epoch(
     sums = train_one_epoch(learner, train_data, cfg, epoch, workers)
     loss_sum, correct, seen = (t.item() for t in runtime.sum_across(workers, *sums))
     seconds = time.perf_counter() - started  # .item() above waited for the device
-    val_loss, val_correct, val_seen = validate(learner, val_data, cfg, workers)
-    metrics = {
-        "train_loss": loss_sum / seen,
-        "train_accuracy": correct / seen,
-        "val_loss": val_loss / val_seen,
-        "val_accuracy": val_correct / val_seen,
-        "epoch_seconds": seconds,
-        "images_per_second": seen / seconds,
-    }
-    losses = (metrics["train_loss"], metrics["val_loss"])
-    if not all(math.isfinite(loss) and loss < DIVERGED_LOSS for loss in losses):
+    metrics = {"train_loss": loss_sum / seen, "train_accuracy": correct / seen}
+    if validates(cfg, epoch):
+        val_loss, val_correct, val_seen = validate(learner, val_data, cfg, workers)
+        metrics.update(val_loss=val_loss / val_seen, val_accuracy=val_correct / val_seen)
+    metrics.update(epoch_seconds=seconds, images_per_second=seen / seconds)
+    losses = {name: metrics[name] for name in ("train_loss", "val_loss") if name in metrics}
+    if not all(math.isfinite(loss) and loss < DIVERGED_LOSS for loss in losses.values()):
         kept = (
             f"the checkpoint after epoch {epoch - 1} is kept"
             if epoch > 1
             else "no epoch finished: there is no checkpoint or model"
         )
+        found = " and ".join(f"{name}={loss:.4g}" for name, loss in losses.items())
         raise DivergedError(
             f"epoch {epoch}: expected finite losses below {DIVERGED_LOSS:.0f} (a thousand "
-            f"times a coin toss's), found train_loss={losses[0]:.4g} and val_loss="
-            f"{losses[1]:.4g}: training diverged; lower --lr (now {cfg.lr}); {kept}"
+            f"times a coin toss's), found {found}: training diverged; lower --lr (now "
+            f"{cfg.lr}); {kept}"
         )
     if device.type == "cuda":
         metrics["gpu_memory_peak_mb"] = torch.cuda.max_memory_allocated(device) / 2**20
@@ -147,6 +144,12 @@ def run_epoch(
         summary = ", ".join(f"{k} {v:.4g}" for k, v in metrics.items())
         log.info("epoch %d/%d %s", epoch, cfg.epochs, summary)
     return metrics
+
+
+def validates(cfg: TrainConfig, epoch: int) -> bool:
+    """Whether ``epoch`` ends with a score of the val split: every ``validate_every``th,
+    the last, and a dry run's one."""
+    return epoch % cfg.validate_every == 0 or epoch == cfg.epochs or cfg.dry_run
 
 
 def train_one_epoch(

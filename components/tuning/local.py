@@ -120,9 +120,11 @@ def suggest(trial: optuna.Trial, dimension: Dimension) -> object:
 
 
 def _pruner_of(trial: optuna.Trial) -> Callable[[int, dict[str, float]], None]:
-    """Report each epoch's validation accuracy; stop the trial when the pruner says so."""
+    """Report each validated epoch's accuracy; stop the trial when the pruner says so."""
 
     def report(epoch: int, metrics: dict[str, float]) -> None:
+        if OBJECTIVE not in metrics:  # an epoch between validations (``validate_every``)
+            return
         trial.report(metrics[OBJECTIVE], epoch)
         if trial.should_prune():
             raise optuna.TrialPruned(

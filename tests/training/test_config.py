@@ -19,6 +19,7 @@ from pipeline.target import PipelineOnly
         ({"lr": float("inf")}, "a finite lr > 0"),
         ({"start_size": 8}, "expected a start size of 0 or at least 16, found 8"),
         ({"cutmix": 1.5}, "expected a CutMix share from 0 to 1, found 1.5"),
+        ({"validate_every": 0}, "expected validate every >= 1 epochs, found 0"),
     ],
 )
 def test_bad_config_is_a_clear_error(tmp_path, overrides, message):

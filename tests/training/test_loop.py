@@ -10,7 +10,13 @@ from components.training import runtime
 from components.training.batches import DeviceSplit
 from components.training.config import TrainConfig
 from components.training.inference import predict_logits
-from components.training.loop import Learner, make_optimizer, new_learner, train_one_epoch
+from components.training.loop import (
+    Learner,
+    make_optimizer,
+    new_learner,
+    run_epoch,
+    train_one_epoch,
+)
 from tests.support.models import tiny_model, tiny_split
 
 
@@ -81,3 +87,18 @@ def test_an_epoch_trains_at_its_progressive_side_with_cutmix():
     losses = [train_one_epoch(learner, data, cfg, epoch, runtime.Workers())[0] for epoch in (1, 3)]
     assert sides == [16, 16, 32, 32]  # epoch 1 at the start size, the last at the data's
     assert all(torch.isfinite(loss) and loss > 0 for loss in losses)
+
+
+def test_the_val_split_is_scored_after_every_nth_epoch_and_the_last():
+    cfg = TrainConfig(
+        data="unused", output="unused", model="tutorial_cnn", epochs=5, batch_size=20,
+        validate_every=2, runtime="torch",
+    )  # fmt: skip
+    meta = {"channels": 1, "image_size": 40, "mean": [0.45], "std": [0.25]}
+    learner = new_learner(cfg, meta, runtime.Workers(), torch.device("cpu"), steps_per_epoch=2)
+    data = tiny_split(torch.device("cpu"), count=40)
+    scored = [
+        "val_accuracy" in run_epoch(learner, data, data, cfg, epoch, runtime.Workers())
+        for epoch in range(1, 6)
+    ]
+    assert scored == [False, True, False, True, True]
