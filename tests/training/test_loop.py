@@ -91,7 +91,7 @@ def test_an_epoch_trains_at_its_progressive_side_with_cutmix():
 
 def test_the_val_split_is_scored_after_every_nth_epoch_and_the_last():
     cfg = TrainConfig(
-        data="unused", output="unused", model="tutorial_cnn", epochs=5, batch_size=20,
+        data="unused", output="unused", model="tutorial_cnn", epochs=3, batch_size=20,
         validate_every=2, runtime="torch",
     )  # fmt: skip
     meta = {"channels": 1, "image_size": 40, "mean": [0.45], "std": [0.25]}
@@ -99,6 +99,6 @@ def test_the_val_split_is_scored_after_every_nth_epoch_and_the_last():
     data = tiny_split(torch.device("cpu"), count=40)
     scored = [
         "val_accuracy" in run_epoch(learner, data, data, cfg, epoch, runtime.Workers())
-        for epoch in range(1, 6)
+        for epoch in range(1, 4)
     ]
-    assert scored == [False, True, False, True, True]
+    assert scored == [False, True, True]  # the 2nd, and the last
