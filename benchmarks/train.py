@@ -82,11 +82,12 @@ def run_project(arrays: Path, output: Path, epochs: int, extra: list[str]) -> di
 
 
 def seconds_to_reach(history: list[dict], accuracy: float) -> float | None:
-    """Training seconds until the first epoch whose val accuracy reaches ``accuracy``."""
+    """Training seconds until the first scored epoch whose val accuracy reaches
+    ``accuracy`` (epochs between validations, ``validate_every``, have none)."""
     elapsed = 0.0
     for epoch in history:
         elapsed += epoch["epoch_seconds"]
-        if epoch["val_accuracy"] >= accuracy:
+        if epoch.get("val_accuracy", 0.0) >= accuracy:
             return elapsed
     return None
 
