@@ -70,15 +70,13 @@ def augment(
     ``min_crop_area`` below 1 random resized crops: a box of that share of the image or
     more, aspect 3:4 to 4:3, anywhere inside it, scaled back to the full size.
     """
-    pixels = pixels.float()
     count = len(pixels)
     flip = torch.rand(count, generator=generator, device=pixels.device) < 0.5
-    pixels = torch.where(flip.view(-1, 1, 1, 1), pixels.flip(3), pixels)
     if min_crop_area < 1:
+        pixels = pixels.float()
+        pixels = torch.where(flip.view(-1, 1, 1, 1), pixels.flip(3), pixels)
         return _random_resized_crop(pixels, generator, min_crop_area)
-    if crop_padding:
-        pixels = _random_crop(pixels, generator, crop_padding)
-    return pixels
+    return _flipped_crop(pixels, flip, generator, crop_padding)
 
 
 def epoch_side(full: int, start: int, epoch: int, epochs: int) -> int:
@@ -139,14 +137,58 @@ def _random_resized_crop(
     return F.grid_sample(pixels, grid, padding_mode="reflection", align_corners=False)
 
 
-def _random_crop(pixels: torch.Tensor, generator: torch.Generator, padding: int) -> torch.Tensor:
-    count, _, height, width = pixels.shape
-    padded = F.pad(pixels, (padding,) * 4, mode="reflect")
+def _flipped_crop(
+    pixels: torch.Tensor, flip: torch.Tensor, generator: torch.Generator, padding: int
+) -> torch.Tensor:
+    """Each image mirrored where ``flip``, then cropped at a random shift of up to
+    ``padding`` pixels after reflect padding, as float pixels: the same pixels as
+    flipping, padding and cropping the batch in turn, in one copy."""
+    count, device = len(pixels), pixels.device
+    if padding:
+        dy = torch.randint(0, 2 * padding + 1, (count,), generator=generator, device=device)
+        dx = torch.randint(0, 2 * padding + 1, (count,), generator=generator, device=device)
+    else:  # flips only
+        dy = dx = torch.zeros(count, dtype=torch.int64, device=device)
+    if device.type == "cpu":
+        return _crop_image_by_image(pixels, flip, dy, dx, padding)
+    return _crop_in_one_gather(pixels, flip, dy, dx, padding)
+
+
+def _crop_image_by_image(
+    pixels: torch.Tensor, flip: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor, padding: int
+) -> torch.Tensor:
+    """The CPU's way: the batch padded once, then each crop copied (a fifth of the time
+    of three passes over the batch, at 100 photos of 96×96)."""
+    count, channels, height, width = pixels.shape
+    padded = F.pad(pixels, (padding,) * 4, mode="reflect") if padding else pixels
+    out = torch.empty((count, channels, height, width))
+    for index, (mirrored, top, left) in enumerate(
+        zip(flip.tolist(), dy.tolist(), dx.tolist(), strict=True)
+    ):
+        if mirrored:  # the mirror image's crop at ``left`` is this crop, mirrored
+            left = 2 * padding - left
+        crop = padded[index, :, top : top + height, left : left + width]
+        out[index] = crop.flip(2) if mirrored else crop
+    return out
+
+
+def _crop_in_one_gather(
+    pixels: torch.Tensor, flip: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor, padding: int
+) -> torch.Tensor:
+    """The GPU's way: one gather kernel for the batch, not one copy an image."""
+    count, channels, height, width = pixels.shape
     device = pixels.device
-    dy = torch.randint(0, 2 * padding + 1, (count, 1), generator=generator, device=device)
-    dx = torch.randint(0, 2 * padding + 1, (count, 1), generator=generator, device=device)
-    rows = (dy + torch.arange(height, device=device)).view(count, 1, height, 1)
-    cols = (dx + torch.arange(width, device=device)).view(count, 1, 1, width)
+    rows = _reflected(dy.view(-1, 1) - padding + torch.arange(height, device=device), height)
+    cols = _reflected(dx.view(-1, 1) - padding + torch.arange(width, device=device), width)
+    cols = torch.where(flip.view(-1, 1), width - 1 - cols, cols)
     samples = torch.arange(count, device=device).view(count, 1, 1, 1)
-    channels = torch.arange(pixels.shape[1], device=device).view(1, -1, 1, 1)
-    return padded[samples, channels, rows, cols]
+    planes = torch.arange(channels, device=device).view(1, -1, 1, 1)
+    crops = pixels[samples, planes, rows.view(count, 1, height, 1), cols.view(count, 1, 1, width)]
+    return crops.float()
+
+
+def _reflected(index: torch.Tensor, size: int) -> torch.Tensor:
+    """Indices off either edge of ``range(size)`` mirrored back inside it, as reflect
+    padding does (at most ``size - 1`` off)."""
+    index = index.abs()
+    return torch.where(index > size - 1, 2 * (size - 1) - index, index)

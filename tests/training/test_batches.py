@@ -7,8 +7,17 @@ import random
 
 import pytest
 import torch
+from torch.nn import functional as F
 
-from components.training.batches import DeviceSplit, augment, cutmix, downscale, epoch_side
+from components.training.batches import (
+    DeviceSplit,
+    _crop_image_by_image,
+    _crop_in_one_gather,
+    augment,
+    cutmix,
+    downscale,
+    epoch_side,
+)
 
 
 def test_batches_cover_every_sample_once_when_shuffled():
@@ -25,6 +34,32 @@ def test_augment_flips_and_crops_deterministically():
     flipped_only = augment(pixels, torch.Generator().manual_seed(1))
     for original, out in zip(pixels.float(), flipped_only, strict=True):
         assert torch.equal(out, original) or torch.equal(out, original.flip(2))
+
+
+@pytest.mark.parametrize("padding", [1, 3, 12])
+def test_shifted_crops_are_the_mirrored_padded_photo_cut_at_the_drawn_shift(padding):
+    pixels = torch.randint(0, 256, (16, 3, 20, 33), dtype=torch.uint8)
+    out = augment(pixels, torch.Generator().manual_seed(4), crop_padding=padding)
+    draws = torch.Generator().manual_seed(4)  # the same draws, in augment's order
+    flip = torch.rand(16, generator=draws) < 0.5
+    dy = torch.randint(0, 2 * padding + 1, (16,), generator=draws)
+    dx = torch.randint(0, 2 * padding + 1, (16,), generator=draws)
+    mirrored = torch.where(flip.view(-1, 1, 1, 1), pixels.flip(3), pixels).float()
+    padded = F.pad(mirrored, (padding,) * 4, mode="reflect")
+    for index in range(16):
+        top, left = int(dy[index]), int(dx[index])
+        assert torch.equal(out[index], padded[index, :, top : top + 20, left : left + 33])
+    assert out.dtype == torch.float32 and bool(flip.any()) and not bool(flip.all())
+
+
+def test_the_gpus_one_gather_cuts_the_same_crops_as_the_cpus_copies():
+    pixels = torch.randint(0, 256, (9, 3, 20, 33), dtype=torch.uint8)
+    draws = torch.Generator().manual_seed(3)
+    flip = torch.rand(9, generator=draws) < 0.5
+    for padding in (0, 3, 12):
+        dy, dx = torch.randint(0, 2 * padding + 1, (2, 9), generator=draws)
+        by_image = _crop_image_by_image(pixels, flip, dy, dx, padding)
+        assert torch.equal(_crop_in_one_gather(pixels, flip, dy, dx, padding), by_image)
 
 
 def test_random_resized_crops_zoom_into_a_box_of_at_least_the_asked_area():
