@@ -14,6 +14,7 @@ MODEL_NAMES = (
     "five_conv_cnn",
     "bn_cnn",
     "residual_cnn",
+    "lean_residual_cnn",
     "resnet18",
 )
 S3_PREFIX = re.compile(r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?")  # a valid bucket name

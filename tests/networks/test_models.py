@@ -92,6 +92,15 @@ def test_residual_cnn_adds_its_blocks_input_to_their_output():
     torch.testing.assert_close(blocks[0](x), F.relu(x))
 
 
+def test_lean_residual_cnn_is_residual_cnn_without_its_last_block():
+    lean, full = build_model("lean_residual_cnn", 3, 96), build_model("residual_cnn", 3, 96)
+    blocks = [m for m in lean.modules() if type(m).__name__ == "ResidualBlock"]
+    assert [block.body[0].in_channels for block in blocks] == [64]
+    assert lean.features(torch.zeros(1, 3, 96, 96)).shape == (1, 256, 3, 3)
+    assert multiply_adds(lean, 3, 96) < 0.86 * multiply_adds(full, 3, 96)
+    assert 3 * sum(p.numel() for p in lean.parameters()) < sum(p.numel() for p in full.parameters())
+
+
 def relu_then_pool(net: torch.nn.Module) -> torch.nn.Module:
     """A copy of ``net`` in the textbook order: every max-pool moved after its ReLU."""
     ordered = copy.deepcopy(net)
@@ -112,7 +121,8 @@ def tutorial_forward(net, x: torch.Tensor) -> torch.Tensor:
 
 
 @pytest.mark.parametrize(
-    "name", ["tutorial_cnn", "compact_cnn", "five_conv_cnn", "bn_cnn", "residual_cnn"]
+    "name",
+    ["tutorial_cnn", "compact_cnn", "five_conv_cnn", "bn_cnn", "residual_cnn", "lean_residual_cnn"],
 )
 def test_pooling_before_the_relu_computes_the_textbook_function(name):
     torch.manual_seed(0)
@@ -136,7 +146,10 @@ def test_pooling_before_the_relu_computes_the_textbook_function(name):
 
 
 def test_unknown_model_lists_the_valid_names():
-    names = "tutorial_cnn, compact_cnn, five_conv_cnn, bn_cnn, residual_cnn, resnet18"
+    names = (
+        "tutorial_cnn, compact_cnn, five_conv_cnn, bn_cnn, residual_cnn, lean_residual_cnn, "
+        "resnet18"
+    )
     with pytest.raises(ValueError, match=f"expected one of: {names}$"):
         build_model("vgg", 1, 50)
 
