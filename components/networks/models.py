@@ -190,15 +190,8 @@ MODELS: dict[str, Callable[[int, int], nn.Module]] = {
     "resnet18": small_input_resnet18,
 }
 
-# models that learn better with random crops on top of flips
-WANTS_CROPS = {
-    "compact_cnn",
-    "five_conv_cnn",
-    "bn_cnn",
-    "residual_cnn",
-    "lean_residual_cnn",
-    "resnet18",
-}
+# models that learn better with random crops on top of flips: all but the tutorial's
+WANTS_CROPS = set(MODELS) - {"tutorial_cnn"}
 
 
 def build_model(name: str, in_channels: int, image_size: int) -> nn.Module:
