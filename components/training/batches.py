@@ -142,7 +142,8 @@ def _flipped_crop(
 ) -> torch.Tensor:
     """Each image mirrored where ``flip``, then cropped at a random shift of up to
     ``padding`` pixels after reflect padding, as float pixels: the same pixels as
-    flipping, padding and cropping the batch in turn, in one copy."""
+    flipping, padding and cropping the float batch in turn, with the uint8 pixels copied
+    once (the CPU) or gathered once (a GPU)."""
     count, device = len(pixels), pixels.device
     if padding:
         dy = torch.randint(0, 2 * padding + 1, (count,), generator=generator, device=device)
