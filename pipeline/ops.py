@@ -85,9 +85,11 @@ def preprocess_op(
         test_fraction: share of each class held out for the test.
         split_seed: seed of the train/val/test split.
     """
+    from components.core.shutdown import skip_final_collection
     from components.preprocessing.build import build_arrays
     from components.preprocessing.config import PreprocessConfig
 
+    skip_final_collection()
     cfg = PreprocessConfig(
         input=raw.path,
         output=arrays.path,
@@ -131,12 +133,14 @@ def evaluate_op(
     Returns:
         The test accuracy and, passed through, the MLflow run id.
     """
+    from components.core.shutdown import skip_final_collection
     from components.evaluation.config import EvaluateConfig
     from components.evaluation.report import evaluate
     from components.tasks.live import announce_combination
     from components.tasks.reports import publish_evaluation
     from components.tracking.store import use_tracking_uri
 
+    skip_final_collection()
     announce_combination(combination)
     use_tracking_uri(tracking_uri)
     cfg = EvaluateConfig(
@@ -175,10 +179,12 @@ def register_op(
         Whether the model was registered, whether it took the alias, why, and its version
         ("" when it was not registered).
     """
+    from components.core.shutdown import skip_final_collection
     from components.registration.config import RegisterConfig
     from components.registration.decision import register_if_accurate
     from components.tracking.store import use_tracking_uri
 
+    skip_final_collection()
     use_tracking_uri(tracking_uri)
     cfg = RegisterConfig(
         mlflow_run_id=mlflow_run_id,

@@ -65,6 +65,7 @@ def train_op(
         The MLflow run id.
     """
     from components.core.schema import pick
+    from components.core.shutdown import skip_final_collection
     from components.tasks.live import announce_combination
     from components.tasks.train_config import pipeline_train_config
     from components.tracking.kfp_tracking import kfp_task
@@ -73,6 +74,7 @@ def train_op(
     from components.training.session import train_processes
 
     recipe = pick(TrainConfig, locals())  # the recipe inputs, by their schema's names
+    skip_final_collection()
 
     announce_combination(combination)
     use_tracking_uri(tracking_uri)
