@@ -4,7 +4,7 @@ python -m benchmarks.serve --sample ../shared/data/petimages-sample.zip [--photo
     [--preset tutorial]
 
 Serves a preset's net at its image size with its views (by default the cpu preset's:
-lean_residual_cnn, RGB 96×96; the tutorial preset's: five_conv_cnn, grey 50×50; ten views both;
+stem16_residual_cnn, RGB 96×96; the tutorial preset's: five_conv_cnn, grey 50×50; ten views both;
 fixed random weights: speed does not depend on them), its ONNX graph in ONNX Runtime
 unless ``--serve-flags "--runtime torch"``, with ``python -m components.serve`` on 127.0.0.1
 and sends real JPEGs of the sample as V1 requests from clients of this process (lean

@@ -15,6 +15,7 @@ MODEL_NAMES = (
     "bn_cnn",
     "residual_cnn",
     "lean_residual_cnn",
+    "stem16_residual_cnn",
     "resnet18",
 )
 S3_PREFIX = re.compile(r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?")  # a valid bucket name

@@ -220,7 +220,7 @@ def _refuse_a_start_size_the_net_cannot_take(cfg: TrainConfig, meta: dict[str, A
         raise ValueError(
             f"expected a start size {cfg.model} can take, found {cfg.start_size}: it fails "
             f"on {cfg.start_size}×{cfg.start_size} photos (tutorial_cnn takes only its own "
-            "side; residual_cnn and lean_residual_cnn at least 32)"
+            "side; the residual nets at least 32)"
         ) from None
 
 

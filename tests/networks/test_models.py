@@ -101,6 +101,17 @@ def test_lean_residual_cnn_is_residual_cnn_without_its_last_block():
     assert 3 * sum(p.numel() for p in lean.parameters()) < sum(p.numel() for p in full.parameters())
 
 
+def test_stem16_residual_cnn_is_lean_residual_cnn_with_a_stem_of_one_block_of_16():
+    slim, lean = build_model("stem16_residual_cnn", 3, 96), build_model("lean_residual_cnn", 3, 96)
+    convs = [m for m in slim.modules() if isinstance(m, torch.nn.Conv2d)]
+    assert convs[0].out_channels == convs[1].in_channels == 16
+    assert [m.out_channels for m in convs[1:]] == [
+        m.out_channels for m in lean.modules() if isinstance(m, torch.nn.Conv2d)
+    ][1:]
+    assert slim.features(torch.zeros(1, 3, 96, 96)).shape == (1, 256, 3, 3)
+    assert multiply_adds(slim, 3, 96) < 0.92 * multiply_adds(lean, 3, 96)
+
+
 def relu_then_pool(net: torch.nn.Module) -> torch.nn.Module:
     """A copy of ``net`` in the textbook order: every max-pool moved after its ReLU."""
     ordered = copy.deepcopy(net)
@@ -122,7 +133,10 @@ def tutorial_forward(net, x: torch.Tensor) -> torch.Tensor:
 
 @pytest.mark.parametrize(
     "name",
-    ["tutorial_cnn", "compact_cnn", "five_conv_cnn", "bn_cnn", "residual_cnn", "lean_residual_cnn"],
+    [
+        *("tutorial_cnn", "compact_cnn", "five_conv_cnn", "bn_cnn"),
+        *("residual_cnn", "lean_residual_cnn", "stem16_residual_cnn"),
+    ],
 )
 def test_pooling_before_the_relu_computes_the_textbook_function(name):
     torch.manual_seed(0)
@@ -148,7 +162,7 @@ def test_pooling_before_the_relu_computes_the_textbook_function(name):
 def test_unknown_model_lists_the_valid_names():
     names = (
         "tutorial_cnn, compact_cnn, five_conv_cnn, bn_cnn, residual_cnn, lean_residual_cnn, "
-        "resnet18"
+        "stem16_residual_cnn, resnet18"
     )
     with pytest.raises(ValueError, match=f"expected one of: {names}$"):
         build_model("vgg", 1, 50)

@@ -57,7 +57,7 @@ def test_every_parameter_is_described_for_the_kfp_ui_with_its_choices(compiled, 
     described = {name: " ".join(p["description"].split()) for name, p in parameters.items()}
     assert described["model"].endswith(
         "(one of: tutorial_cnn, compact_cnn, five_conv_cnn, bn_cnn, residual_cnn, "
-        "lean_residual_cnn, resnet18)"
+        "lean_residual_cnn, stem16_residual_cnn, resnet18)"
     )
     assert "(one of: constant, onecycle)" in described["schedule"]
     sweep_parameters = compiled_sweep[0]["root"]["inputDefinitions"]["parameters"]
@@ -91,4 +91,4 @@ def test_compile_preset_sets_the_defaults_as_run_and_submit_take_it(tmp_path):
     spec, _ = yaml.safe_load_all(path.read_text())
     found = defaults(spec)
     assert {k: found[k] for k in preset_values("cpu")} == preset_values("cpu")
-    assert found["min_accuracy"] == 0.93 and found["model"] == "lean_residual_cnn"
+    assert found["min_accuracy"] == 0.93 and found["model"] == "stem16_residual_cnn"

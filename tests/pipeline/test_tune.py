@@ -59,7 +59,7 @@ def test_the_readmes_tune_command_writes_an_experiment_katib_admits(tmp_path):
     assert webhook.validate(written) == []
     assert written["spec"]["maxTrialCount"] == 16 and written["metadata"]["namespace"] == "team-a"
     container = _container(written["spec"])
-    assert "--epochs=24" in container["args"] and "--mirror-average" in container["args"]
+    assert "--epochs=30" in container["args"] and "--mirror-average" in container["args"]
     # the cpu preset's recipe trains on CPU nodes: the CPU image, and no GPU asked for
     assert container["image"] == IMAGE
     assert set(container["resources"]["requests"]) == {"cpu", "memory"}

@@ -20,7 +20,7 @@ NETS = [  # (net, channels, size, mirror_average, shift_average); resnet18, the 
     # preset's, is exported and checked by tests/training/test_session.py's accurate run
     ("five_conv_cnn", 1, 50, True, True),
     ("compact_cnn", 3, 64, True, False),
-    ("lean_residual_cnn", 3, 96, True, False),  # the cpu preset's net
+    ("stem16_residual_cnn", 3, 96, True, False),  # the cpu preset's net
     ("tutorial_cnn", 1, 50, False, False),
     ("bn_cnn", 3, 32, True, False),
 ]

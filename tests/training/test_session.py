@@ -260,7 +260,7 @@ def test_a_leftover_mlflow_run_id_of_another_experiments_run_is_refused_and_left
         (
             "cpu",
             {
-                "model": "lean_residual_cnn",
+                "model": "stem16_residual_cnn",
                 "image_size": "96",
                 "cutmix": "0.5",
                 "mirror_average": "True",
@@ -307,8 +307,8 @@ def test_a_gpu_or_cpu_preset_runs_end_to_end(
     run = MlflowClient(mlflow_store).get_run(result.run_id)
     assert {name: run.data.params[name] for name in expected} == expected
     assert run.data.params["channels"] == "3" and len(result.history) == 1
-    assert run.data.params["epochs"] == {"accurate": "100", "cpu": "24"}[preset]
-    assert cfg.validate_every == {"accurate": 1, "cpu": 12}[preset]
+    assert run.data.params["epochs"] == {"accurate": "100", "cpu": "30"}[preset]
+    assert cfg.validate_every == {"accurate": 1, "cpu": 30}[preset]
     assert "val_accuracy" in result.history[0]  # a dry run's one epoch is always scored
 
 
