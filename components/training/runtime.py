@@ -15,6 +15,7 @@ import torch
 from torch import distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
+from components.core import heap
 from components.core.cores import available_cores
 
 T = TypeVar("T")
@@ -52,6 +53,7 @@ def pick_device(name: str) -> torch.device:
 
 def start(device_name: str) -> tuple[Workers, torch.device]:
     """Join the process group when launched by torchrun; this process's workers and device."""
+    heap.keep_freed_memory()
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     device = pick_device(device_name)
     if world_size == 1:
