@@ -15,8 +15,8 @@ import torch
 from torch import distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from components.core import heap
 from components.core.cores import available_cores
+from components.training import heap
 
 T = TypeVar("T")
 

@@ -6,8 +6,7 @@ import sys
 
 import pytest
 
-from components.core import heap
-from components.training import runtime
+from components.training import heap, runtime
 
 pytestmark = pytest.mark.skipif(
     platform.libc_ver()[0] != "glibc", reason="mallopt's thresholds are glibc's"
@@ -20,7 +19,7 @@ PAGES = BLOCKS * BLOCK_BYTES // 4096
 # faults of each round
 PROGRAM = f"""
 import ctypes, resource, sys
-from components.core.heap import keep_freed_memory
+from components.training.heap import keep_freed_memory
 if sys.argv[1] == "keep":
     assert keep_freed_memory()
 libc = ctypes.CDLL(None)
