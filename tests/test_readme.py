@@ -10,6 +10,7 @@ import subprocess
 
 import pytest
 
+from components.core.presets import PRESETS
 from tests.conftest import SAMPLE_ZIP
 from tests.support.processes import HANG_SECONDS
 from tests.support.readme import readme_block
@@ -32,5 +33,5 @@ def test_the_step_by_step_tour_runs_as_typed(small_sample_zip, tmp_path):
     assert re.fullmatch(r"(not )?registered.*", lines[-2])  # the gate's one line
     assert re.fullmatch(r"runs/raw/PetImages/Cat/1\.jpg\t(cat|dog)\t[01]\.\d+", lines[-1])
     history = (tmp_path / "runs/model/history.json").read_text()
-    assert history.count('"epoch"') == 10  # the preset's epochs
+    assert history.count('"epoch"') == PRESETS["tutorial"]["epochs"]
     assert SAMPLE_ZIP.name in tour

@@ -141,8 +141,8 @@ class CompactCNN(nn.Module):
 
 def five_conv_cnn(in_channels: int, image_size: int) -> nn.Module:
     """compact_cnn one layer deeper and narrower in the middle (32/64/96/192/256, four
-    max-pools): about 30M multiply-adds at 50×50, and better on validation at the
-    tutorial's budget (docs/BENCHMARKS.md)."""
+    max-pools): about 30M multiply-adds at 50×50, and better on validation in the
+    tutorial's 10 epochs of grey 50×50 photos (docs/BENCHMARKS.md)."""
     return CompactCNN(in_channels, image_size, widths=(32, 64, 96, 192, 256), pools=4)
 
 

@@ -62,7 +62,7 @@ def multiply_adds(net: torch.nn.Module, channels: int, size: int) -> int:
 
 
 @pytest.mark.parametrize("name", ["compact_cnn", "five_conv_cnn"])
-def test_the_tutorial_budgets_nets_cost_about_what_the_tutorial_net_does(name):
+def test_the_grey_50_pixel_nets_cost_about_what_the_tutorial_net_does(name):
     tutorial = multiply_adds(build_model("tutorial_cnn", 1, 50), 1, 50)
     compact = multiply_adds(build_model(name, 1, 50), 1, 50)
     assert 25e6 < tutorial < 27e6 and compact < 1.35 * tutorial

@@ -7,6 +7,7 @@ from typing import NamedTuple
 import pytest
 import yaml
 
+from components.core.presets import PRESETS
 from components.core.search_space import searched
 from components.tuning import webhook
 from pipeline.__main__ import main as pipeline_main
@@ -93,7 +94,8 @@ def test_a_searched_name_given_one_value_is_fixed_in_the_experiment(tmp_path, tu
     assert written["spec"]["maxTrialCount"] == 6 and written["metadata"]["namespace"] == "team-a"
     assert "lr" not in [p["name"] for p in written["spec"]["parameters"]]
     args = _container(written["spec"])["args"]
-    assert "--lr=0.004" in args and "--epochs=10" in args  # fixed; the tutorial preset's epochs
+    epochs = PRESETS["tutorial"]["epochs"]
+    assert "--lr=0.004" in args and f"--epochs={epochs}" in args  # fixed; the preset's epochs
     assert "kubectl apply -f" in done.stdout
 
 
