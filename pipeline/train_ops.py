@@ -33,6 +33,7 @@ def train_op(
     label_smoothing: float,
     start_size: int,
     cutmix: float,
+    frozen_blocks: int,
     mirror_average: bool,
     shift_average: bool,
     amp: bool,
@@ -119,6 +120,7 @@ def trainjob_op(
     label_smoothing: float,
     start_size: int,
     cutmix: float,
+    frozen_blocks: int,
     mirror_average: bool,
     shift_average: bool,
     amp: bool,
@@ -206,6 +208,7 @@ def tune_op(
     label_smoothing: float,
     start_size: int,
     cutmix: float,
+    frozen_blocks: int,
     mirror_average: bool,
     shift_average: bool,
     amp: bool,
@@ -242,7 +245,7 @@ def tune_op(
     from components.cluster import kube
     from components.cluster.placement import Placement
     from components.core.schema import pick
-    from components.core.search_space import SEARCH_SPACE
+    from components.core.search_space import search_space
     from components.tasks.train_config import pipeline_train_config
     from components.tracking.store import use_tracking_uri
     from components.training.config import TrainConfig
@@ -271,6 +274,6 @@ def tune_op(
         shared_pvc=shared_pvc,
     )
     tune = TuneConfig(**search)
-    run_id = tune_on_cluster(tune, cfg, target, SEARCH_SPACE, kube.in_cluster_client())
+    run_id = tune_on_cluster(tune, cfg, target, search_space(cfg.model), kube.in_cluster_client())
     trained_model.metadata["mlflow_run_id"] = run_id
     return run_id

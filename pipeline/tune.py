@@ -130,13 +130,13 @@ def run_tune(args: argparse.Namespace) -> None:
             "expected the tracking server as --tracking-uri (with --output) or in "
             "$MLFLOW_TRACKING_URI (with --local), found tracking_uri= among the settings"
         )
-    space = searched({name: None for name in explicit})
     for name in ("parallel_trials", "max_failed_trials"):
         if getattr(args, name) is None:
             setattr(args, name, min(getattr(TuneConfig, name), args.trials))
     if args.min_trials_required is None:  # the default, below a small search's trials
         args.min_trials_required = max(1, min(TuneConfig.min_trials_required, args.trials - 1))
     recipe = TrainConfig(data="-", output="-", **schema.pick(TrainConfig, arguments))
+    space = searched({name: None for name in explicit}, recipe.model)
     if args.start_step is None:
         args.start_step = min(TuneConfig.start_step, recipe.epochs)
     tune = schema.from_namespace(TuneConfig, args)

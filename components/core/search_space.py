@@ -13,6 +13,10 @@ it. Chosen, and why:
   nets over- or under-fit in a fixed number of epochs.
 - ``batch_size`` (64, 128, 256): steps per epoch against each step's noise.
 
+A pretrained net (``efficientnet_lite0``) searches its own ranges (``PRETRAINED_SPACE``):
+a peak learning rate of 1e-4 to 3e-3, since a rate that trains a net from scratch wipes out
+what its weights learned, and the batch sizes a CPU fits at 192 pixels.
+
 Not searched: the model's width. The nets have fixed widths by name (``--model``), and
 the image size and channels are the preprocess step's, shared by every trial of one
 search (one set of arrays); both are set with ``name=value`` as fixed values.
@@ -58,6 +62,22 @@ SEARCH_SPACE: tuple[Dimension, ...] = (
 )
 
 
-def searched(fixed: dict[str, object]) -> tuple[Dimension, ...]:
-    """The dimensions still searched when the user fixed ``fixed``'s names to one value."""
-    return tuple(dimension for dimension in SEARCH_SPACE if dimension.name not in fixed)
+PRETRAINED_SPACE: tuple[Dimension, ...] = (
+    Dimension("lr", DOUBLE, 1e-4, 3e-3, log=True),
+    Dimension("weight_decay", DOUBLE, 1e-4, 0.1, log=True),
+    Dimension("label_smoothing", DOUBLE, 0.0, 0.2),
+    Dimension("min_crop_area", DOUBLE, 0.25, 1.0),
+    Dimension("batch_size", CATEGORICAL, choices=(32, 64, 128)),
+)
+PRETRAINED_MODELS = ("efficientnet_lite0",)  # as components.networks.pretrained.BACKBONES
+
+
+def search_space(model: str) -> tuple[Dimension, ...]:
+    """The dimensions searched around a recipe of net ``model``."""
+    return PRETRAINED_SPACE if model in PRETRAINED_MODELS else SEARCH_SPACE
+
+
+def searched(fixed: dict[str, object], model: str) -> tuple[Dimension, ...]:
+    """The dimensions of ``model``'s space still searched when the user fixed ``fixed``'s
+    names to one value."""
+    return tuple(dimension for dimension in search_space(model) if dimension.name not in fixed)

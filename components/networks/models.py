@@ -20,6 +20,7 @@ from torch.nn import functional as F
 
 from components.core.atomic import atomic_file
 from components.core.names import WEIGHTS_FILE
+from components.networks.efficientnet_lite import EfficientNetLite
 from components.networks.spec import SPEC_FILE, check_spec, write_spec
 
 
@@ -191,6 +192,16 @@ def small_input_resnet18(in_channels: int, image_size: int) -> nn.Module:
     return module
 
 
+def efficientnet_lite0(in_channels: int, image_size: int) -> nn.Module:
+    """EfficientNet-Lite0 (components.networks.efficientnet_lite) with two classes: the
+    ``pretrained`` preset starts it from ImageNet weights (components.networks.pretrained)."""
+    if image_size < 32:
+        raise ValueError(
+            f"efficientnet_lite0 needs images of at least 32 pixels, found {image_size}"
+        )
+    return EfficientNetLite(in_channels)
+
+
 MODELS: dict[str, Callable[[int, int], nn.Module]] = {
     "tutorial_cnn": TutorialCNN,
     "compact_cnn": CompactCNN,
@@ -200,6 +211,7 @@ MODELS: dict[str, Callable[[int, int], nn.Module]] = {
     "lean_residual_cnn": lean_residual_cnn,
     "stem16_residual_cnn": stem16_residual_cnn,
     "resnet18": small_input_resnet18,
+    "efficientnet_lite0": efficientnet_lite0,
 }
 
 # models that learn better with random crops on top of flips: all but the tutorial's

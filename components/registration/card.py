@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-RECIPE = ("model", "epochs", "batch_size", "lr", "weight_decay", "augment", "seed")
+RECIPE = ("model", "frozen_blocks", "epochs", "batch_size", "lr", "weight_decay", "augment", "seed")
 DATA = ("image_size", "channels", "split_seed")
+# what a run records of the pretrained weights it started from (components.networks.pretrained)
+BACKBONE = ("backbone", "backbone_package", "backbone_version", "backbone_license",
+            "backbone_sha256", "backbone_trained_on")  # fmt: skip
 # the files that can answer for a model: the train step's weights, the MLflow model's
 # torch program, and the float and int8 graphs
 ANSWERING = ("model.pt", "data/model.pt2", "model.onnx", "model.int8.onnx")
@@ -44,6 +47,7 @@ def model_card(
         + ". Files that answer, by sha256: "
         + ", ".join(f"{name} {digest[:12]}…" for name, digest in answering.items())
         + " (every loader checks them)."
+        + _pretrained_sentence(params)
     )
     tags = {
         "mlflow_run_id": run_id,
@@ -55,6 +59,19 @@ def model_card(
         "test_count": str(report["count"]),
         **{f"recipe.{key}": str(value) for key, value in recipe.items()},
         **{f"data.{key}": params[key] for key in DATA if key in params},
+        **{key.replace("_", ".", 1): params[key] for key in BACKBONE if key in params},
         **{f"data.{name}.digest": digest for name, digest in sorted(digests.items())},
     }
     return description, tags
+
+
+def _pretrained_sentence(params: dict[str, str]) -> str:
+    """What the card says of the pretrained weights the net started from, if any."""
+    if "backbone" not in params:
+        return " Trained from scratch on these photos alone."
+    return (
+        f" Started from {params['backbone']}'s pretrained weights, which saw "
+        f"{params.get('backbone_trained_on', '?')}: package {params.get('backbone_package')} "
+        f"{params.get('backbone_version')} ({params.get('backbone_license')} license), "
+        f"sha256 {params.get('backbone_sha256')}."
+    )

@@ -27,7 +27,8 @@ STANDARD_DOMAINS = ("", "ai.onnx")  # the ONNX standard's operators
 # ConstantOfShape, Resize, Range are refused)
 OPERATORS = frozenset(
     {
-        *("Add", "AveragePool", "BatchNormalization", "Concat", "Conv", "DequantizeLinear"),
+        *("Add", "AveragePool", "BatchNormalization", "Clip", "Concat", "Conv"),
+        "DequantizeLinear",
         *("Div", "Flatten", "Gemm", "GlobalAveragePool", "Identity", "LogSoftmax", "MatMul"),
         *("MaxPool", "Mul", "Pad", "QuantizeLinear", "ReduceLogSumExp", "ReduceMean", "Relu"),
         *("Reshape", "Slice", "Softmax", "Sub", "Transpose"),

@@ -17,10 +17,12 @@ MODEL_NAMES = (
     "lean_residual_cnn",
     "stem16_residual_cnn",
     "resnet18",
+    "efficientnet_lite0",
 )
 S3_PREFIX = re.compile(r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?")  # a valid bucket name
 URI_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
 SCHEDULES = ("constant", "onecycle")
+PRETRAINED = "efficientnet_lite0"  # the net that starts from pretrained weights
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,11 @@ class TrainConfig:
         0.0,
         "share of batches trained with CutMix: a random box of each image replaced by the "
         "same box of another, the labels weighted by area",
+    )
+    frozen_blocks: int = setting(
+        0,
+        "pretrained nets (efficientnet_lite0): how many of the backbone's 16 blocks, from "
+        "the stem on, keep their pretrained weights and batch-norm statistics; 0: all learn",
     )
     mirror_average: bool = setting(
         False,
@@ -160,6 +167,11 @@ class TrainConfig:
             raise ValueError(f"expected validate every >= 1 epochs, found {self.validate_every}")
         if self.start_size and self.start_size < 16:
             raise ValueError(f"expected a start size of 0 or at least 16, found {self.start_size}")
+        if not 0 <= self.frozen_blocks <= 16 or (self.frozen_blocks and self.model != PRETRAINED):
+            raise ValueError(
+                f"expected 0 to 16 frozen blocks, and none but for {PRETRAINED}, found "
+                f"{self.frozen_blocks} for {self.model}"
+            )
         if not 0 <= self.cutmix <= 1:
             raise ValueError(f"expected a CutMix share from 0 to 1, found {self.cutmix}")
         check_checkpoint_uri(self.checkpoint_uri, "checkpoint_uri")

@@ -15,6 +15,8 @@ from torch.optim.lr_scheduler import LRScheduler
 
 from components.core.names import CLASSES
 from components.core.progress import progress
+from components.networks import pretrained
+from components.networks.efficientnet_lite import EfficientNetLite
 from components.networks.models import WANTS_CROPS, Classifier, build_model
 from components.scoring.scorers import pick_runtime, score_batches
 from components.training import runtime
@@ -80,9 +82,12 @@ def new_learner(
     # every batch has the same shape: let cuDNN time its convolution algorithms once
     torch.backends.cudnn.benchmark = device.type == "cuda"
     net = build_model(cfg.model, meta["channels"], meta["image_size"])
-    model = Classifier(
-        net, meta["mean"], meta["std"], channels_last, cfg.mirror_average, cfg.shift_average
-    )
+    if cfg.model in pretrained.BACKBONES:
+        pretrained.load_pretrained(net, cfg.model)
+    if isinstance(net, EfficientNetLite):
+        net.freeze(cfg.frozen_blocks)
+    mean, std = pretrained.normalisation(cfg.model, meta)
+    model = Classifier(net, mean, std, channels_last, cfg.mirror_average, cfg.shift_average)
     model = model.to(device)
     parallel = runtime.wrap(model, workers, device)
     compiled = cast(torch.nn.Module, torch.compile(parallel)) if cfg.compile else parallel

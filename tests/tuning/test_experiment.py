@@ -114,7 +114,7 @@ def test_the_trials_values_reach_the_train_step_as_its_own_flags(manifest):
 
 
 def test_a_field_given_one_value_is_fixed_not_searched():
-    space = searched({"lr": 0.004, "batch_size": 100})
+    space = searched({"lr": 0.004, "batch_size": 100}, "bn_cnn")
     manifest = to_manifest(build_experiment(TuneConfig(), TARGET, RECIPE, space))
     assert [p["name"] for p in manifest["spec"]["parameters"]] == [
         "weight_decay", "label_smoothing", "min_crop_area"]  # fmt: skip

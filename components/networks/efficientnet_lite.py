@@ -1,0 +1,138 @@
+"""EfficientNet-Lite0 in plain torch, under the parameter names of its published weights.
+
+EfficientNet-Lite (Tan and Le, 2019, for mobile CPUs) is EfficientNet-B0 without
+squeeze-excitation and with ReLU6: 16 MBConv blocks between a stride-2 stem and a
+1×1 head conv to 1280 channels, 4.0M weights in the convolutions. Its weights were
+trained in TensorFlow: convolutions pad as TensorFlow's SAME does (more after than
+before on a stride-2 step), batch norm uses eps 1e-3, and inputs are scaled as
+(x − 127) / 128 (``INPUT_MEAN``, ``INPUT_STD`` per channel, on pixels 0–255 / 255).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+BATCH_NORM_EPS = 1e-3
+FEATURES = 1280  # the head conv's channels: what the classifier sees, pooled
+INPUT_MEAN = [127.0 / 255.0] * 3  # (x − 127) / 128 on 0–255 pixels, as Classifier applies it
+INPUT_STD = [128.0 / 255.0] * 3
+# each stage: repeats, kernel, stride, expansion, input and output channels (the
+# builder's 'r1_k3_s11_e1_i32_o16' strings, Lite0's width and depth)
+LITE0_STAGES = (
+    (1, 3, 1, 1, 32, 16),
+    (2, 3, 2, 6, 16, 24),
+    (2, 5, 2, 6, 24, 40),
+    (3, 3, 2, 6, 40, 80),
+    (3, 5, 1, 6, 80, 112),
+    (4, 5, 2, 6, 112, 192),
+    (1, 3, 1, 6, 192, 320),
+)
+
+
+class SamePaddingConv2d(nn.Conv2d):
+    """A bias-free convolution padded as TensorFlow's SAME: the output side is the input's
+    divided by the stride, rounded up, and an odd padding puts the extra pixel after."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel: int, stride: int = 1,
+                 groups: int = 1):  # fmt: skip
+        padding = kernel // 2 if stride == 1 else 0  # stride 1: symmetric, as nn.Conv2d pads
+        super().__init__(in_channels, out_channels, kernel, stride, padding, groups=groups,
+                         bias=False)  # fmt: skip
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.stride[0] == 1:
+            return super().forward(x)
+        kernel, stride = self.kernel_size[0], self.stride[0]
+        height, width = x.shape[-2:]
+        pad_h = max((-(-height // stride) - 1) * stride + kernel - height, 0)
+        pad_w = max((-(-width // stride) - 1) * stride + kernel - width, 0)
+        x = F.pad(x, (pad_w // 2, pad_w - pad_w // 2, pad_h // 2, pad_h - pad_h // 2))
+        return super().forward(x)
+
+
+def _batch_norm(channels: int) -> nn.BatchNorm2d:
+    return nn.BatchNorm2d(channels, eps=BATCH_NORM_EPS, momentum=0.01)
+
+
+class MBConvBlock(nn.Module):
+    """Inverted bottleneck: 1×1 expansion, depthwise conv, 1×1 projection, each with batch
+    norm (ReLU6 after the first two), added to the input where the shape allows."""
+
+    def __init__(self, kernel: int, stride: int, expansion: int, inputs: int, outputs: int):
+        super().__init__()
+        hidden = inputs * expansion
+        self.expands = expansion != 1
+        if self.expands:
+            self._expand_conv = SamePaddingConv2d(inputs, hidden, 1)
+            self._bn0 = _batch_norm(hidden)
+        self._depthwise_conv = SamePaddingConv2d(hidden, hidden, kernel, stride, groups=hidden)
+        self._bn1 = _batch_norm(hidden)
+        self._project_conv = SamePaddingConv2d(hidden, outputs, 1)
+        self._bn2 = _batch_norm(outputs)
+        self.residual = stride == 1 and inputs == outputs
+
+    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        x = F.relu6(self._bn0(self._expand_conv(inputs))) if self.expands else inputs
+        x = F.relu6(self._bn1(self._depthwise_conv(x)))
+        x = self._bn2(self._project_conv(x))
+        out: torch.Tensor = x + inputs if self.residual else x
+        return out
+
+
+class EfficientNetLite(nn.Module):
+    """EfficientNet-Lite0 with a two-class linear layer. ``freeze`` fixes its first blocks."""
+
+    def __init__(self, in_channels: int, dropout: float = 0.2):
+        super().__init__()
+        if in_channels != 3:
+            raise ValueError(
+                f"efficientnet_lite0 takes RGB photos (3 channels), found {in_channels}"
+            )
+        self._conv_stem = SamePaddingConv2d(3, 32, 3, 2)
+        self._bn0 = _batch_norm(32)
+        blocks = []
+        for repeats, kernel, stride, expansion, inputs, outputs in LITE0_STAGES:
+            blocks.append(MBConvBlock(kernel, stride, expansion, inputs, outputs))
+            blocks += [
+                MBConvBlock(kernel, 1, expansion, outputs, outputs) for _ in range(repeats - 1)
+            ]
+        self._blocks = nn.ModuleList(blocks)
+        self._conv_head = SamePaddingConv2d(LITE0_STAGES[-1][-1], FEATURES, 1)
+        self._bn1 = _batch_norm(FEATURES)
+        self._dropout = nn.Dropout(dropout)
+        self._fc = nn.Linear(FEATURES, 2)
+        self.frozen: list[nn.Module] = []
+
+    def freeze(self, blocks: int) -> None:
+        """Fix the stem and the first ``blocks`` blocks (none at 0): their weights take no
+        gradient and their batch norm keeps its statistics in training mode too."""
+        if not 0 <= blocks <= len(self._blocks):
+            raise ValueError(
+                f"expected 0 to {len(self._blocks)} frozen blocks for efficientnet_lite0, "
+                f"found {blocks}"
+            )
+        self.frozen = [self._conv_stem, self._bn0, *self._blocks[:blocks]] if blocks else []
+        for module in self.frozen:
+            module.requires_grad_(False)
+        self.train(self.training)
+
+    def train(self, mode: bool = True) -> EfficientNetLite:
+        """Training mode for the layers that learn; the frozen ones stay in eval mode."""
+        super().train(mode)
+        for module in self.frozen:
+            module.eval()
+        return self
+
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        """The head conv's activations: N×1280×(H/32)×(W/32)."""
+        x = F.relu6(self._bn0(self._conv_stem(x)))
+        for block in self._blocks:
+            x = block(x)
+        return F.relu6(self._bn1(self._conv_head(x)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        pooled = self.features(x).mean((2, 3))
+        logits: torch.Tensor = self._fc(self._dropout(pooled))
+        return logits
