@@ -20,6 +20,7 @@ from matplotlib.figure import Figure
 
 from components.core import cuda
 from components.core.atomic import atomic_directory, check_replaceable, write_json
+from components.core.identity import sha256_of
 from components.core.names import CLASSES, INT8_RUNTIME, WEIGHTS_FILE
 from components.data.arrays import load_split, read_meta
 from components.evaluation import metrics as scoring
@@ -29,6 +30,7 @@ from components.scoring.loading import Record, folder_record, load_scorer
 from components.scoring.onnx_file import INT8_FILE, ONNX_FILE
 from components.scoring.scorers import class_probabilities, pick_runtime, score_batches
 from components.tracking import logged_models, run_log, store
+from components.tracking.tags import EVALUATION_DIGEST_TAG
 
 Logits = Callable[[np.ndarray], np.ndarray]  # uint8 N×C×S×S images to float N×2 logits
 
@@ -78,12 +80,16 @@ def evaluate(cfg: EvaluateConfig) -> dict[str, Any]:
         # the int8 graph's figures apart: the registration gate reads the float32 model's
         prefix = f"{cfg.split}_int8" if runtime == INT8_RUNTIME else cfg.split
         where = f"evaluation/{prefix}"
-        with run_log.start_run(cfg.experiment, run_id=run_id):
-            run_log.log_evaluation(
-                cfg.split, report["metrics"], model_id, images, labels, prefix=prefix
-            )
-            for name in ("metrics.json", "roc.json", *figures):  # the very files written
-                run_log.log_artifact(output_dir / name, where)
+        # logged into the finished training run without reopening it: its status stays
+        # FINISHED whatever stops this step; the report's digest goes into the tracking
+        # store, which the gate checks the report against
+        run_log.log_evaluation_into(
+            run_id, cfg.split, report["metrics"], model_id, images, labels, prefix=prefix
+        )
+        written = [output_dir / name for name in ("metrics.json", "roc.json", *figures)]
+        run_log.log_artifacts_into(run_id, written, where)
+        digest = sha256_of(output_dir / "metrics.json")
+        run_log.set_run_tags(run_id, {EVALUATION_DIGEST_TAG.format(prefix=prefix): digest})
     else:
         log.warning("no MLflow run id given or recorded in %s; metrics not logged", model_dir)
     log.info("%s: %s", cfg.split, json.dumps(report["metrics"]))

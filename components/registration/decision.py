@@ -3,13 +3,16 @@ and move the alias to it only when it beats the alias's holder."""
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 from typing import Any
 
+from components.core.identity import sha256_of_bytes
 from components.registration.card import model_card
 from components.registration.challenge import Holder, challenge
 from components.registration.config import RegisterConfig
+from components.tracking.tags import EVALUATION_DIGEST_TAG
 
 log = logging.getLogger(__name__)
 
@@ -112,12 +115,8 @@ def evaluation_report(cfg: RegisterConfig) -> dict[str, Any]:
     from components.tracking import logged_models, run_log
 
     run = cfg.mlflow_run_id
-    report = run_log.load_run_json(run, EVALUATION)
-    if report is None:
-        raise LookupError(
-            f"expected the evaluate step's report {EVALUATION} in MLflow run {run}, found "
-            "none: evaluate the model first"
-        )
+    _check_finished(run_log.run_status(run), run)
+    report = _recorded_report(run)
     model_id = logged_models.logged_model_id(run)
     scored = _scored_files(report, model_id)
     recorded = logged_models.recorded_identity(model_id)
@@ -140,6 +139,54 @@ def evaluation_report(cfg: RegisterConfig) -> dict[str, Any]:
             f"refusing to judge MLflow run {run} by a test accuracy of {cfg.test_accuracy}: "
             f"the run's own, from the evaluate step, is {accuracy}"
         )
+    return report
+
+
+def _check_finished(status: str, run: str) -> None:
+    """Refuse a run whose training did not end well: a model is judged only once the run
+    that trained it is FINISHED (not RUNNING, FAILED or KILLED).
+
+    Raises:
+        ValueError: the run's status is another.
+    """
+    if status != "FINISHED":
+        raise ValueError(
+            f"refusing to judge MLflow run {run}: expected a FINISHED training run, found "
+            f"{status}; train it to the end (--resume) and evaluate it again"
+        )
+
+
+def _recorded_report(run: str) -> dict[str, Any]:
+    """The evaluate step's report in the run's artifacts, once its bytes are the ones whose
+    digest the evaluate step recorded in the tracking store: a report changed or planted
+    in the artifact store alone is refused.
+
+    Raises:
+        LookupError: the run holds no report, or no digest of one (it was not evaluated).
+        ValueError: the report's digest is not the recorded one, or it is not JSON.
+    """
+    from components.tracking import run_log
+
+    tag = EVALUATION_DIGEST_TAG.format(prefix="test")
+    recorded = run_log.run_tag(run, tag)
+    data = run_log.load_run_bytes(run, EVALUATION)
+    if data is None or recorded is None:
+        raise LookupError(
+            f"expected the evaluate step's report {EVALUATION} in MLflow run {run} and its "
+            f"digest in tag {tag}, found {'no report' if data is None else 'no digest'}: "
+            "evaluate the model first"
+        )
+    found = sha256_of_bytes(data)
+    if found != recorded:
+        raise ValueError(
+            f"refusing to judge MLflow run {run}: its report {EVALUATION} has sha256 "
+            f"{found[:12]}…, the evaluate step recorded {recorded[:12]}… in the tracking "
+            "store; the artifact was changed after evaluation: evaluate the model again"
+        )
+    try:
+        report: dict[str, Any] = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(f"expected a JSON report {EVALUATION} in run {run}: {err}") from err
     return report
 
 

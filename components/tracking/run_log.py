@@ -9,6 +9,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import tempfile
+import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,8 +21,10 @@ import numpy as np
 from mlflow.data.dataset_source_registry import resolve_dataset_source
 from mlflow.data.meta_dataset import MetaDataset
 from mlflow.data.numpy_dataset import NumpyDataset, from_numpy
+from mlflow.entities import Metric
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
+from mlflow.tracking.fluent import _create_dataset_input
 
 from components.tracking.kfp_tracking import check_kfp_task_run, experiment_id, kfp_task
 from components.tracking.store import logs_system_metrics, tracking_uri
@@ -138,7 +142,8 @@ def log_split_input(
     return dataset
 
 
-def log_evaluation(
+def log_evaluation_into(
+    run_id: str,
     split: str,
     metrics: dict[str, float],
     model_id: str,
@@ -146,25 +151,45 @@ def log_evaluation(
     labels: np.ndarray,
     prefix: str | None = None,
 ) -> None:
-    """Log an evaluation's metrics into the active run, named ``prefix`` (the split's
-    name by default) ``_accuracy`` and so on, linked to the logged model they were
+    """Log an evaluation's metrics into a finished run without reopening it (its status
+    stays as its training left it, whatever stops this process), named ``prefix`` (the
+    split's name by default) ``_accuracy`` and so on, linked to the logged model they were
     measured on and to the split's data (an MLflow dataset with its digest)."""
-    dataset = log_split_input(split, split, images, labels)
-    mlflow.log_metrics(
-        {f"{prefix or split}_{key}": value for key, value in metrics.items()},
-        model_id=model_id,
-        dataset=dataset,
+    client = MlflowClient(tracking_uri())
+    dataset = from_numpy(images, targets=labels, name=f"{split}-split")
+    client.log_inputs(run_id, [_create_dataset_input(dataset, split)])
+    now = int(time.time() * 1000)
+    client.log_batch(
+        run_id,
+        [
+            Metric(
+                f"{prefix or split}_{key}", value, now, 0, model_id, dataset.name, dataset.digest
+            )
+            for key, value in metrics.items()
+        ],
     )
 
 
-def load_run_json(run_id: str, path: str) -> dict[str, Any] | None:
-    """The run's JSON artifact at ``path``, or None where it has none."""
+def log_artifacts_into(run_id: str, paths: list[Path], artifact_path: str) -> None:
+    """Log files as artifacts of a run that is not this process's, leaving its status."""
+    client = MlflowClient(tracking_uri())
+    for path in paths:
+        client.log_artifact(run_id, str(path), artifact_path)
+
+
+def load_run_bytes(run_id: str, path: str) -> bytes | None:
+    """The bytes of the run's artifact at ``path``, or None where it has none."""
     client = MlflowClient(tracking_uri())
     folder, _, name = path.rpartition("/")
     if name not in {Path(a.path).name for a in client.list_artifacts(run_id, folder or None)}:
         return None
-    mlflow.set_tracking_uri(tracking_uri())
-    return mlflow.artifacts.load_dict(f"runs:/{run_id}/{path}")
+    with tempfile.TemporaryDirectory() as scratch:
+        local = client.download_artifacts(run_id, path, scratch)
+        return Path(local).read_bytes()
+
+
+def run_status(run_id: str) -> str:
+    return str(MlflowClient(tracking_uri()).get_run(run_id).info.status)
 
 
 def run_params(run_id: str) -> dict[str, str]:

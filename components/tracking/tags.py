@@ -13,6 +13,10 @@ STORE_TAG = "training.checkpoint_uri"  # its durable checkpoint store, where it 
 EPOCHS_TAG = "training.epochs"
 DIVERGED_TAG = "training.diverged"  # why the run stopped at a non-finite loss
 
+# an evaluation's, on the run it evaluated: the sha256 of the report it logged as
+# evaluation/PREFIX/metrics.json, so that the gate reads only the report evaluate wrote
+EVALUATION_DIGEST_TAG = "evaluation.{prefix}.sha256"
+
 # a search's (a grid, Katib's or Optuna's)
 SEARCH_TAG = "search.kind"  # on a search's parent run: what ran its trials, one of
 GRID_SEARCH, KATIB_SEARCH, OPTUNA_SEARCH = "grid", "katib", "optuna"  # KFP's sweep, the

@@ -2,9 +2,10 @@
 in for each epoch's validation, checked against eager torch and written at the end.
 
 An export takes one to four seconds and a swap milliseconds, so exported graphs are kept
-by the net's structure: in the process (the trials of a search on this machine, which
-train the same net with other settings, export it once between them) and on disk
-(``kept_graphs``: the next process training the same net exports nothing).
+by the net's structure in the process that exported them (the trials of a search on this
+machine, which train the same net with other settings, export it once between them).
+Never on disk: a graph this process did not export could be anyone's, and one with a
+path of its own that adds nothing on natural photos passes any check on them.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from components.core.atomic import atomic_file
 from components.networks.models import Classifier
 from components.scoring.onnx_export import check_agreement, export_graph, swappable, with_weights
 from components.scoring.scorers import OnnxScorer, session_threads
-from components.training import kept_graphs
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ class OnnxGraph:
         """
         structure = _structure(model, photos)
         if self.graph is None:
-            self.graph = _kept(structure, model, photos)
+            self.graph = _kept(structure, model)
             self.swaps = self.graph is not None
         if self.graph is None or not self.swaps:
             self.graph = export_graph(model, photos[:2].repeat(2, 1, 1, 1))
@@ -53,7 +53,6 @@ class OnnxGraph:
                 log.info("the ONNX exporter folded a weight into a constant: exporting each time")
                 return self.graph
             _remember(structure, self.graph)
-            kept_graphs.keep(structure, self.graph)
             return self.graph
         return with_weights(self.graph, model)
 
@@ -80,31 +79,10 @@ class OnnxGraph:
         return graph
 
 
-def _kept(
-    structure: tuple[object, ...], model: Classifier, photos: torch.Tensor
-) -> onnx.ModelProto | None:
-    """The graph kept for ``structure`` in this process, else on disk where, with
-    ``model``'s weights swapped in, it gives eager torch's answers on ``photos``."""
+def _kept(structure: tuple[object, ...], model: Classifier) -> onnx.ModelProto | None:
+    """The graph this process exported for ``structure``, where ``model``'s weights swap in."""
     kept = _exported.get(structure)
-    if kept is not None and swappable(kept, model):
-        return kept
-    kept = kept_graphs.load(structure, sum(w.nbytes for w in model.state_dict().values()))
-    if kept is None:
-        return None
-    if not swappable(kept, model):
-        log.warning("not taking the kept graph of this net: it lacks some of the net's weights")
-        return None
-    pixels = photos[:4].cpu().float()
-    with torch.no_grad():
-        expected = _eager_logits(model, pixels)
-    try:
-        found = OnnxScorer(with_weights(kept, model).SerializeToString(), session_threads())
-        check_agreement(found(pixels.numpy()), expected)
-    except (RuntimeError, ValueError) as err:
-        log.warning("not taking the kept graph of this net: %s", err)
-        return None
-    _remember(structure, kept)
-    return kept
+    return kept if kept is not None and swappable(kept, model) else None
 
 
 def _remember(structure: tuple[object, ...], graph: onnx.ModelProto) -> None:

@@ -154,6 +154,33 @@ def test_evaluate_logs_test_metrics_into_the_training_run(
             assert 0.5 <= p_a <= 1.0 and p_a == pytest.approx(p_b, abs=1e-5)
 
 
+def test_evaluate_stopped_while_it_logs_leaves_the_training_run_finished(
+    small_arrays, tmp_path, mlflow_store, monkeypatch
+):
+    """An evicted pod's SIGTERM (a KeyboardInterrupt in the step) or a SIGKILL half-way
+    through logging: the training run's status is what its training left, at every point."""
+    from components.tracking import run_log
+
+    result = session.train(
+        TrainConfig(data=str(small_arrays), output=str(tmp_path / "m"), dry_run=True)
+    )
+    client = MlflowClient(mlflow_store)
+    seen = []
+
+    def stopped(*args):
+        seen.append(client.get_run(result.run_id).info.status)  # a SIGKILL here keeps this
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(run_log, "log_artifacts_into", stopped)
+    config = EvaluateConfig(
+        model_dir=str(tmp_path / "m"), data=str(small_arrays), output=str(tmp_path / "e")
+    )
+    with pytest.raises(KeyboardInterrupt):
+        evaluate(config)
+    assert seen == ["FINISHED"]
+    assert client.get_run(result.run_id).info.status == "FINISHED"
+
+
 @pytest.mark.parametrize(
     ("labels", "message"),
     [

@@ -3,6 +3,7 @@ recorded of its own weights reaches the minimum; nothing else can talk the gate 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import shutil
@@ -19,6 +20,7 @@ from components.evaluation.report import evaluate
 from components.registration.config import RegisterConfig
 from components.registration.decision import register_if_accurate
 from components.tracking import logged_models
+from components.tracking.tags import EVALUATION_DIGEST_TAG
 from components.training import session
 from components.training.config import TrainConfig
 
@@ -39,6 +41,17 @@ def evaluated(arrays: Path, model_dir: Path, run_id: str | None = None) -> float
         )
     )
     return report["metrics"]["accuracy"]
+
+
+def relogged_with_its_digest(store: str, run_id: str, report: dict) -> None:
+    """``report`` logged as the run's evaluation, its digest recorded as evaluate records
+    it: what only someone who can write the tracking store as well could do."""
+    data = json.dumps(report).encode()
+    client = MlflowClient(store)
+    client.log_dict(run_id, json.loads(data), "evaluation/test/metrics.json")
+    logged = client.download_artifacts(run_id, "evaluation/test/metrics.json")
+    digest = hashlib.sha256(Path(logged).read_bytes()).hexdigest()
+    client.set_tag(run_id, EVALUATION_DIGEST_TAG.format(prefix="test"), digest)
 
 
 def refused_and_nothing_registered(run_id: str, store: str, error: type, match: str) -> None:
@@ -150,6 +163,11 @@ def test_an_evaluation_report_of_other_weights_copied_into_a_run_is_refused(
     MlflowClient(mlflow_store).log_artifact(
         weak.run_id, str(tmp_path / "good-eval/metrics.json"), "evaluation/test"
     )
+    refused_and_nothing_registered(  # the weak run was never evaluated: no digest
+        weak.run_id, mlflow_store, LookupError, "found no digest: evaluate the model first"
+    )
+    report = json.loads((tmp_path / "good-eval/metrics.json").read_text())
+    relogged_with_its_digest(mlflow_store, weak.run_id, report)  # and the tracking store
     refused_and_nothing_registered(
         weak.run_id, mlflow_store, ValueError, "expected the evaluate step's report on logged model"
     )
@@ -171,11 +189,57 @@ def test_a_weak_run_holding_a_stronger_runs_graph_is_never_registered(
     evaluated(small_arrays, tmp_path / "strong")
     report = json.loads((tmp_path / "strong-eval/metrics.json").read_text())
     report["model_id"] = logged_models.logged_model_id(weak.run_id)  # the strong graph's scores
-    MlflowClient(mlflow_store).log_dict(weak.run_id, report, "evaluation/test/metrics.json")
+    relogged_with_its_digest(mlflow_store, weak.run_id, report)
     refused_and_nothing_registered(
         weak.run_id, mlflow_store, ValueError, "did not score the files of the model the run"
     )
     assert strong.run_id != weak.run_id
+
+
+def test_a_report_changed_in_the_artifact_store_alone_is_refused(
+    small_arrays, tmp_path, mlflow_store
+):
+    """Someone who can write the artifact store but not the tracking store raises a weak
+    run's accuracy in its report: the digest the evaluate step recorded no longer holds."""
+    weak = trained(small_arrays, tmp_path / "weak")
+    evaluated(small_arrays, tmp_path / "weak")
+    report = json.loads((tmp_path / "weak-eval/metrics.json").read_text())
+    report["metrics"]["accuracy"] = 0.99
+    MlflowClient(mlflow_store).log_dict(weak.run_id, report, "evaluation/test/metrics.json")
+    refused_and_nothing_registered(
+        weak.run_id, mlflow_store, ValueError, "the artifact was changed after evaluation"
+    )
+
+
+def test_a_report_planted_into_a_run_never_evaluated_is_refused(
+    small_arrays, tmp_path, mlflow_store
+):
+    """The planted report carries the run's model id and the digests of its files, which
+    anyone who reads the tracking store can copy: no digest of it is recorded."""
+    weak = trained(small_arrays, tmp_path / "weak")
+    model_id = logged_models.logged_model_id(weak.run_id)
+    files = logged_models.recorded_identity(model_id)
+    report = {
+        "model_id": model_id,
+        "scored": "model.onnx",
+        "sha256": {name: files[name] for name in ("model.pt", "model.onnx")},
+        "metrics": {"accuracy": 0.95, "roc_auc": 0.99, "cat_accuracy": 0.95, "dog_accuracy": 0.95},
+        "confusion_matrix": [[48, 2], [3, 47]],
+        "count": 100,
+    }
+    MlflowClient(mlflow_store).log_dict(weak.run_id, report, "evaluation/test/metrics.json")
+    refused_and_nothing_registered(
+        weak.run_id, mlflow_store, LookupError, "found no digest: evaluate the model first"
+    )
+
+
+def test_a_run_that_is_not_finished_is_never_judged(small_arrays, tmp_path, mlflow_store):
+    result = trained(small_arrays, tmp_path / "m")
+    evaluated(small_arrays, tmp_path / "m")
+    MlflowClient(mlflow_store).update_run(result.run_id, status="RUNNING")
+    refused_and_nothing_registered(
+        result.run_id, mlflow_store, ValueError, "expected a FINISHED training run, found RUNNING"
+    )
 
 
 def test_a_test_split_of_one_class_is_never_judged(small_arrays, tmp_path, mlflow_store):
@@ -183,7 +247,7 @@ def test_a_test_split_of_one_class_is_never_judged(small_arrays, tmp_path, mlflo
     evaluated(small_arrays, tmp_path / "weak")
     report = json.loads((tmp_path / "weak-eval/metrics.json").read_text())
     report["confusion_matrix"] = [[0, 0], [3, 97]]  # dogs alone
-    MlflowClient(mlflow_store).log_dict(weak.run_id, report, "evaluation/test/metrics.json")
+    relogged_with_its_digest(mlflow_store, weak.run_id, report)
     refused_and_nothing_registered(
         weak.run_id,
         mlflow_store,

@@ -99,3 +99,15 @@ def test_a_model_trained_on_the_gpu_is_checked_against_float32_on_the_cpu(tmp_pa
     onnx_graph.OnnxGraph().write(tmp_path / "model.onnx", model, photos.float().cuda())
     assert (tmp_path / "model.onnx").stat().st_size > 0
     assert model.training and next(model.parameters()).is_cuda
+
+
+def test_a_new_process_exports_its_own_graph_and_keeps_none_on_disk(monkeypatch, tmp_path):
+    """A graph on disk could be anyone's: one with a trigger path of its own adds 0 on
+    natural photos and passes any check on them, so a process takes only its own export."""
+    calls = counting_exports(monkeypatch, tmp_path)
+    model, photos = model_and_photos()
+    onnx_graph.OnnxGraph().current(model, photos)
+    monkeypatch.setattr(onnx_graph, "_exported", {})  # a new process: nothing in memory
+    onnx_graph.OnnxGraph().current(model, photos)
+    assert len(calls) == 2
+    assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").rglob("*.onnx"))
