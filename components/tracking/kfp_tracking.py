@@ -18,6 +18,7 @@ from components.tracking.tags import (
     COMBINATION_TAG,
     KFP_PIPELINE_RUN_TAG,
     KFP_RUN_ID_TAG,
+    OUTPUT_TAG,
     PARENT_TAG,
 )
 
@@ -115,6 +116,44 @@ def check_kfp_task_run(run_id: str, tags: dict[str, str]) -> None:
             f"{refused} (RUNNING, in MLFLOW_EXPERIMENT_ID, nested under a KFP pipeline run), "
             f"found {found}; unset MLFLOW_RUN_ID and MLFLOW_EXPERIMENT_ID to start a run of "
             "this step's own"
+        )
+
+
+def check_given_run(run_id: str, experiment: str, output: str) -> None:
+    """Refuse a run named by ``--mlflow-run-id`` (not KFP's variable, which
+    ``check_kfp_task_run`` checks) unless a training may write into it: open (RUNNING), or
+    an attempt of this very output that stopped (FAILED or KILLED); in ``experiment``; and
+    never one whose training wrote another output. A finished run is another training's
+    record: metrics, checkpoints and a model would be added to it.
+
+    Raises:
+        ValueError: any other run, in one line, before anything is written.
+    """
+    refused = f"refusing --mlflow-run-id {run_id[:64]!r}"
+    client = MlflowClient(tracking_uri())
+    try:
+        run = client.get_run(run_id)
+    except MlflowException as err:
+        if err.error_code in REGISTRY_ABSENT:
+            raise ValueError(f"{refused}: found no such run at {tracking_uri()}") from None
+        raise
+    written = run.data.tags.get(OUTPUT_TAG)
+    mine = written == os.path.abspath(output)
+    wanted = client.get_experiment_by_name(experiment)
+    problems = [
+        f"a {run.info.status} run"
+        if run.info.status == "FINISHED" or (run.info.status != "RUNNING" and not mine)
+        else "",
+        f"a run of experiment {run.info.experiment_id}, not {experiment!r}"
+        if wanted is None or run.info.experiment_id != wanted.experiment_id
+        else "",
+        f"a run that trained into {written[:200]}" if written and not mine else "",
+    ]
+    found = "; ".join(problem for problem in problems if problem)
+    if found:
+        raise ValueError(
+            f"{refused}: expected an open run of experiment {experiment!r} (or this output's "
+            f"own stopped attempt), found {found}; leave the flag out to start a run"
         )
 
 

@@ -30,7 +30,7 @@ from components.networks import pretrained
 from components.networks.models import Classifier, OneBatchOfViews, build_model, save_trained
 from components.networks.spec import SPEC_FILE
 from components.scoring.onnx_file import INT8_FILE, ONNX_FILE
-from components.tracking import checkpoint_models, logged_models, run_log, store
+from components.tracking import checkpoint_models, kfp_tracking, logged_models, run_log, store
 from components.tracking.tags import (
     DIVERGED_TAG,
     EPOCHS_TAG,
@@ -105,6 +105,8 @@ def _train(
     if workers.is_main:
         _refuse_a_trained_output(cfg)
         store.check_server()  # before any time goes into training
+        if cfg.mlflow_run_id and cfg.mlflow_run_id != os.environ.get("MLFLOW_RUN_ID"):
+            kfp_tracking.check_given_run(cfg.mlflow_run_id, cfg.experiment, cfg.output)
         claim_directory(Path(cfg.output), "train", OUTPUT_FILES)
         if cfg.resume and cfg.kfp_run_id:
             _refuse_a_retry_that_diverged(cfg)

@@ -254,6 +254,42 @@ def test_a_leftover_mlflow_run_id_of_another_experiments_run_is_refused_and_left
     assert sorted(m.model_id for m in after_models) == models
 
 
+def test_mlflow_run_id_flag_naming_a_finished_run_of_another_experiment_is_refused(
+    small_arrays, tmp_path, mlflow_store
+):
+    """``train --mlflow-run-id VICTIM``: the flag gets the guard the variable has. The
+    victim keeps its status, tags, metric history, models and checkpoints."""
+    finished = session.train(config(small_arrays, tmp_path / "theirs", epochs=2))
+    client = MlflowClient(mlflow_store)
+    before = client.get_run(finished.run_id)
+    models = sorted(m.model_id for m in client.search_logged_models([before.info.experiment_id]))
+    argv = ["--data", str(small_arrays), "--output", str(tmp_path / "mine"), "--epochs", "1"]
+    for experiment in ("attacker-exp", "dogs-vs-cats"):
+        client.get_experiment_by_name(experiment) or client.create_experiment(experiment)
+        with pytest.raises(
+            SystemExit, match=f"error: refusing --mlflow-run-id '{finished.run_id}'"
+        ):
+            train.main([*argv, "--experiment", experiment, "--mlflow-run-id", finished.run_id])
+    after = client.get_run(finished.run_id)
+    assert after.info.status == "FINISHED" and after.data.tags == before.data.tags
+    assert len(client.get_metric_history(finished.run_id, "val_accuracy")) == 2
+    after_models = client.search_logged_models([before.info.experiment_id])
+    assert sorted(m.model_id for m in after_models) == models
+    assert not (tmp_path / "mine" / "checkpoint.pt").exists()
+
+
+def test_mlflow_run_id_flag_naming_an_open_run_trains_into_it(small_arrays, tmp_path, mlflow_store):
+    client = MlflowClient(mlflow_store)
+    experiment = client.get_experiment_by_name("dogs-vs-cats") or client.create_experiment(
+        "dogs-vs-cats"
+    )
+    experiment_id = experiment if isinstance(experiment, str) else experiment.experiment_id
+    opened = client.create_run(experiment_id).info.run_id
+    result = session.train(config(small_arrays, tmp_path / "m", epochs=1, mlflow_run_id=opened))
+    assert result.run_id == opened
+    assert client.get_run(opened).info.status == "FINISHED"
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "preset, expected",
