@@ -339,6 +339,22 @@ def test_a_password_in_the_tracking_uri_is_neither_written_in_nor_shown(caplog):
     assert "reads them from the secret dogs-vs-cats-mlflow" in caplog.text
 
 
+@pytest.mark.parametrize(
+    "secret_part", ["?%70assword=s3cret-pw", "#password=s3cret-pw", "?jwt=s3cret-pw"]
+)
+def test_a_query_or_fragment_in_the_tracking_uri_is_neither_written_in_nor_shown(
+    secret_part, caplog
+):
+    """Whatever its keys are called: the URI's parts decide, not a list of key names."""
+    caplog.set_level("INFO")
+    with FakeKServeApi() as api:
+        uri = f"http://mlflow.mlflow.svc.cluster.local:5000/{secret_part}"
+        with pytest.raises(ValueError, match="expected the tracking URI as http") as refused:
+            release.deploy(dataclasses.replace(CFG, tracking_uri=uri), client(api.url))
+        assert api.writes == [] and api.services == {}
+    assert "s3cret-pw" not in caplog.text + str(refused.value)
+
+
 def test_a_tracking_uri_no_pod_could_use_is_refused_before_any_request():
     with FakeKServeApi() as api:
         local = dataclasses.replace(CFG, tracking_uri="sqlite:///mlflow.db")

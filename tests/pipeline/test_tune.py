@@ -108,7 +108,7 @@ def test_fewer_trials_than_the_default_parallelism_still_write_an_experiment(tmp
 
 
 def test_an_enqueued_trial_is_typed_and_checked():
-    space = searched({"weight_decay": 0.05})
+    space = searched({"weight_decay": 0.05}, "bn_cnn")
     assert _enqueued("lr=0.004,batch_size=128", space) == {"lr": 0.004, "batch_size": 128}
     for pair in ("learning_rate=0.1", "weight_decay=0.1", "output=/tmp/x"):  # fixed or not one
         with pytest.raises(SystemExit, match="searched fields"):
@@ -144,6 +144,9 @@ def test_a_password_in_the_tracking_uri_stays_out_of_the_experiment(tmp_path, tu
         "http:// a",
         "http://m/${trialParameters.lr}",
         "http://mlflow:5000/?password=s3cret-pw",  # a secret in the query: never written
+        "http://mlflow:5000/?%70assword=s3cret-pw",  # its key percent-encoded
+        "http://mlflow:5000/#password=s3cret-pw",  # in the fragment
+        "http://mlflow:5000/?jwt=s3cret-pw",  # under a key no list names
     ],
 )
 def test_a_tracking_uri_no_trial_could_use_is_refused_and_nothing_written(uri, tmp_path, tune):
