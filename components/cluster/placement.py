@@ -6,7 +6,7 @@ import json
 import re
 from dataclasses import asdict, dataclass
 
-from components.cluster.object_names import is_dns_subdomain
+from components.cluster.object_names import is_dns_subdomain, is_extended_resource_name
 from components.cluster.quantities import memory_bytes, millicores, twice_cpu
 from components.core.schema import LOCAL, setting
 
@@ -88,9 +88,10 @@ class Placement:
                     f"expected the {name} as a Kubernetes name (lowercase letters, digits, "
                     f"- and .), found {getattr(self, name)!r}"
                 )
-        if "/" not in self.gpu_resource or not is_label_key(self.gpu_resource):
+        if not is_extended_resource_name(self.gpu_resource):
             raise ValueError(
-                "expected the GPU resource as a vendor-prefixed resource name such as "
+                "expected the GPU resource as an extended resource name Kubernetes takes on "
+                f"a container (DOMAIN/NAME outside kubernetes.io/, not requests.…) such as "
                 f"{GPU} or nvidia.com/mig-1g.10gb, found {self.gpu_resource!r}"
             )
         for name in ("queue_name", "priority_class"):

@@ -18,7 +18,7 @@ USERINFO = re.compile(r"(?<=://)[^/?#\s]*@")
 # a URI with an authority, as far as a text shows it: up to a space or a quote
 URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s\"'<>]*")
 QUERY, FRAGMENT = re.compile(r"\?[^#]*"), re.compile(r"#.*")
-# outside such a URI, a query parameter that carries a secret: ?password=, &access_token=, &X-Amz-Signature=
+# outside such a URI, a query parameter that carries a secret: ?password=, &access_token=
 SECRET_QUERY = re.compile(
     r"(?i)([?&;][\w.-]*(?:pass|pwd|token|secret|key|auth|sig|credential)[\w.-]*=)[^&#;\s]*"
 )

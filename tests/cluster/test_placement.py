@@ -17,13 +17,24 @@ from components.cluster.placement import Placement
         ({"queue_name": "Team A GPUs"}, "queue_name as Kueue's object name and a label value"),
         ({"queue_name": "q" * 64}, "queue_name as Kueue's object name and a label value"),
         ({"priority_class": "high\nx"}, "priority_class as Kueue's object name"),
-        ({"gpu_resource": "gpu"}, "GPU resource as a vendor-prefixed resource name"),
-        ({"gpu_resource": "nvidia.com/mig 1g"}, "GPU resource as a vendor-prefixed"),
+        ({"gpu_resource": "gpu"}, "GPU resource as an extended resource name"),
+        ({"gpu_resource": "nvidia.com/mig 1g"}, "GPU resource as an extended resource name"),
+        # native, or a quota's name: Kubernetes refuses both on a container
+        ({"gpu_resource": "kubernetes.io/gpu"}, "outside kubernetes.io/, not requests"),
+        ({"gpu_resource": "requests.nvidia.com/gpu"}, "outside kubernetes.io/, not requests"),
+        ({"gpu_resource": "example.com/" + "g" * 64}, "GPU resource as an extended"),
     ],
 )
 def test_quantities_labels_and_gpu_resources_kubernetes_would_refuse_are_refused(fields, message):
     with pytest.raises(ValueError, match=message):
         Placement(**fields)
+
+
+@pytest.mark.parametrize(
+    "name", ["nvidia.com/gpu", "nvidia.com/mig-1g.10gb", "amd.com/gpu", "gpu.intel.com/i915"]
+)
+def test_the_gpu_resources_vendors_publish_are_taken(name):
+    assert Placement(gpu_resource=name).gpu_resource == name
 
 
 def test_cpu_limits_are_twice_the_request_in_cores_or_millicores():
