@@ -49,6 +49,23 @@ def external_thirty_times(folder) -> onnx.ModelProto:
     return classifier_graph(nodes, tensors)
 
 
+def thirty_external_files(folder, megabytes: int = 150) -> onnx.ModelProto:
+    """30 files of external data, each named once, of allowed operators: under the old
+    512 MB bound, yet 480 MB of them took the model server past its pod's 2 GiB."""
+    floats = megabytes * 2**18 // 30
+    tensors, nodes, last = [], [], "pixels"
+    for index in range(30):
+        (folder / f"w{index}.bin").write_bytes(b"\0" * (floats * 4))
+        weight = TensorProto(name=f"w{index}", data_type=TensorProto.FLOAT, dims=[floats])
+        weight.data_location = TensorProto.EXTERNAL
+        weight.external_data.add(key="location", value=f"w{index}.bin")
+        tensors.append(weight)
+        nodes.append(helper.make_node("Add", [last, f"w{index}"], [f"a{index}"]))
+        last = f"a{index}"
+    nodes.append(helper.make_node("Identity", [last], ["logits"]))
+    return classifier_graph(nodes, tensors)
+
+
 def string_tile(folder) -> onnx.ModelProto:
     """A 1 MiB string tiled 4,000 times a photo: 4 GB of strings, outside the arena."""
     word = helper.make_tensor("word", TensorProto.STRING, [1], [b"x" * 2**20])
@@ -83,6 +100,7 @@ def endless_loop(folder) -> onnx.ModelProto:
     "craft, said",
     [
         (external_thirty_times, "every reference counted, found 1500 MB"),
+        (thirty_external_files, "at most 128 MB with its external data"),
         (string_tile, "found 'Tile'"),
         (endless_loop, "found 'Loop'"),
     ],
