@@ -212,7 +212,10 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--port", type=int, default=18090)
     parser.add_argument(
-        "--preset", choices=["cpu", "tutorial"], default="cpu", help="whose net to serve"
+        "--preset",
+        choices=["cpu", "tutorial", "pretrained"],
+        default="cpu",
+        help="whose net to serve",
     )
     parser.add_argument(
         "--serve-flags",

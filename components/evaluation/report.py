@@ -69,12 +69,15 @@ def evaluate(cfg: EvaluateConfig) -> dict[str, Any]:
     record = record or folder_record(model_dir)
     files = record.check(model_dir, [WEIGHTS_FILE, scored])  # before anything is read
     takes, logits = _model(model_dir, runtime, cfg.device)
-    _check_inputs_fit(takes, read_meta(data_dir), data_dir)
+    meta = read_meta(data_dir)
+    _check_inputs_fit(takes, meta, data_dir)
     images, labels = load_split(data_dir, cfg.split)
     scores = class_probabilities(logits(images))[:, 1]
     classes = list(CLASSES)
     figures = _figures(classes, images, labels, scores)
-    scoring_record = {"model_id": model_id, "scored": scored, "sha256": files}
+    # which photos were scored, at any size: the gate compares models of other sizes by it
+    photos = meta.get("photos_sha256", {}).get(cfg.split)
+    scoring_record = {"model_id": model_id, "scored": scored, "sha256": files, "photos": photos}
     report = _write_report(output_dir, classes, labels, scores, scoring_record, figures)
     if run_id and model_id:  # the run, and its model is the one scored
         # the int8 graph's figures apart: the registration gate reads the float32 model's

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import logging
 import multiprocessing
@@ -34,6 +35,7 @@ class DecodedImages:
 
     pixels: np.ndarray
     labels: np.ndarray
+    digests: list[str]  # each kept photo's file sha256, in the same order
     skipped: list[dict[str, Any]] = field(default_factory=list)
     duplicates_removed: int = 0
 
@@ -108,7 +110,17 @@ def decode_unique(found: LabelledFiles, cfg: PreprocessConfig) -> DecodedImages:
         keep.append(copies[0])
         duplicates += len(copies) - 1
     keep.sort()
-    return DecodedImages(pixels[keep], labels[keep], skipped, duplicates)
+    digest_of = {copies[0]: sha for sha, copies in first_seen.items() if sha}
+    digests = [digest_of[i] for i in keep]
+    return DecodedImages(pixels[keep], labels[keep], digests, skipped, duplicates)
+
+
+def photos_digest(digests: list[str], labels: np.ndarray, index: np.ndarray) -> str:
+    """Which photos a split holds, with their labels, whatever their size or channels: the
+    sha256 of its files' sha256s and labels, sorted. Models preprocessed at other sizes
+    from the same photos are scored on the same test split by it."""
+    lines = sorted(f"{digests[i]} {int(labels[i])}" for i in index)
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()
 
 
 def _check_memory(count: int, cfg: PreprocessConfig) -> None:
@@ -223,6 +235,10 @@ def _meta(
         "skipped": decoded.skipped,
         "ignored": [found.name(p) for p in found.ignored],
         "duplicates_removed": decoded.duplicates_removed,
+        "photos_sha256": {
+            split: photos_digest(decoded.digests, decoded.labels, index)
+            for split, index in splits.items()
+        },
         "mean": mean,
         "std": std,
         "config": schema.params(cfg),

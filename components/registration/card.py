@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from components.registration.challenge import TEST_PHOTOS_TAG
+
 RECIPE = ("model", "frozen_blocks", "epochs", "batch_size", "lr", "weight_decay", "augment", "seed")
 DATA = ("image_size", "channels", "split_seed")
 # what a run records of the pretrained weights it started from (components.networks.pretrained)
@@ -61,6 +63,7 @@ def model_card(
         **{f"data.{key}": params[key] for key in DATA if key in params},
         **{key.replace("_", ".", 1): params[key] for key in BACKBONE if key in params},
         **{f"data.{name}.digest": digest for name, digest in sorted(digests.items())},
+        **({TEST_PHOTOS_TAG: report["photos"]} if report.get("photos") else {}),
     }
     return description, tags
 

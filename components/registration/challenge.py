@@ -1,11 +1,14 @@
 """Champion/challenger: a new version takes the alias only when it beats the version
-that holds it, on the same test split (the same data digest)."""
+that holds it, on the same test split: the same arrays (their data digest), or the same
+photos with the same labels at another size (the preprocess step's photos digest), as a
+pretrained net's 192-pixel arrays and a from-scratch net's 96-pixel ones of one archive."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 TEST_DIGEST_TAG = "data.test-split.digest"  # the model card's record of its test split
+TEST_PHOTOS_TAG = "data.test-photos.sha256"  # and of which photos it holds, at any size
 ACCURACY_TAG = "test_accuracy"
 
 
@@ -35,10 +38,15 @@ class Verdict:
 
 
 def challenge(
-    holder: Holder | None, accuracy: float, test_digest: str | None, alias: str, force: bool
+    holder: Holder | None,
+    accuracy: float,
+    test_digest: str | None,
+    alias: str,
+    force: bool,
+    test_photos: str | None = None,
 ) -> Verdict:
-    """Judge a challenger of ``accuracy`` on the test split ``test_digest`` against the
-    alias's ``holder``.
+    """Judge a challenger of ``accuracy`` on the test split ``test_digest`` (its arrays;
+    ``test_photos``: its photos at any size) against the alias's ``holder``.
 
     Beating means a higher accuracy on the same split; a tie keeps the holder. Figures
     from different splits are not compared: the alias moves then only when ``force``.
@@ -50,7 +58,10 @@ def challenge(
         "challenge.version": holder.version,
         "challenge.test_accuracy": "unknown" if theirs is None else f"{theirs:.4f}",
     }
-    same_split = test_digest is not None and holder.tags.get(TEST_DIGEST_TAG) == test_digest
+    same_split = any(
+        mine is not None and holder.tags.get(tag) == mine
+        for tag, mine in ((TEST_DIGEST_TAG, test_digest), (TEST_PHOTOS_TAG, test_photos))
+    )
     if not same_split or theirs is None:
         record["challenge.same_test_split"] = "false"
         measured = "unknown" if theirs is None else f"{theirs:.4f}"

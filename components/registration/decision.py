@@ -77,7 +77,9 @@ def _register(
     digests = run_log.input_digests(run)
     held = registry.alias_holder(name, alias)
     holder = Holder(*held) if held else None
-    verdict = challenge(holder, accuracy, digests.get("test-split"), alias, cfg.force_alias)
+    photos = report.get("photos")  # the test photos scored, at any size
+    test_digest = digests.get("test-split")
+    verdict = challenge(holder, accuracy, test_digest, alias, cfg.force_alias, photos)
     files = logged_models.recorded_identity(report["model_id"])
     description, tags = model_card(run, report, run_log.run_params(run), digests, files)
     description += f" Compared for @{alias}: {verdict.reason}."

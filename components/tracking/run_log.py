@@ -157,7 +157,8 @@ def log_evaluation_into(
     measured on and to the split's data (an MLflow dataset with its digest)."""
     client = MlflowClient(tracking_uri())
     dataset = from_numpy(images, targets=labels, name=f"{split}-split")
-    client.log_inputs(run_id, [_create_dataset_input(dataset, split)])
+    entry = _create_dataset_input(dataset, split)  # as mlflow.log_input makes it
+    client.log_inputs(run_id, [entry] if entry else None)
     now = int(time.time() * 1000)
     client.log_batch(
         run_id,

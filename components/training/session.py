@@ -269,6 +269,10 @@ def run_params(cfg: TrainConfig, meta: dict[str, Any]) -> dict[str, object]:
     """The run's MLflow params: the recipe and the dataset's shape and counts."""
     params = schema.params(cfg)
     params.update(image_size=meta["image_size"], channels=meta["channels"])
+    if "photos_sha256" in meta:  # which photos each split holds, at any size
+        params.update(
+            {f"data_{split}_photos_sha256": d for split, d in meta["photos_sha256"].items()}
+        )
     if cfg.model in pretrained.BACKBONES:
         params.update(pretrained.record(cfg.model))
     for split, counts in meta["counts"].items():

@@ -137,6 +137,8 @@ def test_evaluate_logs_test_metrics_into_the_training_run(
     logged = client.get_run(result.run_id).data.metrics
     report = json.loads((tmp_path / "eval/metrics.json").read_text())
     assert logged["test_accuracy"] == pytest.approx(report["metrics"]["accuracy"])
+    meta = json.loads((sample_arrays / "meta.json").read_text())
+    assert report["photos"] == meta["photos_sha256"]["test"]  # what the gate compares across sizes
     assert {"test_f1", "test_roc_auc", "test_precision", "test_recall"} <= set(logged)
     for name in ("metrics.json", "confusion_matrix.png", "misclassified.png"):  # as written
         logged_file = mlflow.artifacts.download_artifacts(

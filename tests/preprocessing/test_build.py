@@ -114,6 +114,20 @@ def test_kaggle_layout_with_duplicates(tmp_path):
     assert sum(c["cat"] + c["dog"] for c in meta["counts"].values()) == 12
 
 
+def test_each_splits_photos_digest_is_the_same_at_any_size_and_names_its_photos(tmp_path):
+    """Models preprocessed at other sizes from one archive are scored on the same test
+    photos: the digest says so, and changes when one photo of the split does."""
+    root = make_kaggle_folder(tmp_path / "in")
+    split = dict(workers=1, val_fraction=0.2, test_fraction=0.2)
+    grey = build(root, tmp_path / "grey", image_size=16, channels=1, **split)
+    rgb = build(root, tmp_path / "rgb", image_size=24, channels=3, **split)
+    assert grey["photos_sha256"] == rgb["photos_sha256"]
+    assert len(set(grey["photos_sha256"].values())) == 3
+    write_jpeg(root / "train/cat.0.jpg", seed=99)  # another photo in one split
+    changed = build(root, tmp_path / "changed", image_size=24, channels=3, **split)
+    assert changed["photos_sha256"] != rgb["photos_sha256"]
+
+
 def test_same_file_under_both_classes_is_dropped(tmp_path):
     root = make_kaggle_folder(tmp_path / "in")
     (root / "train/dog.60.jpg").write_bytes((root / "train/cat.2.jpg").read_bytes())

@@ -2,7 +2,13 @@
 
 import pytest
 
-from components.registration.challenge import ACCURACY_TAG, TEST_DIGEST_TAG, Holder, challenge
+from components.registration.challenge import (
+    ACCURACY_TAG,
+    TEST_DIGEST_TAG,
+    TEST_PHOTOS_TAG,
+    Holder,
+    challenge,
+)
 
 SPLIT = "a1b2c3d4"
 
@@ -53,3 +59,13 @@ def test_figures_that_cannot_be_compared_move_the_alias_only_when_forced(theirs,
     forced = challenge(Holder("1", tags), 0.5, SPLIT, "candidate", force=True)
     assert forced.takes_alias and forced.reason.startswith("moved by force")
     assert forced.record["challenge.outcome"] == "forced"
+
+
+def test_the_same_photos_at_another_size_are_the_same_test_split():
+    """A pretrained net's 192-pixel arrays against a from-scratch net's 96-pixel ones of
+    the same photos: other arrays, the same photos and labels, so the figures compare."""
+    tags = {ACCURACY_TAG: "0.9604", TEST_DIGEST_TAG: "arrays-96", TEST_PHOTOS_TAG: "photos"}
+    won = challenge(Holder("1", tags), 0.9857, "arrays-192", "candidate", False, "photos")
+    assert won.takes_alias and won.reason == "beats version 1's 0.9604 on the same test split"
+    other = challenge(Holder("1", tags), 0.9857, "arrays-192", "candidate", False, "others")
+    assert not other.takes_alias and other.record["challenge.same_test_split"] == "false"
