@@ -10,7 +10,7 @@ import json
 import sys
 
 from components.core import schema
-from components.core.errors import one_line_errors
+from components.core.errors import STOPPED_BY_CTRL_C, STOPPED_BY_SIGTERM, one_line_errors
 from components.core.logs import setup_logging
 from components.core.names import MLFLOW_WAITS
 from components.core.presets import apply_preset
@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> None:
         with stop_at_next_batch_on_sigterm(), one_line_errors():
             result = train(cfg, on_epoch=print_metrics_line if cfg.metrics_stdout else None)
     except SystemExit as end:
-        if end.code == 130:
+        if end.code in (STOPPED_BY_CTRL_C, STOPPED_BY_SIGTERM):
             from components.training.checkpoints import resume_hint
 
             print(resume_hint(cfg, sys.argv[1:] if argv is None else argv), file=sys.stderr)

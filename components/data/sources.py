@@ -95,6 +95,9 @@ def local_path(source: str) -> Path:
     return Path(source)
 
 
+ARCHIVE_SUFFIXES = (".zip", ".tar.gz", ".tgz", ".tar")
+
+
 def check_local_source(source: str) -> None:
     """Refuse a local source that is not there, naming the close names beside it: at
     once, before a pipeline starts, not minutes later in its download task.
@@ -108,7 +111,12 @@ def check_local_source(source: str) -> None:
     if path.exists():
         return
     folder = path.parent
-    names = [entry.name for entry in folder.iterdir()] if folder.is_dir() else []
+    # what a source can be: a folder, or an archive (not its .sha256 beside it, say)
+    names = [
+        entry.name
+        for entry in (folder.iterdir() if folder.is_dir() else [])
+        if entry.is_dir() or entry.name.endswith(ARCHIVE_SUFFIXES)
+    ]
     close = [str(folder / name) for name in difflib.get_close_matches(path.name, names, n=3)]
     hint = f"; did you mean {' or '.join(close)}?" if close else ""
     raise FileNotFoundError(

@@ -41,12 +41,11 @@ class RegisterConfig:
     def __post_init__(self) -> None:
         if self.alias != DEFAULT_ALIAS:  # MLflow's rules load MLflow: seconds, for a refusal
             check_alias(self.alias)
-        given = 0.5 if self.test_accuracy is None else self.test_accuracy
-        if not (0 <= self.min_accuracy <= 1 and 0 <= given <= 1):  # NaN fails too
-            raise ValueError(
-                "expected the minimum and the test accuracy from 0 to 1, found "
-                f"{self.min_accuracy} and {self.test_accuracy}"
-            )
+        for name in ("min_accuracy", "test_accuracy"):
+            value = getattr(self, name)
+            if value is not None and not 0 <= value <= 1:  # NaN fails too
+                hint = f" (a share: {value / 100:g} for {value:g}%)" if 1 < value <= 100 else ""
+                raise ValueError(f"expected {name} from 0 to 1, found {value:g}{hint}")
 
 
 def check_alias(alias: str) -> None:

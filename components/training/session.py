@@ -119,6 +119,12 @@ def _train(
     _refuse_a_start_size_the_net_cannot_take(cfg, meta)
     # the checkpoint is checked before the data loads and anything trains
     found = checkpoints.find_checkpoint(cfg, meta) if cfg.resume and workers.is_main else None
+    finished = runtime.share(workers, _finished_model_uri(cfg, found) if found else None)
+    if finished:  # --resume of a run that trained to its end: nothing to train or log
+        run_id = found["mlflow_run_id"] if found else None
+        log.info("nothing to resume: MLflow run %s trained all %d epochs; its model is %s",
+                 run_id, cfg.epochs, finished)  # fmt: skip
+        return TrainResult(run_id, found["history"] if found else [], finished)
     train_data = DeviceSplit.load(Path(cfg.data), "train", device)
     val_data = DeviceSplit.load(Path(cfg.data), "val", device)
     if cfg.int8:
@@ -175,6 +181,17 @@ def _train(
             else None
         )
     return TrainResult(run_id, history, model_uri)
+
+
+def _finished_model_uri(cfg: TrainConfig, state: dict[str, Any]) -> str | None:
+    """The logged model of a checkpoint's run that trained all of ``cfg.epochs`` and wrote
+    its model into the output; None where resuming has work left."""
+    if len(state["history"]) < cfg.epochs or not (Path(cfg.output) / WEIGHTS_FILE).is_file():
+        return None
+    try:
+        return f"models:/{logged_models.logged_model_id(state['mlflow_run_id'])}"
+    except LookupError:  # stopped while it logged its model: resuming logs it
+        return None
 
 
 def _remove_earlier_outputs(output: Path) -> None:

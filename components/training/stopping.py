@@ -15,6 +15,8 @@ import signal
 import threading
 from collections.abc import Iterator
 
+from components.core.errors import Terminated
+
 _asked = threading.Event()
 
 
@@ -30,6 +32,7 @@ def stop_at_next_batch_on_sigterm() -> Iterator[None]:
 
 
 def stop_if_asked() -> None:
-    """Raise KeyboardInterrupt, as Ctrl-C does, once SIGTERM has asked for a stop."""
+    """Raise ``Terminated`` (a KeyboardInterrupt, as Ctrl-C's) once SIGTERM has asked for a
+    stop."""
     if _asked.is_set():
-        raise KeyboardInterrupt("SIGTERM")
+        raise Terminated("SIGTERM")

@@ -34,6 +34,14 @@ def test_ctrl_c_ends_with_status_130():
     assert stopped.value.code == 130
 
 
+def test_sigterms_stop_ends_with_status_143():
+    from components.core.errors import Terminated
+
+    with pytest.raises(SystemExit) as stopped, one_line_errors():
+        raise Terminated("SIGTERM")
+    assert stopped.value.code == 143
+
+
 def test_a_defect_keeps_its_traceback():
     with pytest.raises(TypeError), one_line_errors():
         raise TypeError("unsupported operand")

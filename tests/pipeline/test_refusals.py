@@ -33,6 +33,7 @@ def refused(tmp_path, *argv: str) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize("command", ["run", "sweep"])
 def test_a_mistyped_local_source_is_refused_naming_the_file_meant(command, tmp_path):
     (tmp_path / "petimages-sample.zip").write_bytes(b"PK")
+    (tmp_path / "petimages-sample.zip.sha256").write_text("0" * 64)  # its digest: no source
     typo = tmp_path / "petimages-sampel.zip"
     axes = ["lr=0.001,0.003"] if command == "sweep" else []
     done = refused(tmp_path, command, "--local", "--source", str(typo), *axes)

@@ -12,9 +12,13 @@ NAN = float("nan")
 @pytest.mark.parametrize(
     ("fields", "message"),
     [
-        ({"test_accuracy": 0.9, "min_accuracy": 85}, "from 0 to 1, found 85 and 0.9"),
-        ({"test_accuracy": NAN}, "from 0 to 1, found 0.85 and nan"),
-        ({"test_accuracy": -0.5}, "from 0 to 1, found 0.85 and -0.5"),
+        (
+            {"test_accuracy": 0.9, "min_accuracy": 85},
+            r"expected min_accuracy from 0 to 1, found 85 \(a share: 0.85 for 85%\)$",
+        ),
+        ({"min_accuracy": 93.0}, r"min_accuracy from 0 to 1, found 93 \(a share: 0.93 for 93%\)"),
+        ({"test_accuracy": NAN}, "expected test_accuracy from 0 to 1, found nan$"),
+        ({"test_accuracy": -0.5}, "expected test_accuracy from 0 to 1, found -0.5$"),
     ],
 )
 def test_accuracies_outside_0_to_1_are_refused(fields, message):

@@ -45,6 +45,24 @@ def test_resume_from_a_durable_store_after_losing_the_pod(sample_arrays, tmp_pat
     assert run.data.tags["training.epochs"] == "2 (param epochs=1; resumed after epoch 1)"
 
 
+def test_resume_of_a_run_that_trained_to_its_end_logs_nothing_new(
+    small_arrays, tmp_path, mlflow_store, caplog
+):
+    first = session.train(config(small_arrays, tmp_path / "m", epochs=1))
+    client = MlflowClient(mlflow_store)
+    experiment = client.get_run(first.run_id).info.experiment_id
+    models = [m.model_id for m in client.search_logged_models([experiment])]
+    model_bytes = (tmp_path / "m" / "model.pt").read_bytes()
+    for _ in range(2):
+        with caplog.at_level("INFO", logger=session.__name__):
+            again = session.train(config(small_arrays, tmp_path / "m", epochs=1, resume=True))
+        assert (again.run_id, again.model_uri) == (first.run_id, first.model_uri)
+    assert [m.model_id for m in client.search_logged_models([experiment])] == models
+    assert len(client.get_metric_history(first.run_id, "val_accuracy")) == 1
+    assert (tmp_path / "m" / "model.pt").read_bytes() == model_bytes
+    assert f"nothing to resume: MLflow run {first.run_id} trained all 1 epochs" in caplog.text
+
+
 def test_resume_with_no_checkpoint_anywhere_says_it_starts_a_new_run(
     sample_arrays, tmp_path, mlflow_store, caplog
 ):
