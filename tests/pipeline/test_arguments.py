@@ -15,7 +15,7 @@ def test_preset_expands_into_parameters_that_pairs_override():
     assert arguments["model"] == "efficientnet_lite0" and arguments["image_size"] == 224
     assert arguments["channels"] == 3 and arguments["epochs"] == 2
     assert arguments["min_crop_area"] == 0.25 and arguments["label_smoothing"] == 0.1
-    assert arguments["min_accuracy"] == 0.93  # each preset's own gate
+    assert arguments["min_accuracy"] == 0.97  # each preset's own gate
     tutorial = parse_arguments(["min_accuracy=0.5"], PARAMETERS, preset="tutorial")
     assert tutorial["model"] == "five_conv_cnn" and tutorial["min_accuracy"] == 0.5
     cpu = parse_arguments(["mirror_average=false"], PARAMETERS, preset="cpu")
@@ -31,7 +31,7 @@ def test_preset_expands_into_parameters_that_pairs_override():
         (["epochs=0"], "starts: expected epochs >= 1"),
         (["lr=nan"], "finite lr > 0, found 10, 100 and nan"),
         (["val_fraction=0.5", "test_fraction=0.5"], "sum to less than 1, found val=0.5"),
-        (["min_accuracy=93"], "accuracy from 0 to 1, found 93.0"),
+        (["min_accuracy=93"], r"min_accuracy from 0 to 1, found 93 \(a share: 0.93 for 93%\)"),
         (["gpus=0"], "1 or more GPUs for the train task, found 0"),
         (["sha256=abc"], "sha256 of 64 hex digits"),
         (["image_size=1000"], "image size from 8 to 512, found 1000"),

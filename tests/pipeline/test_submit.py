@@ -286,7 +286,7 @@ def test_submit_tune_starts_the_search_pipeline_as_the_readme_types_it(monkeypat
             ["min_trials_required=16", "trials=16"],
             "expected min_trials_required (--min-trials-required) below trials (16)",
         ),
-        (["start_step=1000"], "expected start_step (--start-step) at most epochs (100)"),
+        (["start_step=1000"], "expected start_step (--start-step) at most epochs (10)"),
     ],
 )
 def test_submit_tune_checks_the_search_settings_before_any_request(pairs, expected):
