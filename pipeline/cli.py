@@ -9,7 +9,7 @@ from pathlib import Path
 from components.cluster.placement import Placement
 from components.core import schema
 from components.core.presets import PRESETS
-from pipeline.parameters import DESCRIPTIONS, PARAMETERS
+from pipeline.parameters import DESCRIPTIONS, parameters_of
 from pipeline.submit import DEFAULT_EXPERIMENT, SERVICE_ACCOUNT, TOKEN_ENV
 from pipeline.target import CLUSTER_PRESET, CURRENT_BACKEND, ClusterTarget
 from pipeline.tune import add_tune_command
@@ -24,7 +24,7 @@ def build_parser(description: str) -> argparse.ArgumentParser:
         "there, not here",
     }
     for name, summary in summaries.items():
-        sub = _add_command(commands, name, summary)
+        sub = _add_command(commands, name, summary, preset=CLUSTER_PRESET)
         _add_preset_flag(sub, default=CLUSTER_PRESET)
         sub.add_argument(
             "--sweep",
@@ -141,29 +141,36 @@ def build_parser(description: str) -> argparse.ArgumentParser:
 
 
 def _add_command(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser], name: str, summary: str
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
+    summary: str,
+    preset: str | None = None,
 ) -> argparse.ArgumentParser:
-    """A subcommand whose help ends with the pipeline's parameters and their defaults."""
+    """A subcommand whose help ends with the pipeline's parameters and their defaults:
+    ``preset``'s values where the command takes them without ``--preset``."""
     return commands.add_parser(
         name,
         help=summary,
         description=summary,
-        epilog=_parameters_epilog(name),
+        epilog=_parameters_epilog(name, preset),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
 
 
-def _parameters_epilog(command: str) -> str:
+def _parameters_epilog(command: str, preset: str | None) -> str:
     """The pipeline's parameters and their defaults, for ``--help``: what the command
-    takes as name=value, or, for compile, what the spec asks for when a run starts."""
+    takes as name=value, or, for compile, what the spec asks for when a run starts; the
+    defaults are ``preset``'s where it has the setting (what the compiled spec holds)."""
     heading = (
         "the spec's parameters (compile takes none: give them when a run starts, e.g. "
         "kfp run submit -f pipeline.yaml epochs=10):"
         if command == "compile"
         else "pipeline parameters (name=value):"
     )
+    if preset:
+        heading += f"\n  (defaults: the {preset} preset's; --preset NAME compiles another's)"
     lines = [heading]
-    for name, (kind, default) in PARAMETERS.items():
+    for name, (kind, default) in parameters_of(preset=preset).items():
         lines.append(f"  {name}={default!r} ({kind.__name__})")
         lines += textwrap.wrap(
             DESCRIPTIONS[name], width=88, initial_indent=" " * 6, subsequent_indent=" " * 6
@@ -183,5 +190,6 @@ def _add_preset_flag(parser: argparse.ArgumentParser, default: str | None = None
         choices=list(PRESETS),
         default=default,
         help="named settings (tutorial: fast, grey 50×50; cpu: RGB 96×96 on 2 cores; "
-        f"accurate: RGB 128×128 ResNet-18){on_cluster}; name=value pairs override them",
+        "pretrained: RGB 192×192 from ImageNet weights on 2 cores; accurate: the same net "
+        f"fine-tuned whole on a GPU){on_cluster}; name=value pairs override them",
     )

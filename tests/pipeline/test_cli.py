@@ -6,7 +6,8 @@ import pytest
 
 from pipeline.__main__ import main as pipeline_main
 from pipeline.cli import build_parser
-from pipeline.parameters import DESCRIPTIONS, PARAMETERS
+from pipeline.parameters import DESCRIPTIONS, parameters_of
+from pipeline.target import CLUSTER_PRESET
 
 
 def test_help_lists_subcommands_and_the_pipelines_parameters(capsys):
@@ -26,13 +27,17 @@ def test_an_unknown_parameter_is_refused_naming_the_close_one_or_the_valid_ones(
         pipeline_main(["submit", "--host", "http://127.0.0.1:9", "qqq=3"])
 
 
-@pytest.mark.parametrize("command", ["compile", "submit", "run", "sweep"])
-def test_every_command_lists_each_parameter_with_default_and_description(command, capsys):
+@pytest.mark.parametrize(
+    ("command", "preset"),
+    [("compile", CLUSTER_PRESET), ("submit", CLUSTER_PRESET), ("run", None), ("sweep", None)],
+)
+def test_every_command_lists_each_parameter_with_default_and_description(command, preset, capsys):
+    """compile and submit show the defaults the compiled spec holds: its preset's."""
     with pytest.raises(SystemExit):
         build_parser("python -m pipeline").parse_args([command, "--help"])
     shown = capsys.readouterr().out
     flat = " ".join(shown.split())
-    for name, (kind, default) in PARAMETERS.items():
+    for name, (kind, default) in parameters_of(preset=preset).items():
         assert f"{name}={default!r} ({kind.__name__})" in shown, name
         assert " ".join(DESCRIPTIONS[name].split()) in flat, name  # as the compiled spec says
 
