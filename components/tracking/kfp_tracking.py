@@ -91,12 +91,7 @@ def check_kfp_task_run(run_id: str, tags: dict[str, str]) -> None:
             "MLFLOW_EXPERIMENT_ID; unset MLFLOW_RUN_ID to start a run of this step's own"
         )
     client = MlflowClient(tracking_uri())
-    try:
-        run = client.get_run(run_id)
-    except MlflowException as err:
-        if err.error_code in REGISTRY_ABSENT:
-            raise ValueError(f"{refused}, found no such run at {tracking_uri()}") from None
-        raise
+    run = _existing_run(client, run_id, refused)
     own = {k: tags[k] for k in (KFP_RUN_ID_TAG, COMBINATION_TAG) if k in tags}
     retried = (
         run.info.status in ("FAILED", "KILLED")
@@ -131,12 +126,7 @@ def check_given_run(run_id: str, experiment: str, output: str) -> None:
     """
     refused = f"refusing --mlflow-run-id {run_id[:64]!r}"
     client = MlflowClient(tracking_uri())
-    try:
-        run = client.get_run(run_id)
-    except MlflowException as err:
-        if err.error_code in REGISTRY_ABSENT:
-            raise ValueError(f"{refused}: found no such run at {tracking_uri()}") from None
-        raise
+    run = _existing_run(client, run_id, refused)
     written = run.data.tags.get(OUTPUT_TAG)
     mine = written == os.path.abspath(output)
     wanted = client.get_experiment_by_name(experiment)
@@ -155,6 +145,16 @@ def check_given_run(run_id: str, experiment: str, output: str) -> None:
             f"{refused}: expected an open run of experiment {experiment!r} (or this output's "
             f"own stopped attempt), found {found}; leave the flag out to start a run"
         )
+
+
+def _existing_run(client: MlflowClient, run_id: str, refused: str) -> Any:
+    """The run ``run_id``; where the store has none, ``refused`` in one line."""
+    try:
+        return client.get_run(run_id)
+    except MlflowException as err:
+        if err.error_code in REGISTRY_ABSENT:
+            raise ValueError(f"{refused}: found no such run at {tracking_uri()}") from None
+        raise
 
 
 def _under_kfp_parent(client: MlflowClient, run: Any, depth: int = 3) -> bool:
