@@ -30,7 +30,8 @@ import torch
 from benchmarks.common import Measured, base_parser, measure, report
 from benchmarks.evaluate import project_images_per_second
 from benchmarks.train import run_baseline
-from components.core.presets import PRESETS, preset_values
+from components.recipes.presets import PRESETS
+from components.recipes.recipe import recipe_values
 from components.core.schema import pick
 from components.data.arrays import read_meta
 from components.training.batches import DeviceSplit
@@ -150,7 +151,7 @@ def speed(args) -> None:
         larger = [Variant(4000), Variant(4000, compile=False)]
         for variant in ablations(100) + ablations(1000) + larger:
             rows.append(time_variant(grey, "tutorial_cnn", variant, args.epochs, device))
-    accurate = pick(TrainConfig, preset_values("accurate"))
+    accurate = pick(TrainConfig, recipe_values("accurate"))
     if accurate["model"] in args.nets:
         for variant in ablations(accurate["batch_size"]):
             rows.append(time_variant(rgb, accurate["model"], variant, 3, device))
@@ -170,7 +171,7 @@ def accuracy(args) -> None:
     arrays = work / f"{args.preset}-arrays"
     if not arrays.exists():
         preprocess_preset(args.images, work, args.preset)
-    base = pick(TrainConfig, preset_values(args.preset))
+    base = pick(TrainConfig, recipe_values(args.preset))
     device = torch.device(args.device)
     rows, best = [], None
     for index, changes in enumerate(json.loads(text) for text in args.candidate):

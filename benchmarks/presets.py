@@ -17,7 +17,7 @@ from pathlib import Path
 
 from benchmarks.common import base_parser, measure, report
 from benchmarks.train import run_baseline
-from components.core.presets import preset_values
+from components.recipes.recipe import recipe_values
 
 
 def run_preset(name: str, images: Path, work: Path) -> dict:
@@ -43,7 +43,7 @@ def run_preset(name: str, images: Path, work: Path) -> dict:
         "train_step_wall_s": round(trained.wall_seconds, 1),
         "val_accuracy": round(history[-1]["val_accuracy"], 4),
         "test_accuracy": round(test["accuracy"], 4),
-        "gate": preset_values(name)["min_accuracy"],
+        "gate": recipe_values(name)["min_accuracy"],
     }
 
 

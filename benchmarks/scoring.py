@@ -35,7 +35,7 @@ import torch
 
 from benchmarks.common import REPO, machine
 from benchmarks.serve import preset_model, sample_photos
-from components.core.presets import preset_values
+from components.recipes.recipe import recipe_values
 from components.data.images import decode_bytes
 from components.evaluation.predictions import predict_files
 from components.networks.models import load_classifier
@@ -112,7 +112,7 @@ def _seconds(work: Callable[[], object]) -> float:
 
 def preset_rows(preset: str, photos: list[bytes], work: Path, rounds: int) -> dict[str, list]:
     """Each round's photos/s of scoring and of predict, by torch and by ONNX Runtime."""
-    values = preset_values(preset)
+    values = recipe_values(preset)
     size, channels = int(values["image_size"]), int(values["channels"])
     model = preset_model(work / preset, preset, size)
     pixels = np.stack([decode_bytes(photo, size, channels) for photo in photos]).astype(np.float32)
@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     costs = {}
     for preset in ("tutorial", "cpu"):
-        values = preset_values(preset)
+        values = recipe_values(preset)
         size, channels = int(values["image_size"]), int(values["channels"])
         with tempfile.TemporaryDirectory() as scratch:
             model, _ = load_classifier(preset_model(Path(scratch), preset, size))

@@ -39,7 +39,7 @@ import torch
 from benchmarks import load
 from benchmarks.common import REPO, machine, measure
 from components.core import identity
-from components.core.presets import preset_values
+from components.recipes.recipe import recipe_values
 from components.data.images import decode_bytes
 from components.evaluation.predictions import predict_files
 from components.networks.models import Classifier, build_model, save_trained
@@ -78,7 +78,7 @@ def sample_photos(sample: Path, count: int) -> list[bytes]:
 def preset_model(directory: Path, preset: str, size: int = 50) -> Path:
     """A train output (model.pt, model.onnx) of ``preset``'s net and prediction views at
     ``size``×``size``, random weights, batch-norm statistics off their initial values."""
-    values = preset_values(preset)
+    values = recipe_values(preset)
     channels = int(values["channels"])
     torch.manual_seed(0)
     net = build_model(str(values["model"]), channels, size)
@@ -233,7 +233,7 @@ def main(argv: list[str] | None = None) -> None:
     alone: list[float] = []
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)
-        size = int(preset_values(args.preset)["image_size"])
+        size = int(recipe_values(args.preset)["image_size"])
         model = preset_model(work / "model", args.preset, size)
         files = []
         for index, data in enumerate(photos):

@@ -25,7 +25,7 @@ from benchmarks.common import REPO, machine
 from benchmarks.serve import Server, cpu_seconds, preset_model, rss_mb
 from components import fetch_model
 from components.core import identity
-from components.core.presets import preset_values
+from components.recipes.recipe import recipe_values
 from components.networks.models import OneBatchOfViews, load_classifier
 from components.scoring.onnx_file import ONNX_FILE
 from components.tracking import logged_models
@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"model server start on {machine()}: the {args.preset} preset's net")
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)
-        size = int(preset_values(args.preset)["image_size"])
+        size = int(recipe_values(args.preset)["image_size"])
         folders = {"train output": preset_model(work / "model", args.preset, size)}
         folders["MLflow model folder"] = logged_and_fetched(folders["train output"], work)
         runs = [

@@ -13,7 +13,7 @@ from components.core import schema
 from components.core.errors import one_line_errors
 from components.core.logs import setup_logging
 from components.core.names import MLFLOW_WAITS
-from components.core.presets import apply_preset
+from components.recipes.recipe import apply_preset
 from components.core.shutdown import skip_final_collection
 from components.registration.config import RegisterConfig
 from components.registration.decision import register_if_accurate

@@ -13,7 +13,7 @@ from components.core import schema
 from components.core.errors import STOPPED_BY_CTRL_C, STOPPED_BY_SIGTERM, one_line_errors
 from components.core.logs import setup_logging
 from components.core.names import MLFLOW_WAITS
-from components.core.presets import apply_preset
+from components.recipes.recipe import apply_preset
 from components.core.shutdown import skip_final_collection
 from components.training.config import TrainConfig
 from components.training.stopping import stop_at_next_batch_on_sigterm

@@ -11,8 +11,6 @@ python -m pipeline tune --local --source ZIP --trials N [name=value ...]  # the 
 import argparse
 import logging
 
-from components.cluster.placement import Placement
-from components.core import schema
 from components.core.errors import one_line_errors
 from components.core.logs import setup_logging
 from components.core.shutdown import skip_final_collection
@@ -24,6 +22,7 @@ from pipeline.arguments import (
 )
 from pipeline.cli import build_parser
 from pipeline.parameters import parameters_of
+from pipeline.road import placement_from
 from pipeline.submit import Destination, submit
 from pipeline.target import ClusterTarget
 from pipeline.tune import run_tune
@@ -89,7 +88,7 @@ def main(argv: list[str] | None = None) -> None:
             gpu_image=args.gpu_image,
             nodes=args.nodes,
             trainer_runtime=args.trainer_runtime,
-            training=schema.from_namespace(Placement, args),
+            training=placement_from(args),
             kfp_backend=args.kfp_backend,
         )
         if args.command == "compile":

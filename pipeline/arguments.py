@@ -1,12 +1,11 @@
 """``name=value`` pairs as the pipeline's arguments, each checked by its step's schema."""
 
-import dataclasses
 import difflib
 import json
 from typing import Any
 
 from components.core import schema
-from components.core.presets import preset_values
+from components.recipes.recipe import recipe_values
 from components.core.uris import holds_credentials, redact
 from components.data.sources import check_local_source
 from components.training.config import TrainConfig
@@ -26,7 +25,8 @@ def parse_arguments(
     A ``preset``'s values come first; explicit pairs override them. Every step's settings
     are then checked (``SystemExit`` with the step's own message).
     """
-    arguments = preset_values(preset) if preset else {}
+    recipe = recipe_values(preset) if preset else {}
+    arguments = {name: value for name, value in recipe.items() if name in parameters}
     given: set[str] = set()
     for pair in pairs:
         name, value = typed_value(pair, parameters)
@@ -86,21 +86,12 @@ def check_arguments(arguments: dict[str, Any], parameters: Parameters) -> None:
     not when its step runs, maybe hours into the run."""
     values = {name: arguments.get(name, default) for name, (_, default) in parameters.items()}
     searching = (TuneConfig,) if "trials" in parameters else ()  # the tune pipeline's search
-    built = {}
-    for step in (*STEP_SCHEMAS, PipelineOnly, *searching):
-        values_of_step = {}
-        for field in dataclasses.fields(step):
-            if field.name in values:
-                values_of_step[field.name] = values[field.name]
-            elif field.default is dataclasses.MISSING:  # its example, else "" or 0.0
-                example = field.metadata.get("example")
-                values_of_step[field.name] = (
-                    schema.field_type(step, field)() if example is None else example
-                )
-        try:
-            built[step] = step(**values_of_step)
-        except ValueError as err:
-            raise SystemExit(f"refused before the run starts: {err}") from None
+    try:
+        built = {
+            step: schema.build(step, values) for step in (*STEP_SCHEMAS, PipelineOnly, *searching)
+        }
+    except ValueError as err:
+        raise SystemExit(f"refused before the run starts: {err}") from None
     if searching:  # the check tune --output and tune --local take too
         try:
             check_search(built[TuneConfig], built[TrainConfig].epochs)

@@ -6,10 +6,10 @@ import argparse
 import textwrap
 from pathlib import Path
 
-from components.cluster.placement import Placement
-from components.core import schema
-from components.core.presets import PRESETS
+from components.recipes.presets import PRESETS
+from components.recipes.recipe import recipe_name
 from pipeline.parameters import DESCRIPTIONS, parameters_of
+from pipeline.road import BASELINE, add_placement_flags
 from pipeline.submit import DEFAULT_EXPERIMENT, SERVICE_ACCOUNT, TOKEN_ENV
 from pipeline.target import CLUSTER_PRESET, CURRENT_BACKEND, ClusterTarget
 from pipeline.tune import add_tune_command
@@ -41,26 +41,27 @@ def build_parser(description: str) -> argparse.ArgumentParser:
         sub.add_argument(
             "--image",
             default=ClusterTarget.image,
-            help="CPU image for download, preprocess, evaluate (default: %(default)s)",
+            help="CPU image for download, preprocess, evaluate, and train on a CPU preset "
+            "(default: %(default)s)",
         )
         sub.add_argument(
             "--gpu-image",
             default=ClusterTarget.gpu_image,
-            help="CUDA image for train (default: %(default)s)",
+            help="CUDA image for train on a GPU preset (default: %(default)s)",
         )
         sub.add_argument(
             "--nodes",
             type=int,
             default=1,
-            help="train across this many GPU nodes as a Kubeflow Trainer TrainJob "
-            "(default: 1: the GPU train task, torchrun when gpus > 1)",
+            help="train across this many nodes as a Kubeflow Trainer TrainJob "
+            "(default: 1: the train task, torchrun when gpus > 1)",
         )
         sub.add_argument(
             "--trainer-runtime",
             default=ClusterTarget.trainer_runtime,
             help="the ClusterTrainingRuntime a multi-node TrainJob uses (default: %(default)s)",
         )
-        schema.add_arguments(sub.add_argument_group("where the train task runs"), Placement)
+        add_placement_flags(sub, CLUSTER_PRESET)
         sub.add_argument(
             "--kfp-backend",
             default=CURRENT_BACKEND,
@@ -180,16 +181,17 @@ def _parameters_epilog(command: str, preset: str | None) -> str:
 
 def _add_preset_flag(parser: argparse.ArgumentParser, default: str | None = None) -> None:
     on_cluster = (
-        f" (default: {default}, the one made for the GPU node the train task runs on; its "
-        "values are the compiled spec's defaults)"
+        f" (default: {default}, the one made for the GPU node; its values are the compiled "
+        "spec's defaults, and its hardware places the train task)"
         if default
-        else ""
+        else f" (default: {BASELINE}, the schemas' defaults)"
     )
     parser.add_argument(
         "--preset",
-        choices=list(PRESETS),
+        type=recipe_name,
         default=default,
-        help="named settings (tutorial: fast, grey 50×50; cpu: RGB 96×96 on 2 cores; "
-        "pretrained: RGB 192×192 from ImageNet weights on 2 cores; accurate: the same net "
-        f"fine-tuned whole on a GPU){on_cluster}; name=value pairs override them",
+        metavar="NAME|FILE.yaml",
+        help=f"named settings ({', '.join(PRESETS)}: docs/reference.md compares them), or a "
+        f"recipe file of settings by name, checked as they are{on_cluster}; name=value pairs "
+        "override them",
     )

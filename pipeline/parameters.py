@@ -8,7 +8,7 @@ them.
 from typing import Any
 
 from components.core import schema
-from components.core.presets import preset_values
+from components.recipes.recipe import recipe_values
 from components.core.schema import PIPELINE_ROLES
 from components.deploying.config import DeployConfig
 from components.downloading.config import DownloadConfig
@@ -45,12 +45,14 @@ def parameters_of(
     sweep: bool = False, tune: bool = False, preset: str | None = None
 ) -> dict[str, tuple[type, Any]]:
     """The parameters of the pipeline, the sweep (``grid`` added) or the search (the
-    search's settings added); with ``preset``, that preset's values are their defaults."""
+    search's settings added); with ``preset`` (a name or a recipe file), its values are
+    their defaults."""
     parameters = dict(PARAMETERS)
     if sweep:
         parameters["grid"] = (list, [])
     if tune:
         parameters.update(TUNE_PARAMETERS)
-    for name, value in preset_values(preset).items() if preset else ():
-        parameters[name] = (parameters[name][0], value)
+    for name, value in recipe_values(preset).items() if preset else ():
+        if name in parameters:  # the rest place the train task (compiled into the spec)
+            parameters[name] = (parameters[name][0], value)
     return parameters

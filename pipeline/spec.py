@@ -21,7 +21,7 @@ def compile_pipeline(
 ) -> Path:
     """Compile the pipeline (or the sweep, or the search) for ``target``, as its oldest KFP
     backend reads it, with ``preset``'s values as its parameters' defaults."""
-    for image in {target.image, target.gpu_image}:
+    for image in {target.image, target.train_image}:
         if "@sha256:" not in image:
             log.warning(
                 "%s is a tag, not a digest: KFP's cache would reuse outputs of whatever image "

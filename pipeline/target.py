@@ -15,8 +15,9 @@ REGISTRY = "ghcr.io/dogs-vs-cats"
 IMAGE = f"{REGISTRY}/dogs-vs-cats:{VERSION}"
 GPU_IMAGE = f"{REGISTRY}/dogs-vs-cats-cuda:{VERSION}"
 CLUSTER_TRACKING_URI = "http://mlflow.mlflow.svc.cluster.local:5000"
-# the compiled spec's defaults: its train task runs on a GPU node, which the accurate preset
-# is made for (docs/BENCHMARKS.md, "Presets"); its gate is that preset's own
+# the compiled spec's recipe without --preset: the accurate preset, made for a GPU node
+# (docs/BENCHMARKS.md, "Presets"); its values are the spec's defaults, its placement the
+# train task's
 CLUSTER_PRESET = "accurate"
 
 
@@ -75,6 +76,11 @@ class ClusterTarget:
             image = getattr(self, name)
             if not image or any(c.isspace() for c in image):
                 raise ValueError(f"expected the {name} as an image reference, found {image!r}")
+
+    @property
+    def train_image(self) -> str:
+        """The image the train task (or TrainJob, or search trial) runs: its hardware's."""
+        return self.gpu_image if self.training.on_gpu else self.image
 
     @property
     def optional_secrets(self) -> bool:

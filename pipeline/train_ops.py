@@ -101,7 +101,7 @@ def trainjob_op(
     trained_model: Output[Model],
     nodes: int,
     gpus: int,
-    gpu_image: str,
+    image: str,
     runtime: str,
     shared_pvc: str,
     placement: str,
@@ -136,7 +136,7 @@ def trainjob_op(
         trained_model: where the trained model is copied back to.
         nodes: nodes to train on.
         gpus: GPUs (and processes) per node.
-        gpu_image: the CUDA image the job's pods run.
+        image: the image the job's pods run (CUDA's on GPU hardware).
         runtime: the ClusterTrainingRuntime the TrainJob refers to.
         shared_pvc: the ReadWriteMany claim the pods and this task share.
         placement: where the pods run, as ``Placement.to_json()``.
@@ -174,7 +174,7 @@ def trainjob_op(
     job = trainjob.ClusterJob(
         name=trainjob.trainjob_name(kfp_run_id),
         namespace=kube.current_namespace(),
-        image=gpu_image,
+        image=image,
         nodes=nodes,
         gpus_per_node=gpus,
         tracking_uri=tracking_uri,
@@ -191,7 +191,7 @@ def trainjob_op(
 def tune_op(
     arrays: Input[Dataset],
     trained_model: Output[Model],
-    gpu_image: str,
+    image: str,
     shared_pvc: str,
     placement: str,
     tracking_uri: str,
@@ -229,7 +229,7 @@ def tune_op(
     Args:
         arrays: the preprocess step's output, copied to the shared volume.
         trained_model: where the best trial's model is copied back to.
-        gpu_image: the CUDA image the trials run.
+        image: the image the trials run (CUDA's on GPU hardware).
         shared_pvc: the ReadWriteMany claim the trials and this task share.
         placement: where the trials run, as ``Placement.to_json()``.
         tracking_uri: the MLflow tracking server (each trial checkpoints into its run).
@@ -268,7 +268,7 @@ def tune_op(
     target = ExperimentTarget(
         name=experiment_name(kfp_run_id),
         namespace=kube.current_namespace(),
-        image=gpu_image,
+        image=image,
         tracking_uri=tracking_uri,
         placement=Placement.from_json(placement),
         shared_pvc=shared_pvc,

@@ -17,22 +17,20 @@ from typing import Any
 
 import yaml
 
-from components.cluster.placement import Placement
 from components.core import schema
 from components.core.atomic import atomic_file
-from components.core.presets import PRESETS
 from components.core.schema import RECIPE
 from components.core.search_space import Dimension, searched
 from components.core.uris import split_credentials
 from components.training.config import TrainConfig
-from components.tuning.config import TuneConfig, check_search
+from components.tuning.config import TuneConfig, check_search, trial_recipe
 from pipeline.arguments import parse_arguments, refuse_credentials, refuse_missing_source
+from components.recipes.recipe import recipe_name
 from pipeline.parameters import PARAMETERS
+from pipeline.road import BASELINE, add_placement_flags, placement_from
 from pipeline.target import CLUSTER_TRACKING_URI, GPU_IMAGE, IMAGE
 
 DEFAULT_NAME = "dogs-vs-cats-tune"
-DEVICES = ("gpu", "cpu")
-CPU_PRESET = "cpu"  # the preset made for CPUs: its trials train on CPU nodes by default
 
 
 def add_tune_command(commands: Any) -> None:
@@ -56,7 +54,10 @@ def add_tune_command(commands: Any) -> None:
         "--output and --data-job)",
     )
     tune.add_argument(
-        "--preset", choices=list(PRESETS), help="the recipe searched around (default: none)"
+        "--preset",
+        type=recipe_name,
+        metavar="NAME|FILE.yaml",
+        help=f"the recipe searched around, and where its trials train (default: {BASELINE})",
     )
     schema.add_arguments(tune.add_argument_group("the search"), TuneConfig)
     # unset: their defaults, or the trial count where there are fewer trials;
@@ -67,13 +68,6 @@ def add_tune_command(commands: Any) -> None:
     cluster = tune.add_argument_group("with --output: the cluster")
     cluster.add_argument("--name", default=DEFAULT_NAME, help="Experiment (default: %(default)s)")
     cluster.add_argument("--namespace", help="the profile's namespace (default: kubectl's)")
-    cluster.add_argument(
-        "--trial-device",
-        choices=DEVICES,
-        help="where each trial trains: gpu (a GPU node, the CUDA image) or cpu (any node, "
-        "the CPU image, no GPU asked for); default: cpu with --preset cpu, the recipe made "
-        "for CPUs, else gpu",
-    )
     cluster.add_argument(
         "--gpu-image", default=GPU_IMAGE, help="GPU trials' image (default: %(default)s)"
     )
@@ -99,7 +93,7 @@ def add_tune_command(commands: Any) -> None:
         help="ReadWriteMany claim holding NAME/arrays, the preprocess output "
         "(default: %(default)s)",
     )
-    schema.add_arguments(cluster, Placement)
+    add_placement_flags(tune, BASELINE)
     here = tune.add_argument_group("with --local: this machine")
     here.add_argument(
         "--workdir", type=Path, default=Path("runs/tune"), help="(default: %(default)s)"
@@ -137,13 +131,20 @@ def run_tune(args: argparse.Namespace) -> None:
         args.min_trials_required = max(1, min(TuneConfig.min_trials_required, args.trials - 1))
     recipe = TrainConfig(data="-", output="-", **schema.pick(TrainConfig, arguments))
     space = searched({name: None for name in explicit}, recipe.model)
-    if args.start_step is None:
-        args.start_step = min(TuneConfig.start_step, recipe.epochs)
+    if args.start_step is None:  # the default, below a short recipe's epochs
+        args.start_step = max(1, min(TuneConfig.start_step, recipe.epochs // 2))
     tune = schema.from_namespace(TuneConfig, args)
     try:
         check_search(tune, recipe.epochs)
     except ValueError as err:
         raise SystemExit(str(err)) from None
+    cadence = trial_recipe(recipe, tune).validate_every
+    if cadence != recipe.validate_every:
+        print(
+            f"the trials score val every {cadence} epochs (the recipe: every "
+            f"{recipe.validate_every}), so that the median rule can stop one from its score "
+            f"{tune.start_step} on"
+        )
     if args.output:
         _write_experiment(args, arguments, tune, recipe, space)
     else:
@@ -161,14 +162,13 @@ def _write_experiment(
     from components.tuning.staging import staging_job
 
     tracking_uri, user, _ = split_credentials(args.tracking_uri)
-    device = args.trial_device or ("cpu" if args.preset == CPU_PRESET else "gpu")
+    placement = placement_from(args)
     target = ExperimentTarget(
         name=args.name,
         namespace=args.namespace,
-        image=args.gpu_image if device == "gpu" else args.cpu_image,
-        on_gpu=device == "gpu",
+        image=args.gpu_image if placement.on_gpu else args.cpu_image,
         tracking_uri=tracking_uri,
-        placement=schema.from_namespace(Placement, args),
+        placement=placement,
         shared_pvc=args.shared_pvc,
         parent_run_id=args.parent_run_id,
     )
@@ -193,7 +193,7 @@ def _write_experiment(
             handle.write(yaml.safe_dump(manifest, sort_keys=False))
     print(
         f"wrote {args.output}: {tune.trials} trials of {', '.join(d.name for d in space)} "
-        f"({tune.algorithm}, medianstop) on {device.upper()} nodes; the trials read "
+        f"({tune.algorithm}, medianstop) on {placement.hardware.upper()} nodes; the trials read "
         f"{target.folder}/arrays on claim {target.shared_pvc}."
     )
     print(_next_commands(args, target.name))

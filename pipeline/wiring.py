@@ -99,8 +99,8 @@ def wire(s: Settings, target: ClusterTarget) -> PipelineOutputs:
     if target.nodes > 1:  # compiled for several nodes: a Kubeflow Trainer TrainJob trains
         train = train_ops.trainjob_op(
             nodes=target.nodes,
-            gpus=s.gpus,
-            gpu_image=target.gpu_image,
+            gpus=_gpus(s, target),
+            image=target.train_image,
             runtime=target.trainer_runtime,
             shared_pvc=target.shared_pvc,
             placement=target.training.to_json(),
@@ -108,8 +108,8 @@ def wire(s: Settings, target: ClusterTarget) -> PipelineOutputs:
         )
         _launcher_task(train, target, cpu="1", memory="4Gi")
     else:
-        train = train_ops.train_op(gpus=s.gpus, **training)
-        _gpu_task(train, target, s.gpus)
+        train = train_ops.train_op(gpus=_gpus(s, target), **training)
+        _train_task(train, target, s.gpus)
     evaluate, register, deploy = _after_training(s, arrays, train, target)
     return PipelineOutputs(
         mlflow_run_id=evaluate.outputs["mlflow_run_id"],
@@ -135,9 +135,9 @@ def wire_sweep(s: Settings, grid: Any, target: ClusterTarget) -> SweepOutputs:
         # the child finds its parent run by the KFP run they share: kfp.local hands a
         # ParallelFor body the loop item in place of an outer task's output parameter
         train = train_ops.train_op(
-            gpus=s.gpus, combination=combination, **_training_inputs(s, arrays)
+            gpus=_gpus(s, target), combination=combination, **_training_inputs(s, arrays)
         ).after(parent)
-        _gpu_task(train, target, s.gpus)
+        _train_task(train, target, s.gpus)
         evaluate = _evaluate_task(s, arrays, train, target, combination)
     best = ops.sweep_best_op(
         parent_run_id=parent.output,
@@ -166,7 +166,7 @@ def wire_tune(s: Settings, search: dict[str, Any], target: ClusterTarget) -> Tun
     training = _training_inputs(s, arrays)
     del training["checkpoint_root"]  # each trial checkpoints into its own MLflow run
     tune = train_ops.tune_op(
-        gpu_image=target.gpu_image,
+        image=target.train_image,
         shared_pvc=target.shared_pvc,
         placement=target.training.to_json(),
         **training,
@@ -302,13 +302,20 @@ def _retry_training(task: Any, target: ClusterTarget) -> None:
     )
 
 
-def _gpu_task(task: Any, target: ClusterTarget, gpus: Any) -> None:
-    """CUDA image placed as ``target.training`` says: GPUs, toleration, shm, retries."""
+def _gpus(s: Settings, target: ClusterTarget) -> Any:
+    """Processes per train pod: one per GPU on GPU hardware, one on a CPU node."""
+    return s.gpus if target.training.on_gpu else 1
+
+
+def _train_task(task: Any, target: ClusterTarget, gpus: Any) -> None:
+    """The train task placed as ``target.training`` says: its hardware's image, GPUs (on GPU
+    hardware), node selector, toleration, Kueue labels, shm, retries."""
     placement = target.training
-    task.set_container_image(target.gpu_image)
+    task.set_container_image(target.train_image)
     task.set_cpu_request(placement.cpu).set_cpu_limit(placement.cpu_limit)
     task.set_memory_request(placement.memory).set_memory_limit(placement.memory)
-    task.set_accelerator_type(placement.gpu_resource).set_accelerator_limit(gpus)
+    if placement.on_gpu:
+        task.set_accelerator_type(placement.gpu_resource).set_accelerator_limit(gpus)
     for key, value in placement.kueue_labels.items():  # Kueue's pod integration admits it
         kubernetes.add_pod_label(task, key, value)
     _retry_training(task, target)

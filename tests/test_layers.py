@@ -17,7 +17,7 @@ TIERS = [  # lowest first; a package imports its own tier's packages never, lowe
     {"scoring"},
     {"training"},
     {"cluster", "downloading", "preprocessing", "evaluation", "registration", "serving"},
-    {"deploying", "tuning"},
+    {"deploying", "tuning", "recipes"},
     {"tasks"},
 ]
 TIER_OF = {package: rank for rank, tier in enumerate(TIERS) for package in tier}

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from components.core.presets import PRESETS
+from components.recipes.presets import PRESETS
 from tests.conftest import SAMPLE_ZIP
 from tests.support.processes import HANG_SECONDS
 from tests.support.readme import readme_block

@@ -11,6 +11,7 @@ from components.cluster.quantities import memory_bytes, millicores, twice_cpu
 from components.core.schema import LOCAL, setting
 
 GPU = "nvidia.com/gpu"
+HARDWARE = ("gpu", "cpu")
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 S3_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL")
@@ -21,15 +22,24 @@ LABEL_NAME = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
 
 @dataclass(frozen=True)
 class Placement:
-    """GPUs' node, taint toleration, shared memory, secrets, requests and limits.
+    """The train pods' hardware, node, taint toleration, shared memory, secrets, requests
+    and limits.
 
-    Chosen when the pipeline is compiled (``python -m pipeline compile --cpu 8 …``). The
-    defaults fit a small GPU node (4 vCPUs, 16 GiB). Limits are twice the CPU request
-    and equal to the memory request (memory is not overcommitted: a pod above its
-    request is the first one evicted). The secrets are optional: a cluster without them
-    runs with the pod's own identity.
+    Chosen when the pipeline is compiled: each preset names its own
+    (``components.recipes.presets``), and flags override it (``--cpu 8 …``). The defaults
+    are the GPU presets' and fit a small GPU node (4 vCPUs, 16 GiB). Limits are twice the
+    CPU request and equal to the memory request (memory is not overcommitted: a pod above
+    its request is the first one evicted). The secrets are optional: a cluster without
+    them runs with the pod's own identity.
     """
 
+    hardware: str = setting(
+        "gpu",
+        "what the train pods run on: gpu (the CUDA image, a GPU asked for) or cpu (the CPU "
+        "image, no GPU)",
+        role=LOCAL,
+        choices=HARDWARE,
+    )
     node_selector: str = setting(
         "nvidia.com/gpu.present=true",
         "node label KEY=VALUE the train pods need (NVIDIA's GPU Operator sets this one); "
@@ -72,6 +82,10 @@ class Placement:
     )
 
     def __post_init__(self) -> None:
+        if self.hardware not in HARDWARE:
+            raise ValueError(
+                f"expected the hardware as one of {', '.join(HARDWARE)}, found {self.hardware!r}"
+            )
         if self.node_selector:
             key, sep, value = self.node_selector.partition("=")
             if not sep or not is_label_key(key) or not LABEL_NAME.fullmatch(value):
@@ -114,6 +128,11 @@ class Placement:
                 f"expected the shm size at most the memory ({self.memory}), /dev/shm counting "
                 f"in it, found {self.shm_size}"
             )
+
+    @property
+    def on_gpu(self) -> bool:
+        """Whether the train pods ask for a GPU (and run the CUDA image)."""
+        return self.hardware == "gpu"
 
     @property
     def node_label(self) -> tuple[str, str] | None:

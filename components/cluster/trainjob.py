@@ -53,7 +53,7 @@ class ClusterJob:
     namespace: str
     image: str
     nodes: int
-    gpus_per_node: int
+    gpus_per_node: int  # processes per node: one per GPU (one on CPU hardware)
     tracking_uri: str
     shared_pvc: str
     runtime: str = "torch-distributed"
@@ -66,8 +66,8 @@ class ClusterJob:
     def __post_init__(self) -> None:
         if self.nodes < 2 or self.gpus_per_node < 1:
             raise ValueError(
-                f"a TrainJob is for 2 or more nodes with 1 or more GPUs each, "
-                f"found {self.nodes} nodes with {self.gpus_per_node} GPUs"
+                f"a TrainJob is for 2 or more nodes with 1 or more processes each, "
+                f"found {self.nodes} nodes with {self.gpus_per_node}"
             )
 
 
@@ -111,9 +111,10 @@ def build_trainjob(cfg: TrainConfig, job: ClusterJob) -> models.TrainerV1alpha1T
 
 
 def _resources(job: ClusterJob) -> models.IoK8sApiCoreV1ResourceRequirements:
-    place, gpus = job.placement, str(job.gpus_per_node)
-    requests = {"cpu": place.cpu, "memory": place.memory, place.gpu_resource: gpus}
-    limits = {"cpu": place.cpu_limit, "memory": place.memory, place.gpu_resource: gpus}
+    place = job.placement
+    gpus = {place.gpu_resource: str(job.gpus_per_node)} if place.on_gpu else {}
+    requests = {"cpu": place.cpu, "memory": place.memory, **gpus}
+    limits = {"cpu": place.cpu_limit, "memory": place.memory, **gpus}
     return models.IoK8sApiCoreV1ResourceRequirements(
         requests={key: _quantity(value) for key, value in requests.items()},
         limits={key: _quantity(value) for key, value in limits.items()},

@@ -1,1 +1,1 @@
-"""Shared by every step: the config schema, atomic outputs, logging, MLflow, presets."""
+"""Shared by every step: the config schema, atomic outputs, logging, MLflow."""

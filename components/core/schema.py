@@ -147,6 +147,24 @@ def pick(schema: type, values: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def build(schema: type[T], values: Mapping[str, Any]) -> T:
+    """``schema`` built from ``values``, its defaults for the rest, and for a required field
+    not given its example (else its type's empty value): to check settings before the run
+    knows what a step learns at run time.
+
+    Raises:
+        ValueError: what ``schema`` refuses.
+    """
+    given = {}
+    for field in dataclasses.fields(schema):  # type: ignore[arg-type]
+        if field.name in values:
+            given[field.name] = values[field.name]
+        elif field.default is dataclasses.MISSING:
+            example = field.metadata.get("example")
+            given[field.name] = field_type(schema, field)() if example is None else example
+    return schema(**given)
+
+
 def decode(schema: type, text: str, names: Sequence[str]) -> dict[str, Any]:
     """A JSON object of some of ``schema``'s fields (``names``), each as its field's type.
 

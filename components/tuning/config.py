@@ -6,9 +6,10 @@ machine, so a search tried here is the search the cluster runs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from components.core.schema import PER_RUN, setting
+from components.training.config import TrainConfig
 
 # Katib's algorithm names that Optuna has too (Katib: Hyperopt, Optuna; here: Optuna):
 # TPE learns from earlier trials, random does not
@@ -86,3 +87,11 @@ def check_search(tune: TuneConfig, epochs: int) -> None:
             f"{tune.start_step}: the median rule would never look at a trial, and none "
             "could stop early"
         )
+
+
+def trial_recipe(recipe: TrainConfig, tune: TuneConfig) -> TrainConfig:
+    """``recipe`` as a trial trains it: scored on val at least twice ``start_step`` times
+    over its epochs, so that the median rule, which counts scores, can stop it early (the
+    recipe's own cadence where it scores that often already)."""
+    often = max(1, recipe.epochs // (2 * tune.start_step))
+    return replace(recipe, validate_every=min(recipe.validate_every, often))

@@ -1,14 +1,13 @@
-"""A Katib Experiment that searches the train step's recipe on the cluster's GPU nodes (or,
-for a recipe made for CPUs, on any node with no GPU asked for).
+"""A Katib Experiment that searches the train step's recipe where its preset trains: the
+cluster's GPU nodes, or for a recipe made for CPUs, CPU nodes with no GPU asked for.
 
 Built with the typed models of Katib's own SDK (``kubeflow.katib``, v0.19 as Katib is)
 and checked with the rules of Katib's validating webhook (``components.tuning.webhook``)
 before anyone applies it. Each trial is a Kubernetes Job running ``python -m
-components.train`` in the project's CUDA image, placed as the pipeline's train task is
-(``nvidia.com/gpu``, the toleration, the node selector, ``/dev/shm``, the service account,
-the secrets as optional environment), reading the arrays from the shared ReadWriteMany
-volume and writing its model next to them. A CPU trial runs the CPU image with the same
-CPU, memory and ``/dev/shm`` and no GPU, toleration or node selector. The trial prints
+components.train`` in its hardware's image, placed as the pipeline's train task is (the
+``Placement``: the GPU on GPU hardware, the toleration and node selector where there are
+any, ``/dev/shm``, the service account, the secrets as optional environment), reading the
+arrays from the shared ReadWriteMany volume and writing its model next to them. The trial prints
 each epoch's metrics for Katib's StdOut collector (``--metrics-stdout``); Katib's
 ``medianstop`` stops a trial whose validation accuracy falls behind the median of the
 finished ones.
@@ -32,7 +31,7 @@ from components.core.uris import holds_credentials, redact
 from components.core.workspace import workspace_env
 from components.training.config import TrainConfig
 from components.tuning import webhook
-from components.tuning.config import TuneConfig
+from components.tuning.config import TuneConfig, trial_recipe
 from components.tuning.report import ADDITIONAL, OBJECTIVE
 
 API_VERSION, KIND = "kubeflow.org/v1beta1", "Experiment"
@@ -60,7 +59,6 @@ class ExperimentTarget:
     shared_mount: str = "/shared"
     service_account: str = "dogs-vs-cats-pipeline"
     parent_run_id: str | None = None
-    on_gpu: bool = True  # False: trials on any node, asking for no GPU (a CPU recipe)
 
     def __post_init__(self) -> None:
         if not is_dns_label(self.name, longest=LONGEST_NAME) or not self.name[0].isalpha():
@@ -112,9 +110,11 @@ def experiment_name(kfp_run_id: str) -> str:
 def build_experiment(
     tune: TuneConfig, target: ExperimentTarget, recipe: TrainConfig, space: tuple[Dimension, ...]
 ) -> katib.V1beta1Experiment:
-    """The Experiment searching ``space`` around ``recipe`` (its other fields stay fixed)."""
+    """The Experiment searching ``space`` around ``recipe`` (its other fields stay fixed,
+    but for how often a trial scores val: ``trial_recipe``)."""
     if not space:
         raise ValueError("expected at least one searched dimension, found every one fixed")
+    recipe = trial_recipe(recipe, tune)
     return katib.V1beta1Experiment(
         api_version=API_VERSION,
         kind=KIND,
@@ -244,11 +244,11 @@ def _trial_template(
 
 
 def _job(target: ExperimentTarget, recipe: TrainConfig, space: tuple[Dimension, ...]) -> k8s.V1Job:
-    """One trial: the train step on one GPU node, placed as the pipeline's train task (or,
-    ``on_gpu`` off, on any node with the same CPU and memory and no GPU)."""
+    """One trial: the train step placed as the pipeline's train task (one GPU on GPU
+    hardware, none on CPU hardware)."""
     place = target.placement
     resources = {"cpu": place.cpu, "memory": place.memory}
-    if target.on_gpu:
+    if place.on_gpu:
         resources[place.gpu_resource] = "1"
     container = k8s.V1Container(
         name=CONTAINER,
@@ -273,9 +273,9 @@ def _job(target: ExperimentTarget, recipe: TrainConfig, space: tuple[Dimension, 
         tolerations=[
             k8s.V1Toleration(key=place.toleration_key, operator="Exists", effect="NoSchedule")
         ]
-        if place.toleration_key and target.on_gpu
+        if place.toleration_key
         else None,
-        node_selector=dict([place.node_label]) if place.node_label and target.on_gpu else None,
+        node_selector=dict([place.node_label]) if place.node_label else None,
         containers=[container],
         volumes=[
             k8s.V1Volume(

@@ -27,7 +27,7 @@ from components.training.config import TrainConfig
 from components.training.loop import DivergedError
 from components.training.session import train
 from components.tuning import runs
-from components.tuning.config import TuneConfig
+from components.tuning.config import TuneConfig, trial_recipe
 from components.tuning.report import OBJECTIVE
 
 log = logging.getLogger(__name__)
@@ -52,6 +52,7 @@ def search(
     """
     if not space:
         raise ValueError("expected at least one searched dimension, found every one fixed")
+    recipe = trial_recipe(recipe, tune)
     parent = runs.open_space_search(recipe.experiment, OPTUNA_SEARCH, name, tune, space, tags={})
     study = optuna.create_study(
         study_name=name,

@@ -7,7 +7,7 @@ from typing import NamedTuple
 import pytest
 import yaml
 
-from components.core.presets import PRESETS
+from components.recipes.presets import PRESETS
 from components.core.search_space import searched
 from components.tuning import webhook
 from pipeline.__main__ import main as pipeline_main
@@ -70,9 +70,9 @@ def test_the_readmes_tune_command_writes_an_experiment_katib_admits(tmp_path):
     assert "kubectl apply -f scratch/experiment.yaml" in done.stdout
 
 
-def test_trial_device_gpu_puts_a_cpu_presets_trials_back_on_gpu_nodes(tmp_path, tune):
+def test_hardware_gpu_puts_a_cpu_presets_trials_back_on_gpu_nodes(tmp_path, tune):
     output = tmp_path / "experiment.yaml"
-    done = tune("-o", output, "--preset", "cpu", "--trials", "2", "--trial-device", "gpu")
+    done = tune("-o", output, "--preset", "cpu", "--trials", "2", "--hardware", "gpu")
     assert done.returncode == 0, done.stderr
     written = yaml.safe_load(output.read_text())
     assert webhook.validate(written) == []
@@ -161,7 +161,7 @@ def test_a_tracking_uri_no_trial_could_use_is_refused_and_nothing_written(uri, t
     ("flags", "expected"),
     [
         (["experiment=${trialParameters.lr}"], "expected no ${ in a fixed setting"),
-        (["--gpu-image", "img:${trialParameters.x}"], "expected no ${ in the trials' image"),
+        (["--cpu-image", "img:${trialParameters.x}"], "expected no ${ in the trials' image"),
         (["--parent-run-id", "../x\n"], "expected --parent-run-id as an MLflow run id"),
         (["--shared-pvc", "Bad PVC"], "expected --shared-pvc as a claim's name"),
         (["--shm-size", "16Gi", "--memory", "12Gi"], "expected the shm size at most the memory"),

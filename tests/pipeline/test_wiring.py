@@ -139,7 +139,7 @@ def test_compiled_for_several_nodes_training_is_a_trainjob_launch(tmp_path):
     assert retry["maxRetryCount"] == 2 and retry["backoffMaxDuration"] == "604800s"
     launcher = task(spec, "trainjob-op")["inputs"]["parameters"]
     assert launcher["nodes"]["runtimeValue"]["constant"] == 3
-    assert launcher["gpu_image"]["runtimeValue"]["constant"] == GPU_IMAGE
+    assert launcher["image"]["runtimeValue"]["constant"] == GPU_IMAGE
     assert launcher["runtime"]["runtimeValue"]["constant"] == "torch-cuda-128"
     assert executor(spec, "trainjob-op")["image"] == IMAGE
     assert "accelerator" not in executor(spec, "trainjob-op")["resources"]

@@ -18,7 +18,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from components import train
-from components.core.presets import PRESETS
+from components.recipes.presets import PRESETS
 from components.networks.models import load_classifier, shifted_views
 from components.networks.pretrained import BACKBONES
 from components.scoring.loading import load_scorer

@@ -8,7 +8,7 @@ import json
 import kubernetes_validate
 
 from components import download, preprocess
-from components.core.presets import preset_values
+from components.recipes.recipe import recipe_values
 from components.training.config import TrainConfig
 from components.tuning.experiment import ExperimentTarget, trial_arguments
 from components.tuning.staging import staging_job
@@ -31,7 +31,7 @@ def containers(job: dict) -> dict[str, dict]:
 
 
 def test_the_job_is_valid_and_writes_the_arrays_the_trials_read():
-    values = {"source": "s3://pets/kagglecatsanddogs.zip", **preset_values("cpu")}
+    values = {"source": "s3://pets/kagglecatsanddogs.zip", **recipe_values("cpu")}
     job = staging_job(target(), values)
     kubernetes_validate.validate(job, K8S_VERSION, strict=True)
     steps = containers(job)

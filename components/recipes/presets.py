@@ -1,17 +1,57 @@
-"""Named settings along the trade-off: pick speed or accuracy by name.
+"""The named recipes: each a whole road, from the photos' shape to the node it trains on.
 
-Each preset is one set of settings by field name: the image shape, the training recipe
-and the registration threshold (set below what the preset measured on the 23,000-photo
-set, docs/BENCHMARKS.md, so that its documented run registers a model). A step takes the
-ones its schema has, the pipeline all of them; a flag or pipeline parameter given
-explicitly still wins.
+Each preset is one set of settings by field name (``components.recipes.recipe`` checks
+them against the schemas): the image shape, the training recipe, the registration
+threshold (set below what the preset measured on the 23,000-photo set, docs/BENCHMARKS.md,
+so that its documented run registers a model), and where it trains (``Placement``: the
+hardware, node selector, toleration and resources). A step takes the ones its schema has,
+the pipeline all of them; a flag or pipeline parameter given explicitly still wins.
 """
 
-import argparse
-
-from components.core.schema import pick
+# a CPU node's train pod: 2 cores (what the CPU presets were measured on), memory for the
+# arrays and the batches (the cpu preset's train step peaks at 2.5 GB: BENCHMARKS.md), no
+# GPU, no GPU node selector or toleration
+ON_CPU: dict[str, object] = {
+    "hardware": "cpu",
+    "node_selector": "",
+    "toleration_key": "",
+    "cpu": "2",
+    "memory": "8Gi",
+    "shm_size": "1Gi",
+}
+# a GPU node's train pod: one GPU, 3 cores (limit 6) and 12 GiB on a small GPU node, on the
+# nodes NVIDIA's GPU Operator labels, tolerating their taint
+ON_GPU: dict[str, object] = {
+    "hardware": "gpu",
+    "node_selector": "nvidia.com/gpu.present=true",
+    "toleration_key": "nvidia.com/gpu",
+    "cpu": "3",
+    "memory": "12Gi",
+    "shm_size": "2Gi",
+}
 
 PRESETS: dict[str, dict[str, object]] = {
+    # the step schemas' own defaults, named: the classic tutorial's recipe (its net, grey
+    # 50×50, 10 epochs) and its gate; what a step and a local run take without --preset
+    "baseline": {
+        "image_size": 50,
+        "channels": 1,
+        "model": "tutorial_cnn",
+        "frozen_blocks": 0,
+        "epochs": 10,
+        "batch_size": 100,
+        "lr": 0.001,
+        "weight_decay": 0.0,
+        "schedule": "constant",
+        "min_crop_area": 1.0,
+        "label_smoothing": 0.0,
+        "cutmix": 0.0,
+        "mirror_average": False,
+        "shift_average": False,
+        "validate_every": 1,
+        "min_accuracy": 0.85,
+        **ON_CPU,
+    },
     # the tutorial's photos: grey 50×50, a net of its net's cost with batch norm (five
     # convs), flips and crops, a one-cycle schedule, the cpu preset's regularisation,
     # batches of 50, predictions averaged over mirrored and shifted views; 30 epochs, three
@@ -31,6 +71,7 @@ PRESETS: dict[str, dict[str, object]] = {
         "shift_average": True,
         "validate_every": 5,
         "min_accuracy": 0.88,
+        **ON_CPU,
     },
     # 2 CPU cores, a train task within 15 minutes: RGB 96×96 through stem16_residual_cnn's
     # stride-2 stem for 30 epochs, with stronger weight decay, label smoothing, CutMix on
@@ -53,6 +94,7 @@ PRESETS: dict[str, dict[str, object]] = {
         "shift_average": True,
         "validate_every": 30,
         "min_accuracy": 0.93,
+        **ON_CPU,
     },
     # ImageNet-pretrained EfficientNet-Lite0 (weights from an installed package,
     # components.networks.pretrained) on RGB 192×192 photos: its first 16 blocks keep their
@@ -72,6 +114,7 @@ PRESETS: dict[str, dict[str, object]] = {
         "mirror_average": True,
         "validate_every": 3,
         "min_accuracy": 0.97,
+        **ON_CPU,
     },
     # accuracy first, for a GPU node: the pretrained preset's EfficientNet-Lite0 fine-tuned
     # whole at its native 224×224, random resized crops, label smoothing, mirrored views;
@@ -90,26 +133,6 @@ PRESETS: dict[str, dict[str, object]] = {
         "label_smoothing": 0.1,
         "mirror_average": True,
         "min_accuracy": 0.97,
+        **ON_GPU,
     },
 }
-
-
-def preset_values(name: str) -> dict[str, object]:
-    """The settings of preset ``name``, by field name: pipeline parameters as they are."""
-    if name not in PRESETS:
-        raise ValueError(f"unknown preset {name!r}; expected one of: {', '.join(PRESETS)}")
-    return dict(PRESETS[name])
-
-
-def apply_preset(parser: argparse.ArgumentParser, argv: list[str] | None, step: type) -> None:
-    """Make ``--preset NAME`` in ``argv`` set ``parser``'s defaults for ``step``'s schema."""
-    parser.add_argument(
-        "--preset",
-        choices=list(PRESETS),
-        default=None,
-        help="named settings, overridden by explicit flags: "
-        + "; ".join(f"{name}: {pick(step, values)}" for name, values in PRESETS.items()),
-    )
-    known, _ = parser.parse_known_args(argv)
-    if known.preset:
-        parser.set_defaults(**pick(step, preset_values(known.preset)))

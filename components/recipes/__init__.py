@@ -1,0 +1,1 @@
+"""The recipes: the named presets, and recipe files checked against the same schemas."""

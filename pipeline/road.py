@@ -1,0 +1,44 @@
+"""Where a recipe trains on a cluster: the train task's placement flags of compile, submit
+and tune, each defaulting to the preset's (``components.recipes.presets``)."""
+
+import argparse
+import dataclasses
+
+from components.cluster.placement import Placement
+from components.core.schema import flag
+from components.recipes.recipe import placement_of, recipe_values
+
+BASELINE = "baseline"  # the recipe without --preset: the schemas' defaults
+
+
+def add_placement_flags(parser: argparse.ArgumentParser, shown_preset: str) -> None:
+    """One flag per ``Placement`` field, unset unless given: the preset decides the rest;
+    the help shows ``shown_preset``'s values."""
+    shown = placement_of(recipe_values(shown_preset), {})
+    group = parser.add_argument_group(
+        "where the train task runs (default: the preset's; shown: the "
+        f"{shown_preset} preset's)"
+    )
+    for field in dataclasses.fields(Placement):
+        value = getattr(shown, field.name)
+        group.add_argument(
+            flag(field.name),
+            dest=field.name,
+            default=None,
+            choices=field.metadata["choices"],
+            help=f"{field.metadata['help']} (default: {value!r})",
+        )
+
+
+def placement_from(args: argparse.Namespace) -> Placement:
+    """The preset's placement (``args.preset``, else the baseline's), the flags given over it.
+
+    Raises:
+        ValueError: a value ``Placement`` refuses.
+    """
+    explicit = {
+        field.name: getattr(args, field.name)
+        for field in dataclasses.fields(Placement)
+        if getattr(args, field.name) is not None
+    }
+    return placement_of(recipe_values(args.preset or BASELINE), explicit)
