@@ -354,28 +354,76 @@ def test_the_storage_initializer_fetches_what_the_served_manifest_names_as_the_s
     }
 
 
-def test_the_kueue_queue_admits_the_pipelines_gpu_work_on_its_gpu_nodes():
-    """The LocalQueue that ``--queue-name`` names feeds a ClusterQueue whose flavor is the
-    GPU nodes as the train pods are placed (their node label and taint), with a quota of
-    the resources a train pod asks for, in the namespace the queue serves."""
-    by_kind = {doc["kind"]: doc for doc in render("kueue")}
-    flavor, cluster_queue = by_kind["ResourceFlavor"], by_kind["ClusterQueue"]
-    local_queue = by_kind["LocalQueue"]
-    placement = Placement()
-    key, _, value = placement.node_selector.partition("=")
-    assert flavor["spec"]["nodeLabels"] == {key: value}
-    assert [taint["key"] for taint in flavor["spec"]["nodeTaints"]] == [placement.toleration_key]
+def kueue_objects() -> tuple[dict, dict[str, dict], dict]:
+    """The shipped ClusterQueue, its flavors by name, and the LocalQueue."""
+    docs = render("kueue")
+    (cluster_queue,) = [doc for doc in docs if doc["kind"] == "ClusterQueue"]
+    (local_queue,) = [doc for doc in docs if doc["kind"] == "LocalQueue"]
+    flavors = {doc["metadata"]["name"]: doc for doc in docs if doc["kind"] == "ResourceFlavor"}
+    return cluster_queue, flavors, local_queue
+
+
+def test_the_kueue_queue_serves_the_teams_namespace_by_names_the_flags_take():
+    cluster_queue, flavors, local_queue = kueue_objects()
     assert local_queue["spec"]["clusterQueue"] == cluster_queue["metadata"]["name"]
     namespace = cluster_queue["spec"]["namespaceSelector"]["matchLabels"]
     assert namespace == {"kubernetes.io/metadata.name": local_queue["metadata"]["namespace"]}
-    (group,) = cluster_queue["spec"]["resourceGroups"]
-    assert set(group["coveredResources"]) == {"cpu", "memory", placement.gpu_resource}
-    assert [f["name"] for f in group["flavors"]] == [flavor["metadata"]["name"]]
-    Placement(queue_name=local_queue["metadata"]["name"])  # a name the flag takes
-    Placement(priority_class=by_kind["WorkloadPriorityClass"]["metadata"]["name"])
+    listed = [f["name"] for g in cluster_queue["spec"]["resourceGroups"] for f in g["flavors"]]
+    assert sorted(listed) == sorted(flavors)  # each flavor has a quota, none is missing
+    for group in cluster_queue["spec"]["resourceGroups"]:  # Kueue: every flavor, every resource
+        for flavor in group["flavors"]:
+            assert [r["name"] for r in flavor["resources"]] == group["coveredResources"]
+    (priority,) = [doc for doc in render("kueue") if doc["kind"] == "WorkloadPriorityClass"]
+    Placement(queue_name=local_queue["metadata"]["name"])  # names the flags take
+    Placement(priority_class=priority["metadata"]["name"])
+
+
+@pytest.mark.parametrize(
+    ("preset", "flags", "flavor"),
+    [
+        ("accurate", {}, "gpu-node"),
+        ("accurate", {"gpu_resource": "nvidia.com/mig-1g.10gb"}, "mig-node"),
+        *((name, {}, "cpu-node") for name in ("baseline", "tutorial", "cpu", "pretrained")),
+        ("cpu", {"hardware": "gpu"}, "gpu-node"),
+        ("accurate", {"hardware": "cpu"}, "cpu-node"),
+    ],
+)
+def test_the_kueue_queue_admits_each_presets_training_on_its_flavor(preset, flags, flavor):
+    """Each kind of training the flags make (a preset's placement, a MIG slice, a preset
+    moved to other hardware) is admitted by the shipped queue, on the flavor of the nodes
+    it is placed on (a stand-in for Kueue's flavor assignment: tests/support/kueue.py)."""
+    from components.recipes.recipe import placement_of, recipe_values
+    from tests.support.kueue import assign_flavor
+
+    cluster_queue, flavors, _ = kueue_objects()
+    place = placement_of(recipe_values(preset), flags)
+    requests = {"cpu": place.cpu, "memory": place.memory}
+    if place.on_gpu:
+        requests[place.gpu_resource] = "1"
+    tolerations = [{"key": place.toleration_key, "operator": "Exists", "effect": "NoSchedule"}]
+    found = assign_flavor(
+        cluster_queue,
+        flavors,
+        requests,
+        tolerations if place.toleration_key else [],
+        dict([place.node_label]) if place.node_label else {},
+    )
+    assert found == flavor
+
+
+def test_the_kueue_stand_in_refuses_what_the_queue_does_not_cover_or_tolerate():
+    cluster_queue, flavors, _ = kueue_objects()
+    from tests.support.kueue import assign_flavor
+
+    slice_2g = {"cpu": "1", "memory": "1Gi", "nvidia.com/mig-2g.20gb": "1"}
+    assert assign_flavor(cluster_queue, flavors, slice_2g, [], {}) is None  # not covered
+    untolerated_gpu = {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"}
+    assert assign_flavor(cluster_queue, flavors, untolerated_gpu, [], {}) is None
+    too_big = {"cpu": "64", "memory": "1Gi"}
+    assert assign_flavor(cluster_queue, flavors, too_big, [], {}) is None
 
 
 def test_a_kueue_field_in_the_wrong_place_is_caught():
-    (flavor,) = [doc for doc in render("kueue") if doc["kind"] == "ResourceFlavor"]
+    flavor = kueue_objects()[1]["gpu-node"]
     flavor["spec"]["nodeSelector"] = flavor["spec"].pop("nodeLabels")  # a Pod's name for it
     assert crds.errors(flavor, crds.KUEUE["ResourceFlavor"]) != []

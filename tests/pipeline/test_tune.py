@@ -1,5 +1,6 @@
 """``python -m pipeline tune``: the Experiment a user applies, and its flags."""
 
+import shlex
 import subprocess
 import sys
 from typing import NamedTuple
@@ -14,6 +15,7 @@ from pipeline.__main__ import main as pipeline_main
 from pipeline.target import GPU_IMAGE, IMAGE
 from pipeline.tune import _enqueued
 from tests.support.processes import HANG_SECONDS
+from tests.support.readme import readme_command
 
 
 class Done(NamedTuple):
@@ -48,17 +50,25 @@ def _container(spec: dict) -> dict:
 
 
 def test_the_readmes_tune_command_writes_an_experiment_katib_admits(tmp_path):
-    """README: ``python -m pipeline tune --output scratch/experiment.yaml --preset cpu --namespace
-    team-a --trials 16``, as typed, in a clone of its own (``scratch/`` not there yet)."""
+    """The README's cluster search, as typed, in a clone of its own (``scratch/`` not there
+    yet): the Experiment, and the Job that stages the arrays its trials read."""
+    command = readme_command("Compare recipes, search them", "python -m pipeline tune --output")
     done = subprocess.run(
-        [sys.executable, "-m", "pipeline", "tune", "--output", "scratch/experiment.yaml",
-         "--preset", "cpu", "--namespace", "team-a", "--trials", "16"],
+        [sys.executable, *shlex.split(command)[1:]],
         capture_output=True, text=True, timeout=HANG_SECONDS, cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     written = yaml.safe_load((tmp_path / "scratch/experiment.yaml").read_text())
     assert webhook.validate(written) == []
     assert written["spec"]["maxTrialCount"] == 16 and written["metadata"]["namespace"] == "team-a"
+    staging = yaml.safe_load((tmp_path / "scratch/data-job.yaml").read_text())
+    staged = [
+        arg for step in staging["spec"]["template"]["spec"]["initContainers"]
+        + staging["spec"]["template"]["spec"]["containers"] for arg in step["args"]
+    ]  # fmt: skip
+    assert "--output=/shared/dogs-vs-cats-tune/arrays" in staged  # where the trials read
+    assert "--data=/shared/dogs-vs-cats-tune/arrays" in _container(written["spec"])["args"]
+    assert "kubectl apply -f scratch/data-job.yaml" in done.stdout
     container = _container(written["spec"])
     assert "--epochs=30" in container["args"] and "--mirror-average" in container["args"]
     # the cpu preset's recipe trains on CPU nodes: the CPU image, and no GPU asked for
@@ -67,7 +77,11 @@ def test_the_readmes_tune_command_writes_an_experiment_katib_admits(tmp_path):
     pod = written["spec"]["trialTemplate"]["trialSpec"]["spec"]["template"]["spec"]
     assert "tolerations" not in pod and "nodeSelector" not in pod
     assert "on CPU nodes" in done.stdout
-    assert "kubectl apply -f scratch/experiment.yaml" in done.stdout
+    assert done.stdout.index("data-job.yaml") < done.stdout.index("apply -f scratch/experiment")
+    # the preset scores val after its last epoch only; the trials score it every 5th, so
+    # that medianstop (from the 3rd score) can stop one before its end
+    assert "--validate-every=5" in container["args"]
+    assert "score val every 5 epochs (the recipe: every 30)" in done.stdout
 
 
 def test_hardware_gpu_puts_a_cpu_presets_trials_back_on_gpu_nodes(tmp_path, tune):
