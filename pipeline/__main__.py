@@ -10,6 +10,7 @@ python -m pipeline tune --local --source ZIP --trials N [name=value ...]  # the 
 
 import argparse
 import logging
+import sys
 
 from components.core.errors import one_line_errors
 from components.core.logs import setup_logging
@@ -71,7 +72,8 @@ def run_here(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = build_parser(__doc__.splitlines()[0]).parse_args(argv)
+    words = sys.argv[1:] if argv is None else argv
+    args = build_parser(__doc__.splitlines()[0], words).parse_args(words)
     skip_final_collection()
     if args.command in ("run", "sweep"):
         run_here(args)

@@ -7,7 +7,7 @@ import textwrap
 from pathlib import Path
 
 from components.recipes.presets import PRESETS
-from components.recipes.recipe import recipe_name
+from components.recipes.recipe import recipe_name, recipe_values
 from pipeline.parameters import DESCRIPTIONS, parameters_of
 from pipeline.road import BASELINE, add_placement_flags
 from pipeline.submit import DEFAULT_EXPERIMENT, SERVICE_ACCOUNT, TOKEN_ENV
@@ -15,7 +15,9 @@ from pipeline.target import CLUSTER_PRESET, CURRENT_BACKEND, ClusterTarget
 from pipeline.tune import add_tune_command
 
 
-def build_parser(description: str) -> argparse.ArgumentParser:
+def build_parser(description: str, argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The command line; ``--help`` shows the values of the preset ``argv`` names."""
+    named = _named_preset(argv)
     parser = argparse.ArgumentParser(prog="python -m pipeline", description=description)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     summaries = {
@@ -24,7 +26,7 @@ def build_parser(description: str) -> argparse.ArgumentParser:
         "there, not here",
     }
     for name, summary in summaries.items():
-        sub = _add_command(commands, name, summary, preset=CLUSTER_PRESET)
+        sub = _add_command(commands, name, summary, preset=named or CLUSTER_PRESET)
         _add_preset_flag(sub, default=CLUSTER_PRESET)
         sub.add_argument(
             "--sweep",
@@ -61,7 +63,7 @@ def build_parser(description: str) -> argparse.ArgumentParser:
             default=ClusterTarget.trainer_runtime,
             help="the ClusterTrainingRuntime a multi-node TrainJob uses (default: %(default)s)",
         )
-        add_placement_flags(sub, CLUSTER_PRESET)
+        add_placement_flags(sub, named or CLUSTER_PRESET)
         sub.add_argument(
             "--kfp-backend",
             default=CURRENT_BACKEND,
@@ -114,7 +116,7 @@ def build_parser(description: str) -> argparse.ArgumentParser:
         "registered; on a cluster: submit --sweep",
     }
     for name, summary in here.items():
-        run = _add_command(commands, name, summary)
+        run = _add_command(commands, name, summary, preset=named)
         run.add_argument(
             "--local",
             action="store_true",
@@ -169,7 +171,7 @@ def _parameters_epilog(command: str, preset: str | None) -> str:
         else "pipeline parameters (name=value):"
     )
     if preset:
-        heading += f"\n  (defaults: the {preset} preset's; --preset NAME compiles another's)"
+        heading += f"\n  (defaults: the {preset} preset's; --preset NAME gives another's)"
     lines = [heading]
     for name, (kind, default) in parameters_of(preset=preset).items():
         lines.append(f"  {name}={default!r} ({kind.__name__})")
@@ -177,6 +179,22 @@ def _parameters_epilog(command: str, preset: str | None) -> str:
             DESCRIPTIONS[name], width=88, initial_indent=" " * 6, subsequent_indent=" " * 6
         )
     return "\n".join(lines)
+
+
+def _named_preset(argv: list[str] | None) -> str | None:
+    """The preset (or recipe file) ``--preset`` names in ``argv``, where it is one."""
+    words = list(argv or [])
+    for index, word in enumerate(words):
+        value = word.partition("=")[2] if word.startswith("--preset=") else None
+        if word == "--preset" and index + 1 < len(words):
+            value = words[index + 1]
+        if value:
+            try:
+                recipe_values(value)
+            except ValueError:
+                return None  # argparse says why, when it parses --preset
+            return value
+    return None
 
 
 def _add_preset_flag(parser: argparse.ArgumentParser, default: str | None = None) -> None:

@@ -203,7 +203,11 @@ def _next_commands(args: argparse.Namespace, name: str) -> str:
     """What to run next: the data Job first, where one was written, then the Experiment."""
     namespace = f" -n {args.namespace}" if args.namespace else ""
     if not args.data_job:
-        return f"Apply it with: kubectl apply -f {args.output}"
+        return (
+            f"Its trials read {name}/arrays on the claim, which nothing here staged: give "
+            "--data-job FILE (with --source, else the public archive) for a Job that stages "
+            f"them, or copy a preprocess output there. Then: kubectl apply -f {args.output}"
+        )
     return (
         f"wrote {args.data_job}: the Job {name}-data downloads and preprocesses the "
         "archive onto the claim. Then:\n"

@@ -42,6 +42,20 @@ def test_every_command_lists_each_parameter_with_default_and_description(command
         assert " ".join(DESCRIPTIONS[name].split()) in flat, name  # as the compiled spec says
 
 
+@pytest.mark.parametrize("command", ["compile", "submit", "run"])
+def test_help_after_a_preset_shows_that_presets_values_and_placement(command, capsys):
+    argv = [command, "--preset", "cpu", "--help"]
+    with pytest.raises(SystemExit):
+        build_parser("python -m pipeline", argv).parse_args(argv)
+    shown = capsys.readouterr().out
+    for name, (kind, default) in parameters_of(preset="cpu").items():
+        assert f"{name}={default!r} ({kind.__name__})" in shown, name
+    assert "defaults: the cpu preset's" in shown
+    if command != "run":  # where the train task runs: the cpu preset's CPU node
+        flat = " ".join(shown.split())
+        assert "(default: 'cpu')" in flat and "(default: '8Gi')" in flat
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [

@@ -111,6 +111,7 @@ def test_a_searched_name_given_one_value_is_fixed_in_the_experiment(tmp_path, tu
     epochs = PRESETS["tutorial"]["epochs"]
     assert "--lr=0.004" in args and f"--epochs={epochs}" in args  # fixed; the preset's epochs
     assert "kubectl apply -f" in done.stdout
+    assert "nothing here staged: give --data-job FILE" in done.stdout  # where the arrays come from
 
 
 def test_fewer_trials_than_the_default_parallelism_still_write_an_experiment(tmp_path, tune):
