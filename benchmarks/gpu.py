@@ -30,10 +30,10 @@ import torch
 from benchmarks.common import Measured, base_parser, measure, report
 from benchmarks.evaluate import project_images_per_second
 from benchmarks.train import run_baseline
-from components.recipes.presets import PRESETS
-from components.recipes.recipe import recipe_values
 from components.core.schema import pick
 from components.data.arrays import read_meta
+from components.recipes.presets import PRESETS
+from components.recipes.recipe import recipe_values
 from components.training.batches import DeviceSplit
 from components.training.config import TrainConfig
 from components.training.inference import predict_logits

@@ -19,10 +19,10 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.common import machine
+from components.core.names import ONNX_FILE
 from components.data.arrays import load_split
 from components.scoring import int8
 from components.scoring.loading import load_scorer
-from components.scoring.onnx_file import ONNX_FILE
 from components.scoring.scorers import OnnxScorer, score_batches, session_threads
 
 

@@ -35,10 +35,10 @@ import torch
 
 from benchmarks.common import REPO, machine
 from benchmarks.serve import preset_model, sample_photos
-from components.recipes.recipe import recipe_values
 from components.data.images import decode_bytes
 from components.evaluation.predictions import predict_files
 from components.networks.models import load_classifier
+from components.recipes.recipe import recipe_values
 from components.scoring.loading import load_scorer
 from components.scoring.onnx_export import export_graph
 from components.scoring.scorers import score_batches, session_threads

@@ -39,11 +39,11 @@ import torch
 from benchmarks import load
 from benchmarks.common import REPO, machine, measure
 from components.core import identity
-from components.recipes.recipe import recipe_values
+from components.core.names import ONNX_FILE
 from components.data.images import decode_bytes
 from components.evaluation.predictions import predict_files
 from components.networks.models import Classifier, build_model, save_trained
-from components.scoring.onnx_file import ONNX_FILE
+from components.recipes.recipe import recipe_values
 from components.training.onnx_graph import OnnxGraph
 
 SCENARIOS = [  # (name, concurrent clients, photos a request)

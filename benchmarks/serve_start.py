@@ -25,9 +25,9 @@ from benchmarks.common import REPO, machine
 from benchmarks.serve import Server, cpu_seconds, preset_model, rss_mb
 from components import fetch_model
 from components.core import identity
-from components.recipes.recipe import recipe_values
+from components.core.names import ONNX_FILE
 from components.networks.models import OneBatchOfViews, load_classifier
-from components.scoring.onnx_file import ONNX_FILE
+from components.recipes.recipe import recipe_values
 from components.tracking import logged_models
 
 

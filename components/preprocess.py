@@ -10,10 +10,10 @@ import argparse
 from components.core import schema
 from components.core.errors import one_line_errors
 from components.core.logs import setup_logging
-from components.recipes.recipe import apply_preset
 from components.core.shutdown import skip_final_collection
 from components.preprocessing.build import build_arrays
 from components.preprocessing.config import PreprocessConfig
+from components.recipes.recipe import apply_preset
 
 
 def build_parser() -> argparse.ArgumentParser:

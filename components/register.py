@@ -13,8 +13,8 @@ from components.core import schema
 from components.core.errors import one_line_errors
 from components.core.logs import setup_logging
 from components.core.names import MLFLOW_WAITS
-from components.recipes.recipe import apply_preset
 from components.core.shutdown import skip_final_collection
+from components.recipes.recipe import apply_preset
 from components.registration.config import RegisterConfig
 from components.registration.decision import register_if_accurate
 

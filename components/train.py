@@ -13,8 +13,8 @@ from components.core import schema
 from components.core.errors import STOPPED_BY_CTRL_C, STOPPED_BY_SIGTERM, one_line_errors
 from components.core.logs import setup_logging
 from components.core.names import MLFLOW_WAITS
-from components.recipes.recipe import apply_preset
 from components.core.shutdown import skip_final_collection
+from components.recipes.recipe import apply_preset
 from components.training.config import TrainConfig
 from components.training.stopping import stop_at_next_batch_on_sigterm
 

@@ -5,9 +5,9 @@ import json
 from typing import Any
 
 from components.core import schema
-from components.recipes.recipe import recipe_values
 from components.core.uris import holds_credentials, redact
 from components.data.sources import check_local_source
+from components.recipes.recipe import recipe_values
 from components.training.config import TrainConfig
 from components.tuning.config import TuneConfig, check_search
 from components.tuning.grid import SWEEPABLE, grid, split_pairs

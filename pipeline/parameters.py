@@ -8,12 +8,12 @@ them.
 from typing import Any
 
 from components.core import schema
-from components.recipes.recipe import recipe_values
 from components.core.schema import PIPELINE_ROLES
 from components.deploying.config import DeployConfig
 from components.downloading.config import DownloadConfig
 from components.evaluation.config import EvaluateConfig
 from components.preprocessing.config import PreprocessConfig
+from components.recipes.recipe import recipe_values
 from components.registration.config import RegisterConfig
 from components.training.config import TrainConfig
 from components.tuning.config import TuneConfig

@@ -16,8 +16,7 @@ def add_placement_flags(parser: argparse.ArgumentParser, shown_preset: str) -> N
     the help shows ``shown_preset``'s values."""
     shown = placement_of(recipe_values(shown_preset), {})
     group = parser.add_argument_group(
-        "where the train task runs (default: the preset's; shown: the "
-        f"{shown_preset} preset's)"
+        f"where the train task runs (default: the preset's; shown: the {shown_preset} preset's)"
     )
     for field in dataclasses.fields(Placement):
         value = getattr(shown, field.name)

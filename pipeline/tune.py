@@ -22,10 +22,10 @@ from components.core.atomic import atomic_file
 from components.core.schema import RECIPE
 from components.core.search_space import Dimension, searched
 from components.core.uris import split_credentials
+from components.recipes.recipe import recipe_name
 from components.training.config import TrainConfig
 from components.tuning.config import TuneConfig, check_search, trial_recipe
 from pipeline.arguments import parse_arguments, refuse_credentials, refuse_missing_source
-from components.recipes.recipe import recipe_name
 from pipeline.parameters import PARAMETERS
 from pipeline.road import BASELINE, add_placement_flags, placement_from
 from pipeline.target import CLUSTER_TRACKING_URI, GPU_IMAGE, IMAGE

@@ -1,8 +1,10 @@
-"""What the docs promise exists: every test that docs/safety.md names is a test of the suite."""
+"""What the docs promise exists: every test docs/safety.md names is a test of the suite, and
+every presets table states the presets as they are."""
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -99,3 +101,41 @@ def test_every_relative_link_and_cited_heading_resolves_from_its_own_file(docume
         if resolved.exists() and heading not in headings(resolved):
             broken.append(f'{path}, "{heading}": no such heading')
     assert not broken, "\n".join(broken)
+
+
+def preset_table(document: Path) -> tuple[list[str], dict[str, list[str]]]:
+    """The header of ``document``'s presets table and its rows' cells by preset name."""
+    lines = document.read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| preset |"))
+    header = [cell.strip() for cell in lines[start].strip("|").split("|")]
+    rows = {}
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        cells = [cell.strip() for cell in line.strip("|").split(" | ")]
+        rows[cells[0].strip("`")] = cells
+    return header, rows
+
+
+@pytest.mark.parametrize("document", ["README.md", "docs/reference.md"])
+def test_each_presets_table_states_every_preset_as_the_table_of_presets_holds_it(document):
+    from components.recipes.presets import PRESETS
+    from components.recipes.recipe import placement_of
+
+    header, rows = preset_table(REPO / document)
+    assert list(rows) == list(PRESETS)
+    images, recipe = header.index("images"), header.index("recipe")
+    gate = next(i for i, name in enumerate(header) if name.startswith("gate"))
+    for name, cells in rows.items():
+        values = PRESETS[name]
+        side = values["image_size"]
+        kind = "grey" if values["channels"] == 1 else "RGB"
+        assert cells[images] == f"{kind} {side}×{side}", name
+        assert float(cells[gate]) == values["min_accuracy"], name
+        assert f"`{values['model']}`" in cells[recipe], name
+        assert f"{values['epochs']} epochs" in cells[recipe], name
+        if "trains on" in header:
+            place = placement_of(values, {})
+            gpu = f"1 {place.gpu_resource}, " if place.on_gpu else ""
+            where = f"{place.hardware.upper()}: {gpu}{place.cpu} CPUs, {place.memory}"
+            assert cells[header.index("trains on")] == where, name

@@ -27,6 +27,7 @@ from urllib3.exceptions import HTTPError
 from components.cluster import kube
 from components.cluster.placement import Placement
 from components.core import schema
+from components.core.names import RUN_ID_FILE
 from components.core.workspace import workspace_env
 from components.training.config import TrainConfig
 
@@ -244,7 +245,7 @@ def train_on_cluster(cfg: TrainConfig, job: ClusterJob, api_client: k8s.ApiClien
         _surface_logs(k8s.CoreV1Api(api_client), job)
         _delete(objects, job, wait=False)
         shutil.rmtree(staging, ignore_errors=True)
-    return (Path(cfg.output) / "mlflow_run_id").read_text()
+    return (Path(cfg.output) / RUN_ID_FILE).read_text()
 
 
 def _require_runtime(objects: k8s.CustomObjectsApi, name: str) -> None:

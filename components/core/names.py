@@ -3,7 +3,13 @@
 DEFAULT_EXPERIMENT = "dogs-vs-cats"  # the MLflow experiment
 REGISTERED_MODEL_NAME = "dogs-vs-cats"  # the MLflow Model Registry entry
 CLASSES = ("cat", "dog")  # label 0, label 1
+# a train output's files (the model folder), named once
 WEIGHTS_FILE = "model.pt"  # the train step's weights and the spec that rebuilds the net
+SPEC_FILE = "spec.json"  # the net, its input and its views, as data
+ONNX_FILE = "model.onnx"  # beside model.pt in a train output, and in the MLflow model
+INT8_FILE = "model.int8.onnx"  # the same graph in int8, where training was asked for it
+HISTORY_FILE = "history.json"  # each epoch's metrics
+RUN_ID_FILE = "mlflow_run_id"  # the MLflow run that trained it, for evaluate and register
 DOWNLOAD_RECORD = "download.json"  # the download step's record: source, bytes, sha256
 # MLflow waits 120 s per request and retries 7 times (about 20 minutes) by default: a
 # tracking server whose API hangs would stall a step that long; these bound it

@@ -21,13 +21,19 @@ from matplotlib.figure import Figure
 from components.core import cuda
 from components.core.atomic import atomic_directory, check_replaceable, write_json
 from components.core.identity import sha256_of
-from components.core.names import CLASSES, INT8_RUNTIME, WEIGHTS_FILE
+from components.core.names import (
+    CLASSES,
+    INT8_FILE,
+    INT8_RUNTIME,
+    ONNX_FILE,
+    RUN_ID_FILE,
+    WEIGHTS_FILE,
+)
 from components.data.arrays import load_split, read_meta
 from components.evaluation import metrics as scoring
 from components.evaluation import plots
 from components.evaluation.config import EvaluateConfig
 from components.scoring.loading import Record, folder_record, load_scorer
-from components.scoring.onnx_file import INT8_FILE, ONNX_FILE
 from components.scoring.scorers import class_probabilities, pick_runtime, score_batches
 from components.tracking import logged_models, run_log, store
 from components.tracking.tags import EVALUATION_DIGEST_TAG
@@ -198,5 +204,5 @@ def _write_report(
 
 
 def _recorded_run_id(model_dir: Path) -> str | None:
-    path = model_dir / "mlflow_run_id"
+    path = model_dir / RUN_ID_FILE
     return path.read_text().strip() if path.is_file() else None

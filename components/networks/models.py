@@ -19,9 +19,9 @@ from torch import nn
 from torch.nn import functional as F
 
 from components.core.atomic import atomic_file
-from components.core.names import WEIGHTS_FILE
+from components.core.names import SPEC_FILE, WEIGHTS_FILE
 from components.networks.efficientnet_lite import EfficientNetLite
-from components.networks.spec import SPEC_FILE, check_spec, write_spec
+from components.networks.spec import check_spec, write_spec
 
 
 class TutorialCNN(nn.Module):

@@ -10,9 +10,9 @@ from typing import Any
 
 from components.core.atomic import atomic_file
 from components.core.identity import sha256_of_bytes
+from components.core.names import SPEC_FILE
 from components.data.arrays import check_image_spec
 
-SPEC_FILE = "spec.json"
 MOST_SPEC_BYTES = 64 * 1024  # a spec is a few hundred bytes
 
 

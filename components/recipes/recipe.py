@@ -36,7 +36,7 @@ ON_HARDWARE = {"cpu": ON_CPU, "gpu": ON_GPU}
 
 def recipe_fields() -> dict[str, tuple[type, dataclasses.Field[Any]]]:
     """Every setting a recipe may hold: the steps' pipeline fields and the placement's."""
-    fields = {
+    fields: dict[str, tuple[type, dataclasses.Field[Any]]] = {
         field.name: (step, field)
         for step in STEP_SCHEMAS
         for field in schema.fields_of(step, *schema.PIPELINE_ROLES)

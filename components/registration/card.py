@@ -5,16 +5,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from components.core import schema
+from components.core.names import INT8_FILE, ONNX_FILE, WEIGHTS_FILE
 from components.registration.challenge import TEST_PHOTOS_TAG
+from components.training.config import TrainConfig
 
-RECIPE = ("model", "frozen_blocks", "epochs", "batch_size", "lr", "weight_decay", "augment", "seed")
+# the recipe a card states: every setting of the train step's that defines the result
+RECIPE = tuple(field.name for field in schema.fields_of(TrainConfig, schema.RECIPE))
 DATA = ("image_size", "channels", "split_seed")
 # what a run records of the pretrained weights it started from (components.networks.pretrained)
 BACKBONE = ("backbone", "backbone_package", "backbone_version", "backbone_license",
             "backbone_sha256", "backbone_trained_on")  # fmt: skip
 # the files that can answer for a model: the train step's weights, the MLflow model's
 # torch program, and the float and int8 graphs
-ANSWERING = ("model.pt", "data/model.pt2", "model.onnx", "model.int8.onnx")
+ANSWERING = (WEIGHTS_FILE, "data/model.pt2", ONNX_FILE, INT8_FILE)
 
 
 def model_card(

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from components.core.identity import sha256_of_bytes
+from components.core.names import ONNX_FILE, WEIGHTS_FILE
 from components.registration.card import model_card
 from components.registration.challenge import Holder, challenge
 from components.registration.config import RegisterConfig
@@ -19,7 +20,7 @@ log = logging.getLogger(__name__)
 ACCURACY_TOLERANCE = 1e-6  # a given accuracy that differs from the run's by more is refused
 DECISION_TAG = "quality_gate"  # the MLflow run tag that holds the decision and its reason
 EVALUATION = "evaluation/test/metrics.json"  # the evaluate step's report on the test split
-FLOAT_MODEL_FILES = ("model.onnx", "model.pt")  # what a float model's evaluation scores
+FLOAT_MODEL_FILES = (ONNX_FILE, WEIGHTS_FILE)  # what a float model's evaluation scores
 
 
 @dataclass(frozen=True)

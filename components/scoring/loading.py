@@ -13,10 +13,10 @@ from typing import Any
 from urllib.parse import urlparse
 
 from components.core import identity
-from components.core.names import INT8_RUNTIME, WEIGHTS_FILE
+from components.core.names import INT8_FILE, INT8_RUNTIME, ONNX_FILE, SPEC_FILE, WEIGHTS_FILE
 from components.data.arrays import shape_problems
-from components.networks.spec import SPEC_FILE, read_spec
-from components.scoring.onnx_file import INPUT, INT8_FILE, ONNX_FILE, OUTPUT, read_onnx
+from components.networks.spec import read_spec
+from components.scoring.onnx_file import INPUT, OUTPUT, read_onnx
 from components.scoring.scorers import OnnxScorer, TorchScorer, pick_runtime, session_threads
 
 log = logging.getLogger(__name__)

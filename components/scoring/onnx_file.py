@@ -15,8 +15,6 @@ from pathlib import Path
 import onnx
 from onnx import external_data_helper, numpy_helper
 
-ONNX_FILE = "model.onnx"  # beside model.pt in a train output, and in the MLflow model
-INT8_FILE = "model.int8.onnx"  # the same graph in int8, where training was asked for it
 INPUT, OUTPUT = "pixels", "logits"  # the graph's input (N×C×S×S photos) and output (N×2)
 VIEWS = "views"  # the graph's metadata: the views of a photo it scores
 # the classifiers are 1–45 MB; with their external data, if any. Loading takes about 4.1

@@ -12,8 +12,8 @@ from mlflow.entities import LoggedModel, LoggedModelOutput, LoggedModelStatus
 from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
 from mlflow.tracking import MlflowClient
 
+from components.tracking import store
 from components.tracking.run_log import experiment_of
-from components.tracking.store import tracking_uri
 from components.tracking.tags import IDENTITY_TAG
 
 CHECKPOINT_MODEL = "checkpoint"  # the logged model each epoch's checkpoint is
@@ -55,7 +55,7 @@ def log_checkpoint(model_id: str, checkpoint: Path, epoch: int) -> None:
     run = mlflow.active_run()
     if run is None:
         raise RuntimeError("expected an active MLflow run to log the checkpoint into")
-    client = MlflowClient(tracking_uri())
+    client = store.client()
     client.log_model_artifact(model_id, str(checkpoint))
     client.finalize_logged_model(model_id, LoggedModelStatus.READY)
     client.log_outputs(run.info.run_id, [LoggedModelOutput(model_id, step=epoch)])
@@ -83,7 +83,7 @@ def _checkpoint_models(
 
 def checkpoint_recorded(run_id: str, epoch: int, sha256: str) -> bool:
     """Whether run ``run_id`` recorded a checkpoint after ``epoch`` with digest ``sha256``."""
-    client = MlflowClient(tracking_uri())
+    client = store.client()
     models = _checkpoint_models(client, run_id, experiment_of(run_id), ready=False)
     tag = f"{IDENTITY_TAG}{CHECKPOINT_FILE}"
     return any(m.tags[EPOCH_TAG] == str(epoch) and m.tags.get(tag) == sha256 for m in models)
@@ -110,7 +110,7 @@ def _metric(model: LoggedModel, key: str) -> float:
 def download_checkpoint(run_id: str, destination: Path) -> Path | None:
     """Fetch the run's newest checkpoint (its checkpoint model's file) into
     ``destination``; None if it has none."""
-    client = MlflowClient(tracking_uri())
+    client = store.client()
     models = _checkpoint_models(client, run_id, client.get_run(run_id).info.experiment_id)
     if not models:
         return None

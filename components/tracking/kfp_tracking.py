@@ -13,6 +13,7 @@ import mlflow
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
+from components.tracking import store
 from components.tracking.store import REGISTRY_ABSENT, tracking_uri, use_experiment
 from components.tracking.tags import (
     COMBINATION_TAG,
@@ -56,7 +57,7 @@ def pipeline_experiment(name: str) -> str:
     task = kfp_task()
     if task is None:
         return name
-    found = MlflowClient(tracking_uri()).get_experiment(task.experiment_id).name
+    found = store.client().get_experiment(task.experiment_id).name
     if found != name:
         log.info("KFP tracks this run in MLflow experiment %r; logging there, not %r", found, name)
     return found
@@ -90,7 +91,7 @@ def check_kfp_task_run(run_id: str, tags: dict[str, str]) -> None:
             f"{refused}, which KFP sets with MLFLOW_EXPERIMENT_ID, found no "
             "MLFLOW_EXPERIMENT_ID; unset MLFLOW_RUN_ID to start a run of this step's own"
         )
-    client = MlflowClient(tracking_uri())
+    client = store.client()
     run = _existing_run(client, run_id, refused)
     own = {k: tags[k] for k in (KFP_RUN_ID_TAG, COMBINATION_TAG) if k in tags}
     retried = (
@@ -125,7 +126,7 @@ def check_given_run(run_id: str, experiment: str, output: str) -> None:
         ValueError: any other run, in one line, before anything is written.
     """
     refused = f"refusing --mlflow-run-id {run_id[:64]!r}"
-    client = MlflowClient(tracking_uri())
+    client = store.client()
     run = _existing_run(client, run_id, refused)
     written = run.data.tags.get(OUTPUT_TAG)
     mine = written == os.path.abspath(output)

@@ -17,11 +17,11 @@ from urllib.parse import urlparse
 import mlflow
 import numpy as np
 from mlflow.models import Model, ModelSignature, infer_signature
-from mlflow.tracking import MlflowClient
 from mlflow.types import ColSpec, Schema
 
 from components.core import identity
 from components.core.names import CLASSES
+from components.tracking import store
 from components.tracking.store import tracking_uri
 from components.tracking.tags import IDENTITY_TAG
 
@@ -78,7 +78,7 @@ def log_model(
         validate_serving_input=False,  # reloaded and checked below, as served: one load, not two
     )
     for onnx_file in onnx_files:
-        MlflowClient(tracking_uri()).log_model_artifact(info.model_id, str(onnx_file))
+        store.client().log_model_artifact(info.model_id, str(onnx_file))
     with tempfile.TemporaryDirectory(prefix="logged-") as scratch:
         folder = download_model(info.model_uri, Path(scratch))
         logged = identity.folder_digests(folder)
@@ -102,7 +102,7 @@ def record_identity(model_id: str, digests: dict[str, str]) -> None:
     """The digests of a logged model's files as its tags (``sha256.FILE``), in the
     tracking store: out of reach of whoever can write its artifacts."""
     tags = {f"{IDENTITY_TAG}{name}": digest for name, digest in digests.items()}
-    MlflowClient(tracking_uri()).set_logged_model_tags(model_id, tags)
+    store.client().set_logged_model_tags(model_id, tags)
 
 
 def recorded_identity(model_id: str) -> dict[str, str]:
@@ -111,7 +111,7 @@ def recorded_identity(model_id: str) -> dict[str, str]:
     Raises:
         ModelIdentityError: it records none (a model logged without them).
     """
-    tags = MlflowClient(tracking_uri()).get_logged_model(model_id).tags or {}
+    tags = store.client().get_logged_model(model_id).tags or {}
     found = {
         key.removeprefix(IDENTITY_TAG): value
         for key, value in tags.items()
@@ -132,7 +132,7 @@ def model_id_of(uri: str) -> str:
         ValueError: another kind of URI, whose files no tracking store vouches for.
     """
     mlflow.set_tracking_uri(tracking_uri())
-    client = MlflowClient(tracking_uri())
+    client = store.client()
     if uri.startswith("runs:/"):
         return logged_model_id(uri.removeprefix("runs:/").split("/")[0])
     reference = uri.removeprefix("models:/") if uri.startswith("models:/") else None
@@ -260,7 +260,7 @@ def logged_model_id(run_id: str) -> str:
     Raises:
         LookupError: the run logged no model.
     """
-    client = MlflowClient(tracking_uri())
+    client = store.client()
     run = client.get_run(run_id)
     found = client.search_logged_models(
         experiment_ids=[run.info.experiment_id],

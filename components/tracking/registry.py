@@ -7,6 +7,7 @@ from mlflow.entities.model_registry import RegisteredModel
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
+from components.tracking import store
 from components.tracking.store import REGISTRY_ABSENT, tracking_uri
 
 
@@ -17,7 +18,7 @@ def register_model(
     (``description``, ``tags``), and point ``alias`` at it (None: no alias); the version."""
     mlflow.set_tracking_uri(tracking_uri())
     version = mlflow.register_model(f"models:/{model_id}", name, tags=tags)
-    client = MlflowClient(tracking_uri())
+    client = store.client()
     client.update_model_version(name, version.version, description=description)
     if alias:
         client.set_registered_model_alias(name, alias, version.version)
@@ -37,7 +38,7 @@ def check_registered(uri: str) -> None:
         name, slash, version = reference.rpartition("/")
         if not slash:
             return  # a logged model's id (models:/m-…): MLflow says what it finds
-    client = MlflowClient(tracking_uri())
+    client = store.client()
     held = {model.name: model for model in client.search_registered_models(max_results=100)}
     if name not in held:
         raise LookupError(
@@ -73,7 +74,7 @@ def _described(model: RegisteredModel) -> str:
 def alias_holder(name: str, alias: str) -> tuple[str, dict[str, str]] | None:
     """The version of registered model ``name`` that ``alias`` points at, and its tags;
     None when the model or the alias does not exist."""
-    client = MlflowClient(tracking_uri())
+    client = store.client()
     try:
         version = client.get_model_version_by_alias(name, alias)
     except MlflowException as err:

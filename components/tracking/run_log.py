@@ -26,6 +26,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 from mlflow.tracking.fluent import _create_dataset_input
 
+from components.tracking import store
 from components.tracking.kfp_tracking import check_kfp_task_run, experiment_id, kfp_task
 from components.tracking.store import logs_system_metrics, tracking_uri
 
@@ -82,14 +83,14 @@ def start_run(
 
 def log_params_into(run_id: str, params: dict[str, object]) -> None:
     """Log ``params`` into a run that is not this process's active run."""
-    client = MlflowClient(tracking_uri())
+    client = store.client()
     for key, value in params.items():
         client.log_param(run_id, key, value)
 
 
 def log_json_into(run_id: str, payload: dict[str, Any], name: str) -> None:
     """Log ``payload`` as the JSON artifact ``name`` of a run that is not this process's."""
-    MlflowClient(tracking_uri()).log_dict(run_id, payload, name)
+    store.client().log_dict(run_id, payload, name)
 
 
 def log_params(params: dict[str, object]) -> None:
@@ -155,7 +156,7 @@ def log_evaluation_into(
     stays as its training left it, whatever stops this process), named ``prefix`` (the
     split's name by default) ``_accuracy`` and so on, linked to the logged model they were
     measured on and to the split's data (an MLflow dataset with its digest)."""
-    client = MlflowClient(tracking_uri())
+    client = store.client()
     dataset = from_numpy(images, targets=labels, name=f"{split}-split")
     entry = _create_dataset_input(dataset, split)  # as mlflow.log_input makes it
     client.log_inputs(run_id, [entry] if entry else None)
@@ -173,14 +174,14 @@ def log_evaluation_into(
 
 def log_artifacts_into(run_id: str, paths: list[Path], artifact_path: str) -> None:
     """Log files as artifacts of a run that is not this process's, leaving its status."""
-    client = MlflowClient(tracking_uri())
+    client = store.client()
     for path in paths:
         client.log_artifact(run_id, str(path), artifact_path)
 
 
 def load_run_bytes(run_id: str, path: str) -> bytes | None:
     """The bytes of the run's artifact at ``path``, or None where it has none."""
-    client = MlflowClient(tracking_uri())
+    client = store.client()
     folder, _, name = path.rpartition("/")
     if name not in {Path(a.path).name for a in client.list_artifacts(run_id, folder or None)}:
         return None
@@ -190,23 +191,23 @@ def load_run_bytes(run_id: str, path: str) -> bytes | None:
 
 
 def run_status(run_id: str) -> str:
-    return str(MlflowClient(tracking_uri()).get_run(run_id).info.status)
+    return str(store.client().get_run(run_id).info.status)
 
 
 def run_params(run_id: str) -> dict[str, str]:
-    return dict(MlflowClient(tracking_uri()).get_run(run_id).data.params)
+    return dict(store.client().get_run(run_id).data.params)
 
 
 def input_digests(run_id: str) -> dict[str, str]:
     """The digest of each dataset the run logged as an input, by the dataset's name."""
-    inputs = MlflowClient(tracking_uri()).get_run(run_id).inputs
+    inputs = store.client().get_run(run_id).inputs
     return {d.dataset.name: d.dataset.digest for d in (inputs.dataset_inputs if inputs else [])}
 
 
 def create_run(experiment: str, run_name: str, tags: dict[str, str]) -> str:
     """A new run, left open for others to fill and end (a sweep's parent); its id."""
     mlflow.set_tracking_uri(tracking_uri())
-    client = MlflowClient(tracking_uri())
+    client = store.client()
     run = client.create_run(experiment_id(experiment), run_name=run_name, tags=tags)
     return str(run.info.run_id)
 
@@ -216,7 +217,7 @@ def finish_run(
 ) -> None:
     """Log ``metrics`` and ``tags`` into a run and end it with ``status`` (or KILLED,
     FAILED); ``None`` leaves it to its owner (KFP ends the runs it made)."""
-    client = MlflowClient(tracking_uri())
+    client = store.client()
     for key, value in metrics.items():
         client.log_metric(run_id, key, value)
     for key, text in tags.items():
@@ -227,7 +228,7 @@ def finish_run(
 
 def run_metrics(run_id: str) -> dict[str, float]:
     """The run's metrics, each at its latest step."""
-    return dict(MlflowClient(tracking_uri()).get_run(run_id).data.metrics)
+    return dict(store.client().get_run(run_id).data.metrics)
 
 
 def best_run(run_ids: list[str], metric: str) -> tuple[str, float]:
@@ -240,12 +241,12 @@ def best_run(run_ids: list[str], metric: str) -> tuple[str, float]:
 
 def experiment_of(run_id: str) -> str:
     """The id of the run's experiment."""
-    return MlflowClient(tracking_uri()).get_run(run_id).info.experiment_id
+    return store.client().get_run(run_id).info.experiment_id
 
 
 def run_identity(run_id: str) -> tuple[str, dict[str, str], dict[str, str]] | None:
     """The run's experiment name, tags and params; None when the store has no such run."""
-    client = MlflowClient(tracking_uri())
+    client = store.client()
     try:
         run = client.get_run(run_id)
     except MlflowException as err:
@@ -258,10 +259,10 @@ def run_identity(run_id: str) -> tuple[str, dict[str, str], dict[str, str]] | No
 
 def run_tag(run_id: str, key: str) -> str | None:
     """The value of the run's tag ``key``, or None."""
-    return MlflowClient(tracking_uri()).get_run(run_id).data.tags.get(key)
+    return store.client().get_run(run_id).data.tags.get(key)
 
 
 def set_run_tags(run_id: str, tags: dict[str, str]) -> None:
-    client = MlflowClient(tracking_uri())
+    client = store.client()
     for key, value in tags.items():
         client.set_tag(run_id, key, value)

@@ -57,6 +57,11 @@ def tracking_uri() -> str:
     return uri
 
 
+def client() -> MlflowClient:
+    """The tracking store's client: how every module of this project reaches the store."""
+    return MlflowClient(tracking_uri())
+
+
 def _made_once(uri: str) -> None:
     """Make a SQLite store's tables on its first use, under a lock beside it: two commands
     started at once on a new store would both create them, and one would crash."""
@@ -126,6 +131,6 @@ def use_experiment(name: str) -> str:
 
 def ensure_experiment(name: str, artifact_location: Path) -> None:
     """Create experiment ``name`` with its artifacts at ``artifact_location``, unless it exists."""
-    client = MlflowClient(tracking_uri())
-    if client.get_experiment_by_name(name) is None:
-        client.create_experiment(name, artifact_location=Path(artifact_location).as_uri())
+    tracking = client()
+    if tracking.get_experiment_by_name(name) is None:
+        tracking.create_experiment(name, artifact_location=Path(artifact_location).as_uri())

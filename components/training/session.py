@@ -24,12 +24,17 @@ import torch
 from components.core import identity, schema
 from components.core.atomic import atomic_file, claim_directory, exclusive, write_json
 from components.core.identity import sha256_of_bytes
-from components.core.names import WEIGHTS_FILE
+from components.core.names import (
+    HISTORY_FILE,
+    INT8_FILE,
+    ONNX_FILE,
+    RUN_ID_FILE,
+    SPEC_FILE,
+    WEIGHTS_FILE,
+)
 from components.data.arrays import load_split, read_meta
 from components.networks import pretrained
 from components.networks.models import Classifier, OneBatchOfViews, build_model, save_trained
-from components.networks.spec import SPEC_FILE
-from components.scoring.onnx_file import INT8_FILE, ONNX_FILE
 from components.tracking import checkpoint_models, kfp_tracking, logged_models, run_log, store
 from components.tracking.tags import (
     DIVERGED_TAG,
@@ -60,8 +65,8 @@ OUTPUT_FILES = [
     ONNX_FILE,
     INT8_FILE,
     checkpoints.CHECKPOINT,
-    "history.json",
-    "mlflow_run_id",
+    HISTORY_FILE,
+    RUN_ID_FILE,
 ]
 CHECKED_PHOTOS = 64  # val photos on which ONNX Runtime must give eager torch's answers
 
@@ -213,7 +218,7 @@ def _refuse_a_trained_output(cfg: TrainConfig) -> None:
     held = [name for name in (WEIGHTS_FILE, checkpoints.CHECKPOINT) if (output / name).is_file()]
     if not held or cfg.resume or cfg.overwrite:
         return
-    run_file = output / "mlflow_run_id"
+    run_file = output / RUN_ID_FILE
     run_id = run_file.read_text().strip()[:64] if run_file.is_file() else None
     earlier = f" (MLflow run {run_id})" if run_id else ""
     raise FileExistsError(
@@ -357,10 +362,10 @@ def _write_outputs(
     if int8_graph:
         digests[INT8_FILE] = sha256_of_bytes(int8_graph)
     identity.write_record(output, digests)
-    write_json(output / "history.json", history)
-    with atomic_file(output / "mlflow_run_id", "w") as handle:
+    write_json(output / HISTORY_FILE, history)
+    with atomic_file(output / RUN_ID_FILE, "w") as handle:
         handle.write(run_id or "")
-    run_log.log_artifact(output / "history.json")
+    run_log.log_artifact(output / HISTORY_FILE)
     side = meta["image_size"]
     # a batch of two, so the exported model keeps a dynamic batch dimension
     example = np.full((2, meta["channels"], side, side), 128, np.float32)
@@ -421,4 +426,4 @@ def train_processes(cfg: TrainConfig, processes: int) -> str:
             *schema.to_argv(cfg),
         ]
         subprocess.run(command, check=True)
-    return (Path(cfg.output) / "mlflow_run_id").read_text()
+    return (Path(cfg.output) / RUN_ID_FILE).read_text()

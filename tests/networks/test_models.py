@@ -11,6 +11,7 @@ import torch
 from torch.nn import functional as F
 
 from components.core.identity import sha256_of
+from components.core.names import SPEC_FILE
 from components.networks.models import (
     MODELS,
     Classifier,
@@ -20,7 +21,7 @@ from components.networks.models import (
     save_trained,
     shifted_views,
 )
-from components.networks.spec import SPEC_FILE, read_spec
+from components.networks.spec import read_spec
 from tests.support.models import SPEC
 
 RGB_ONLY = {"efficientnet_lite0"}  # its pretrained weights take RGB

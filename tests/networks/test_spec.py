@@ -7,7 +7,8 @@ import json
 import pytest
 
 from components.core.identity import sha256_of
-from components.networks.spec import MOST_SPEC_BYTES, SPEC_FILE, read_spec, write_spec
+from components.core.names import SPEC_FILE
+from components.networks.spec import MOST_SPEC_BYTES, read_spec, write_spec
 from tests.support.models import SPEC as TUTORIAL_SPEC
 
 SPEC = {**TUTORIAL_SPEC, "mirror_average": True}

@@ -37,9 +37,7 @@ def quantity(value) -> float:
 
 
 @pytest.mark.parametrize("preset", PRESETS)
-def test_a_presets_train_task_runs_its_hardwares_image_resources_and_placement(
-    preset, tmp_path
-):
+def test_a_presets_train_task_runs_its_hardwares_image_resources_and_placement(preset, tmp_path):
     place = placement_of(recipe_values(preset), {})
     spec, platform = compile_spec(tmp_path, "--preset", preset)
     container = executor(spec, "train-op")

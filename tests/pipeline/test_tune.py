@@ -8,8 +8,8 @@ from typing import NamedTuple
 import pytest
 import yaml
 
-from components.recipes.presets import PRESETS
 from components.core.search_space import searched
+from components.recipes.presets import PRESETS
 from components.tuning import webhook
 from pipeline.__main__ import main as pipeline_main
 from pipeline.target import GPU_IMAGE, IMAGE

@@ -61,3 +61,20 @@ def test_the_card_of_a_pretrained_net_names_its_weights_their_source_and_imagene
     ) in description
     assert tags["backbone.sha256"] == lite0.sha256 and tags["backbone.license"] == "Apache-2.0"
     assert tags["backbone.package"] == lite0.package and tags["recipe.model"] == params["model"]
+
+
+def test_the_card_states_every_training_setting_each_preset_sets():
+    """The card's recipe comes from the train step's schema: a preset's every training
+    setting is on it, as the run logged it."""
+    from components.core.schema import pick
+    from components.recipes.presets import PRESETS
+    from components.training.config import TrainConfig
+
+    for name, values in PRESETS.items():
+        training = pick(TrainConfig, values)
+        training.pop("validate_every", None)  # how often it is scored, not what it learns
+        params = {**PARAMS, **{key: str(value) for key, value in training.items()}}
+        description, tags = model_card("run-9", REPORT, params, {}, FILES)
+        for key, value in training.items():
+            assert f"{key}={value}" in description, (name, key)
+            assert tags[f"recipe.{key}"] == str(value), (name, key)

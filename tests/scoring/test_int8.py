@@ -13,12 +13,13 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from components.core.identity import ModelIdentityError
+from components.core.names import INT8_FILE, ONNX_FILE
 from components.data.arrays import load_split
 from components.evaluation.config import EvaluateConfig
 from components.evaluation.report import evaluate
 from components.scoring import int8
 from components.scoring.loading import load_scorer
-from components.scoring.onnx_file import INT8_FILE, ONNX_FILE, read_onnx
+from components.scoring.onnx_file import read_onnx
 from components.tracking import logged_models
 from components.training import session
 from components.training.config import TrainConfig

@@ -15,9 +15,8 @@ import torch
 
 from components.core import identity
 from components.core.identity import ModelIdentityError
-from components.networks.spec import SPEC_FILE
+from components.core.names import INT8_FILE, ONNX_FILE, SPEC_FILE
 from components.scoring.loading import load_scorer
-from components.scoring.onnx_file import INT8_FILE, ONNX_FILE
 from components.scoring.scorers import OnnxScorer, TorchScorer
 from tests.support.models import rerecord, seeded_model
 from tests.support.processes import HANG_SECONDS

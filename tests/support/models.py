@@ -8,9 +8,8 @@ import functools
 import torch
 
 from components.core import identity
+from components.core.names import ONNX_FILE, SPEC_FILE
 from components.networks.models import Classifier, build_model, save_trained
-from components.networks.spec import SPEC_FILE
-from components.scoring.onnx_file import ONNX_FILE
 from components.training.batches import DeviceSplit
 from components.training.onnx_graph import OnnxGraph
 

@@ -18,11 +18,11 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from components import train
-from components.recipes.presets import PRESETS
+from components.core.names import ONNX_FILE
 from components.networks.models import load_classifier, shifted_views
 from components.networks.pretrained import BACKBONES
+from components.recipes.presets import PRESETS
 from components.scoring.loading import load_scorer
-from components.scoring.onnx_file import ONNX_FILE
 from components.scoring.scorers import OnnxScorer, TorchScorer
 from components.tracking import logged_models, run_log, store
 from components.tracking.tags import DIVERGED_TAG, KFP_PIPELINE_RUN_TAG, KFP_RUN_ID_TAG, PARENT_TAG
