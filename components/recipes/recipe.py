@@ -83,21 +83,19 @@ def read_recipe(path: Path) -> dict[str, Any]:
         raise ValueError(f"{path}: expected YAML settings (name: value), found {raw!r:.60}")
     settings = dict(raw)
     base = settings.pop(BASE, None)
-    if base is not None and base not in PRESETS:
+    if base is not None and not (isinstance(base, str) and base in PRESETS):
         raise ValueError(
             f"{path}: expected {BASE}: one of {', '.join(PRESETS)} (the recipe it starts "
-            f"from), found {base!r}"
+            f"from), found {base!r:.60}"
         )
+    start = dict(PRESETS[base]) if base else {}
     try:
         given = check_recipe(settings)
+        if "hardware" in given:  # a file that moves the recipe takes that hardware's placement
+            start = {**start, **_placement_for(given["hardware"], start)}
+        return check_recipe({**start, **given})
     except ValueError as err:
         raise ValueError(f"{path}: {err}") from None
-    start = dict(PRESETS[base]) if base else {}
-    if "hardware" in given:  # a file that moves the recipe sets that hardware's placement
-        start = {**start, **_placement_for(given["hardware"], start)}
-    values = {**start, **given}
-    check_recipe(values)
-    return values
 
 
 def check_recipe(values: dict[str, Any]) -> dict[str, Any]:

@@ -96,6 +96,8 @@ def test_a_recipe_file_that_moves_to_a_gpu_takes_the_gpus_placement(tmp_path):
         ("model: resnet9000\n", "expected model as one of"),
         ("hardware: tpu\n", "expected hardware as one of gpu, cpu, found 'tpu'"),
         ("preset: fastest\n", "expected preset: one of baseline"),
+        ("preset: [cpu]\n", "expected preset: one of baseline"),
+        ("preset: pretrained\nmodel: bn_cnn\n", "frozen_blocks: expected"),
         ("epochs: [1, 2]\n", "expected epochs to be one value"),
         ("- epochs\n", "expected YAML settings (name: value), found ['epochs']"),
         ("epochs: 0\n", "epochs: expected epochs >= 1"),
