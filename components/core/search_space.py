@@ -53,20 +53,20 @@ class Dimension:
             raise ValueError(f"expected a kind of {DOUBLE}, {INT} or {CATEGORICAL}")
 
 
+# searched alike for every net: the regularisation and the augmentation's strength
+SHARED: tuple[Dimension, ...] = (
+    Dimension("weight_decay", DOUBLE, 1e-4, 0.1, log=True),
+    Dimension("label_smoothing", DOUBLE, 0.0, 0.2),
+    Dimension("min_crop_area", DOUBLE, 0.25, 1.0),
+)
 SEARCH_SPACE: tuple[Dimension, ...] = (
     Dimension("lr", DOUBLE, 1e-3, 1e-2, log=True),
-    Dimension("weight_decay", DOUBLE, 1e-4, 0.1, log=True),
-    Dimension("label_smoothing", DOUBLE, 0.0, 0.2),
-    Dimension("min_crop_area", DOUBLE, 0.25, 1.0),
+    *SHARED,
     Dimension("batch_size", CATEGORICAL, choices=(64, 128, 256)),
 )
-
-
 PRETRAINED_SPACE: tuple[Dimension, ...] = (
     Dimension("lr", DOUBLE, 1e-4, 3e-3, log=True),
-    Dimension("weight_decay", DOUBLE, 1e-4, 0.1, log=True),
-    Dimension("label_smoothing", DOUBLE, 0.0, 0.2),
-    Dimension("min_crop_area", DOUBLE, 0.25, 1.0),
+    *SHARED,
     Dimension("batch_size", CATEGORICAL, choices=(32, 64, 128)),
 )
 PRETRAINED_MODELS = ("efficientnet_lite0",)  # as components.networks.pretrained.BACKBONES
