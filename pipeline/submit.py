@@ -106,6 +106,12 @@ def submit(
     typed = {pair.partition("=")[0] for pair in pairs} | {"grid"}
     arguments = {name: value for name, value in checked.items() if name in typed}
     refuse_credentials(arguments, ("source", "tracking_uri"))
+    if arguments.get("gpus", 1) > 1 and not target.training.on_gpu:
+        raise SystemExit(
+            f"expected gpus=1 on CPU hardware (the {preset or 'baseline'} preset's train "
+            f"task asks for no GPU), found gpus={arguments['gpus']}: give --hardware gpu, or "
+            "a GPU preset"
+        )
     import kfp  # loaded once the settings are known to be good
 
     from pipeline.spec import compile_pipeline

@@ -297,3 +297,13 @@ def test_submit_tune_checks_the_search_settings_before_any_request(pairs, expect
         assert api.seen == [] and api.runs == {}
     assert str(stopped.value).startswith("refused before the run starts: ")
     assert expected in str(stopped.value)
+
+
+def test_more_than_one_gpu_on_a_cpu_preset_is_refused_before_any_request():
+    """A CPU preset's train task asks for no GPU: gpus=2 would be ignored, so it is refused."""
+    with FakeKfpApi() as api:
+        with pytest.raises(SystemExit) as stopped:
+            pipeline_main(["submit", "--host", api.endpoint, "--preset", "cpu", "gpus=2"])
+        assert api.seen == [] and api.runs == {}
+    assert "expected gpus=1 on CPU hardware" in str(stopped.value)
+    assert "--hardware gpu" in str(stopped.value)
