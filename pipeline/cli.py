@@ -139,7 +139,7 @@ def build_parser(description: str, argv: list[str] | None = None) -> argparse.Ar
         )
         run.add_argument("arguments", nargs="*", metavar="name=value")
         _add_preset_flag(run)
-    add_tune_command(commands)
+    add_tune_command(commands, named)
     return parser
 
 

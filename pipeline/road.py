@@ -5,7 +5,7 @@ import argparse
 import dataclasses
 
 from components.cluster.placement import Placement
-from components.core.schema import flag
+from components.core import schema
 from components.recipes.recipe import placement_of, recipe_values
 
 BASELINE = "baseline"  # the recipe without --preset: the schemas' defaults
@@ -14,19 +14,11 @@ BASELINE = "baseline"  # the recipe without --preset: the schemas' defaults
 def add_placement_flags(parser: argparse.ArgumentParser, shown_preset: str) -> None:
     """One flag per ``Placement`` field, unset unless given: the preset decides the rest;
     the help shows ``shown_preset``'s values."""
-    shown = placement_of(recipe_values(shown_preset), {})
     group = parser.add_argument_group(
         f"where the train task runs (default: the preset's; shown: the {shown_preset} preset's)"
     )
-    for field in dataclasses.fields(Placement):
-        value = getattr(shown, field.name)
-        group.add_argument(
-            flag(field.name),
-            dest=field.name,
-            default=None,
-            choices=field.metadata["choices"],
-            help=f"{field.metadata['help']} (default: {value!r})",
-        )
+    shown = placement_of(recipe_values(shown_preset), {})
+    schema.add_arguments(group, Placement, shown=dataclasses.asdict(shown))
 
 
 def placement_from(args: argparse.Namespace) -> Placement:

@@ -33,8 +33,8 @@ from pipeline.target import CLUSTER_TRACKING_URI, GPU_IMAGE, IMAGE
 DEFAULT_NAME = "dogs-vs-cats-tune"
 
 
-def add_tune_command(commands: Any) -> None:
-    """The ``tune`` subcommand and its flags."""
+def add_tune_command(commands: Any, named_preset: str | None = None) -> None:
+    """The ``tune`` subcommand and its flags; its help shows ``named_preset``'s placement."""
     tune = commands.add_parser(
         "tune",
         help="search the training recipe: write a Katib Experiment (--output) or run the "
@@ -93,7 +93,7 @@ def add_tune_command(commands: Any) -> None:
         help="ReadWriteMany claim holding NAME/arrays, the preprocess output "
         "(default: %(default)s)",
     )
-    add_placement_flags(tune, BASELINE)
+    add_placement_flags(tune, named_preset or BASELINE)
     here = tune.add_argument_group("with --local: this machine")
     here.add_argument(
         "--workdir", type=Path, default=Path("runs/tune"), help="(default: %(default)s)"

@@ -78,8 +78,16 @@ def flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def add_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup, schema: type) -> None:
-    """One flag per field: help with the default, choices, ``--no-X`` for a default-on bool."""
+def add_arguments(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+    schema: type,
+    shown: Mapping[str, Any] | None = None,
+) -> None:
+    """One flag per field: help with the default, choices, ``--no-X`` for a default-on bool.
+
+    With ``shown`` (values by field name), a flag not given is left None, for the caller to
+    fill in from elsewhere (a preset), and its help shows ``shown``'s value as the default.
+    """
     for field in fields_of(schema):
         kind = field_type(schema, field)
         meta = field.metadata
@@ -95,15 +103,20 @@ def add_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup, sch
                 else f"{meta['help']} (default: off)",
             )
             continue
-        shown = "" if required or field.default is None else f" (default: {field.default})"
+        default = None if required else field.default
+        if shown is not None:
+            default, told = None, shown[field.name]
+        else:
+            told = default
+        said = "" if told is None else f" (default: {told})"
         parser.add_argument(
             flag(field.name),
             dest=field.name,
             type=kind,
             required=required,
-            default=None if required else field.default,
+            default=default,
             choices=meta.get("choices"),
-            help=f"{meta['help']}{shown}",
+            help=f"{meta['help']}{said}",
         )
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from components.cluster.placement import Placement
+from components.cluster.placement import HARDWARE, Placement
 from components.core import schema
 from components.preprocessing.config import PreprocessConfig
 from components.recipes.presets import ON_CPU, ON_GPU, PRESETS
@@ -149,7 +149,9 @@ def placement_of(values: dict[str, Any], explicit: dict[str, Any]) -> Placement:
 def _placement_for(hardware: str, values: dict[str, Any]) -> dict[str, Any]:
     """The placement fields of ``hardware``, with ``values``' where they are on it."""
     if hardware not in ON_HARDWARE:
-        raise ValueError(f"expected the hardware as one of gpu, cpu, found {hardware!r}")
+        raise ValueError(
+            f"expected the hardware as one of {', '.join(HARDWARE)}, found {hardware!r}"
+        )
     own = values if values.get("hardware", "gpu") == hardware else {}
     placement = {field.name for field in dataclasses.fields(Placement)}
     return {**ON_HARDWARE[hardware], **{k: v for k, v in own.items() if k in placement}}

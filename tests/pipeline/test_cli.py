@@ -53,7 +53,7 @@ def test_help_after_a_preset_shows_that_presets_values_and_placement(command, ca
     assert "defaults: the cpu preset's" in shown
     if command != "run":  # where the train task runs: the cpu preset's CPU node
         flat = " ".join(shown.split())
-        assert "(default: 'cpu')" in flat and "(default: '8Gi')" in flat
+        assert "(default: cpu)" in flat and "(default: 8Gi)" in flat
 
 
 @pytest.mark.parametrize(
