@@ -49,3 +49,17 @@ def printable(text: str) -> str:
     """``text`` as one line a terminal shows as it is: control characters (newline, tab,
     escape sequences, bidirectional overrides) escaped, as ``\\n``, ``\\x1b``, ``\\u202e``."""
     return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
+
+
+def brief(value: object) -> str:
+    """``value`` as a refusal shows it, never formatted whole: a collection by its size, a
+    string by its first 60 characters."""
+    if isinstance(value, dict):
+        return f"a mapping of {len(value)} keys"
+    if isinstance(value, list | tuple | set):
+        return f"a list of {len(value)} items"
+    if isinstance(value, str):
+        return repr(value[:60]) + ("…" if len(value) > 60 else "")
+    if isinstance(value, int | float | bool) or value is None:
+        return repr(value)
+    return f"a {type(value).__name__}"

@@ -29,6 +29,8 @@ import typing
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
+from components.core.errors import brief
+
 RECIPE, PER_RUN, LOCAL = "recipe", "per_run", "local"
 PIPELINE_ROLES = (RECIPE, PER_RUN)  # the roles a pipeline parameter has
 T = TypeVar("T")
@@ -218,7 +220,7 @@ def convert(kind: type, value: Any, name: str = "value") -> Any:
         return float(text)
     elif kind is str:
         return text
-    raise ValueError(f"expected {name} to be {kind.__name__}, found {value!r}")
+    raise ValueError(f"expected {name} to be {kind.__name__}, found {brief(value)}")
 
 
 def _is_number(text: str) -> bool:

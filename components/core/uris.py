@@ -1,11 +1,13 @@
 """Credentials in URIs: kept out of everything the project prints or stores.
 
 ``http://USER:PASSWORD@host`` works where a URI is used; wherever one is shown (a log
-line, an error, a summary, a record on disk) it reads ``http://***@host``, and its query
-and fragment read ``?***`` and ``#***``: what is decided from the URI's parts, not from
-key names (``?%70assword=``, ``?jwt=`` and ``#password=`` are secrets as much as
-``?password=``). None of the three is ever written into what a cluster stores (a run's
-parameters, an Experiment, a service).
+line, an error, a summary, a record on disk) it reads ``http://***@host``, and its path
+parameters, query and fragment read ``;***``, ``?***`` and ``#***``: what is decided from
+the URI's parts, not from key names (``?%70assword=``, ``?jwt=``, ``;jwt=`` and
+``#password=`` are secrets as much as ``?password=``), whatever characters they hold (RFC
+3986 allows ``'`` in user info: a URI runs to white space). A reference without a scheme,
+as a library shows a request (``url: /api?jwt=S``), loses the same parts. None of them is
+ever written into what a cluster stores (a run's parameters, an Experiment, a service).
 """
 
 from __future__ import annotations
@@ -13,11 +15,12 @@ from __future__ import annotations
 import re
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-# as urllib reads an authority: it ends at the first / ? or #, its user info at the last @
-USERINFO = re.compile(r"(?<=://)[^/?#\s]*@")
-# a URI with an authority, as far as a text shows it: up to a space or a quote
-URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s\"'<>]*")
-QUERY, FRAGMENT = re.compile(r"\?[^#]*"), re.compile(r"#.*")
+# a URI with an authority, as far as a text shows it: up to white space; its authority
+# (as urllib reads one) ends at the first / ? or #, its user info at the last @ in it
+URI = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<authority>[^/?#\s]*)(?P<rest>\S*)")
+# a reference without a scheme, as a library's message shows a request: /api;p?q#f
+REFERENCE = re.compile(r"(?<!\S)/[^\s?#;]*[?#;]\S+")
+PARAMS, QUERY, FRAGMENT = re.compile(r";[^/?#]*"), re.compile(r"\?[^#]*"), re.compile(r"#.*")
 # outside such a URI, a query parameter that carries a secret: ?password=, &access_token=
 SECRET_QUERY = re.compile(
     r"(?i)([?&;][\w.-]*(?:pass|pwd|token|secret|key|auth|sig|credential)[\w.-]*=)[^&#;\s]*"
@@ -27,18 +30,33 @@ SECRET_QUERY = re.compile(
 def redact(text: str) -> str:
     """``text`` with the user and password, the query and the fragment of every URI in it,
     and every other query value that carries a secret, replaced by ``***``."""
-    return SECRET_QUERY.sub(r"\1***", URI.sub(_redact_uri, text))
+    text = URI.sub(_redact_uri, text)
+    return SECRET_QUERY.sub(r"\1***", REFERENCE.sub(lambda m: _redact_path(m.group(0)), text))
 
 
 def _redact_uri(match: re.Match[str]) -> str:
-    bare = USERINFO.sub("***@", match.group(0))
-    return FRAGMENT.sub("#***", QUERY.sub("?***", bare, count=1), count=1)
+    scheme, authority, rest = match.group("scheme", "authority", "rest")
+    if "@" in authority:
+        authority = "***@" + authority.rsplit("@", 1)[1]
+    return scheme + authority + _redact_path(rest)
+
+
+def _redact_path(path: str) -> str:
+    """``path`` (what follows an authority) with its parameters, query and fragment hidden."""
+    path, hash_sign, _ = path.partition("#")
+    path, question_mark, _ = path.partition("?")
+    return (
+        PARAMS.sub(";***", path)
+        + question_mark
+        + "***" * bool(question_mark)
+        + (hash_sign + "***" * bool(hash_sign))
+    )
 
 
 def holds_credentials(uri: str) -> bool:
-    """Whether ``uri`` carries a user and password, a query or a fragment: any of them may
-    hold a secret, whatever its keys are called."""
-    return redact(uri) != uri or "?" in uri or "#" in uri
+    """Whether ``uri`` carries a user and password, path parameters, a query or a
+    fragment: any of them may hold a secret, whatever its keys are called."""
+    return redact(uri) != uri or any(mark in uri for mark in "?#;")
 
 
 def is_http_url(uri: str) -> bool:

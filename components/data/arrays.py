@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import string
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from components.core.errors import brief
 from components.core.names import CLASSES
 
 SPLITS = ("train", "val", "test")
@@ -15,6 +18,7 @@ META = "meta.json"
 MIN_IMAGE_SIZE = 8
 MAX_IMAGE_SIZE = 512  # PetImages photos are about 500×375; larger only wastes memory
 IMAGE_FIELDS = ("classes", "channels", "image_size", "mean", "std")
+HEX = frozenset(string.hexdigits.lower())
 
 
 def save_split(directory: Path, split: str, images: np.ndarray, labels: np.ndarray) -> None:
@@ -47,6 +51,12 @@ def read_meta(directory: Path) -> dict[str, Any]:
             f"not JSON ({err})"
         ) from err
     check_image_spec(meta, path)
+    photos = meta.get("photos_sha256", {})
+    if not (isinstance(photos, dict) and all(_is_sha256(d) for d in photos.values())):
+        raise ValueError(
+            f"expected photos_sha256 in {path} as a sha256 (64 hex digits) by split, found "
+            f"{brief(photos)}"
+        )
     counts = meta.get("counts")
     if not (
         isinstance(counts, dict)
@@ -108,6 +118,10 @@ def _fractions(values: object, count: object, positive: bool) -> bool:
     )
 
 
+def _is_sha256(value: object) -> bool:
+    return isinstance(value, str) and len(value) == 64 and all(c in HEX for c in value)
+
+
 def _counts_by_class(counts: object) -> bool:
     return (
         isinstance(counts, dict)
@@ -156,6 +170,24 @@ def load_split(directory: Path, split: str) -> tuple[np.ndarray, np.ndarray]:
             f"{held}: a model trained or judged on one class says nothing of the other"
         )
     return images, labels
+
+
+def split_sha256(images: np.ndarray, labels: np.ndarray) -> str:
+    """The sha256 of a split as loaded (which photos, at which size, with which labels),
+    every byte counted: what evaluate scored, and what the training run recorded."""
+    digest = hashlib.sha256(f"{images.dtype}{images.shape}{labels.dtype}{labels.shape}".encode())
+    for array in (images, labels):
+        digest.update(np.ascontiguousarray(array).reshape(-1).view(np.uint8).data)
+    return digest.hexdigest()
+
+
+def split_file_sha256(directory: Path, split: str) -> str:
+    """``split_sha256`` of a split's files, read through the page cache, not copied in."""
+    images, labels = (
+        np.load(Path(directory) / f"{split}_{kind}.npy", mmap_mode="r", allow_pickle=False)
+        for kind in ("images", "labels")
+    )
+    return split_sha256(images, labels)
 
 
 def _load_array(path: Path) -> np.ndarray:

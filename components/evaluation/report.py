@@ -29,14 +29,14 @@ from components.core.names import (
     RUN_ID_FILE,
     WEIGHTS_FILE,
 )
-from components.data.arrays import load_split, read_meta
+from components.data.arrays import load_split, read_meta, split_sha256
 from components.evaluation import metrics as scoring
 from components.evaluation import plots
 from components.evaluation.config import EvaluateConfig
 from components.scoring.loading import Record, folder_record, load_scorer
 from components.scoring.scorers import class_probabilities, pick_runtime, score_batches
 from components.tracking import logged_models, run_log, store
-from components.tracking.tags import EVALUATION_DIGEST_TAG
+from components.tracking.tags import EVALUATION_DIGEST_TAG, TEST_PHOTOS_PARAM, TEST_SPLIT_PARAM
 
 Logits = Callable[[np.ndarray], np.ndarray]  # uint8 N×C×S×S images to float N×2 logits
 
@@ -78,12 +78,21 @@ def evaluate(cfg: EvaluateConfig) -> dict[str, Any]:
     meta = read_meta(data_dir)
     _check_inputs_fit(takes, meta, data_dir)
     images, labels = load_split(data_dir, cfg.split)
+    # what was scored: these arrays, and which photos they hold at any size; the gate
+    # compares models by them, so they must be the test split the training recorded
+    split, photos = split_sha256(images, labels), meta.get("photos_sha256", {}).get(cfg.split)
+    if run_id and cfg.split == "test":
+        _check_trained_beside(run_id, split, photos, labels, data_dir)
     scores = class_probabilities(logits(images))[:, 1]
     classes = list(CLASSES)
     figures = _figures(classes, images, labels, scores)
-    # which photos were scored, at any size: the gate compares models of other sizes by it
-    photos = meta.get("photos_sha256", {}).get(cfg.split)
-    scoring_record = {"model_id": model_id, "scored": scored, "sha256": files, "photos": photos}
+    scoring_record = {
+        "model_id": model_id,
+        "scored": scored,
+        "sha256": files,
+        "split_sha256": split,
+        "photos": photos,
+    }
     report = _write_report(output_dir, classes, labels, scores, scoring_record, figures)
     if run_id and model_id:  # the run, and its model is the one scored
         # the int8 graph's figures apart: the registration gate reads the float32 model's
@@ -103,6 +112,31 @@ def evaluate(cfg: EvaluateConfig) -> dict[str, Any]:
         log.warning("no MLflow run id given or recorded in %s; metrics not logged", model_dir)
     log.info("%s: %s", cfg.split, json.dumps(report["metrics"]))
     return report
+
+
+def _check_trained_beside(
+    run_id: str, split: str, photos: str | None, labels: np.ndarray, data_dir: Path
+) -> None:
+    """Refuse a test split other than the one the training run recorded (its arrays'
+    sha256 and its photos'): a split edited or cherry-picked after training would let
+    the gate judge the model, or compare it with another, on photos it was never meant for.
+
+    Raises:
+        ValueError: the arrays or the photos digest differ from the run's record.
+    """
+    params = run_log.run_params(run_id)
+    recorded, recorded_photos = params.get(TEST_SPLIT_PARAM), params.get(TEST_PHOTOS_PARAM)
+    if recorded == split and recorded_photos == photos:
+        return
+    cats, dogs = np.bincount(labels, minlength=2)
+    expected = ", ".join(f"{params.get(f'data_test_{name}', '?')} {name}s" for name in CLASSES)
+    raise ValueError(
+        f"refusing to score MLflow run {run_id}'s model on the test split in {data_dir}: "
+        f"expected the split its training recorded (arrays sha256 {str(recorded)[:12]}…, "
+        f"photos {str(recorded_photos)[:12]}…, {expected}), found arrays sha256 {split[:12]}…, "
+        f"photos {str(photos)[:12]}…, {cats} cats, {dogs} dogs; evaluate on the arrays the "
+        "model was trained beside"
+    )
 
 
 def _device_type(name: str) -> str:

@@ -1,9 +1,10 @@
 """A recipe by name (a preset) or as a file, checked against the schemas it sets.
 
 A recipe file is YAML: settings by field name, as a preset holds them, and optionally
-``preset: NAME``, the named recipe it starts from. It is read as data (``yaml.safe_load``,
-at most 64 KiB) and checked as ``PRESETS`` are: every name a field of a step schema or of
-``Placement``, every value of its field's type and choices, and each schema built with it.
+``preset: NAME``, the named recipe it starts from. It is read as bounded data
+(``recipe_file``) and, merged over its preset, checked as ``PRESETS`` are: every name a
+field of a step schema or of ``Placement``, every value of its field's type and choices,
+and each schema built with it.
 
     preset: cpu
     epochs: 20
@@ -18,18 +19,17 @@ import difflib
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from components.cluster.placement import HARDWARE, Placement
 from components.core import schema
+from components.core.errors import brief
 from components.preprocessing.config import PreprocessConfig
 from components.recipes.presets import ON_CPU, ON_GPU, PRESETS
+from components.recipes.recipe_file import read_mapping
 from components.registration.config import RegisterConfig
 from components.training.config import TrainConfig
 
 STEP_SCHEMAS = (PreprocessConfig, TrainConfig, RegisterConfig)  # the steps a recipe sets
 BASE = "preset"  # a recipe file's key naming the preset it starts from
-MOST_RECIPE_BYTES = 64 * 1024
 RECIPE_SUFFIXES = (".yaml", ".yml")
 ON_HARDWARE = {"cpu": ON_CPU, "gpu": ON_GPU}
 
@@ -63,37 +63,24 @@ def recipe_values(name: str) -> dict[str, Any]:
 
 
 def read_recipe(path: Path) -> dict[str, Any]:
-    """A recipe file's settings over those of the preset it names (if any), checked."""
+    """A recipe file's settings over those of the preset it names (if any), checked
+    together: a setting is judged with the preset's others beside it."""
     try:
-        with path.open("rb") as handle:
-            data = handle.read(MOST_RECIPE_BYTES + 1)
-    except OSError as err:
-        raise ValueError(f"expected a readable recipe file, found {path}: {err.strerror}") from None
-    if len(data) > MOST_RECIPE_BYTES:
-        raise ValueError(
-            f"expected a recipe file of at most {MOST_RECIPE_BYTES // 1024} KiB, found {path} "
-            "larger"
-        )
-    try:
-        raw = yaml.safe_load(data.decode("utf-8"))
-    except (UnicodeDecodeError, yaml.YAMLError) as err:
-        problem = str(err).splitlines()[0]
-        raise ValueError(f"{path}: expected YAML settings (name: value), found {problem}") from None
-    if not isinstance(raw, dict):
-        raise ValueError(f"{path}: expected YAML settings (name: value), found {raw!r:.60}")
-    settings = dict(raw)
+        settings = read_mapping(path)
+    except ValueError as err:
+        raise ValueError(f"{path}: {err}") from None
     base = settings.pop(BASE, None)
     if base is not None and not (isinstance(base, str) and base in PRESETS):
         raise ValueError(
             f"{path}: expected {BASE}: one of {', '.join(PRESETS)} (the recipe it starts "
-            f"from), found {base!r:.60}"
+            f"from), found {brief(base)}"
         )
     start = dict(PRESETS[base]) if base else {}
     try:
-        given = check_recipe(settings)
-        if "hardware" in given:  # a file that moves the recipe takes that hardware's placement
-            start = {**start, **_placement_for(given["hardware"], start)}
-        return check_recipe({**start, **given})
+        if "hardware" in settings:  # a file that moves the recipe takes that hardware's placement
+            hardware = check_recipe({"hardware": settings["hardware"]})["hardware"]
+            start = {**start, **_placement_for(hardware, start)}
+        return check_recipe({**start, **settings})
     except ValueError as err:
         raise ValueError(f"{path}: {err}") from None
 
@@ -109,17 +96,17 @@ def check_recipe(values: dict[str, Any]) -> dict[str, Any]:
     typed = {}
     for name, value in values.items():
         if name not in fields:
-            close = difflib.get_close_matches(str(name), fields, n=1)
+            close = difflib.get_close_matches(str(name)[:100], fields, n=1)
             hint = f"did you mean {close[0]}?" if close else "expected a setting of the steps"
-            raise ValueError(f"unknown setting {name!r}: {hint}")
+            raise ValueError(f"unknown setting {brief(name)}: {hint}")
         step, field = fields[name]
         if isinstance(value, dict | list):
-            raise ValueError(f"expected {name} to be one value, found {value!r:.60}")
+            raise ValueError(f"expected {name} to be one value, found {brief(value)}")
         typed[name] = schema.convert(schema.field_type(step, field), value, name)
         choices = field.metadata["choices"]
         if choices and typed[name] not in choices:
             raise ValueError(
-                f"expected {name} as one of {', '.join(map(str, choices))}, found {value!r}"
+                f"expected {name} as one of {', '.join(map(str, choices))}, found {brief(value)}"
             )
     for step in (*STEP_SCHEMAS, Placement):
         given = {name: typed[name] for name in typed if fields[name][0] is step}
@@ -150,7 +137,7 @@ def _placement_for(hardware: str, values: dict[str, Any]) -> dict[str, Any]:
     """The placement fields of ``hardware``, with ``values``' where they are on it."""
     if hardware not in ON_HARDWARE:
         raise ValueError(
-            f"expected the hardware as one of {', '.join(HARDWARE)}, found {hardware!r}"
+            f"expected the hardware as one of {', '.join(HARDWARE)}, found {brief(hardware)}"
         )
     own = values if values.get("hardware", "gpu") == hardware else {}
     placement = {field.name for field in dataclasses.fields(Placement)}

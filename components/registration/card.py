@@ -7,7 +7,7 @@ from typing import Any
 
 from components.core import schema
 from components.core.names import INT8_FILE, ONNX_FILE, WEIGHTS_FILE
-from components.registration.challenge import TEST_PHOTOS_TAG
+from components.registration.challenge import TEST_DIGEST_TAG, TEST_PHOTOS_TAG
 from components.training.config import TrainConfig
 
 # the recipe a card states: every setting of the train step's that defines the result
@@ -67,6 +67,7 @@ def model_card(
         **{f"data.{key}": params[key] for key in DATA if key in params},
         **{key.replace("_", ".", 1): params[key] for key in BACKBONE if key in params},
         **{f"data.{name}.digest": digest for name, digest in sorted(digests.items())},
+        TEST_DIGEST_TAG: report["split_sha256"],
         **({TEST_PHOTOS_TAG: report["photos"]} if report.get("photos") else {}),
     }
     return description, tags

@@ -1,5 +1,5 @@
 """Champion/challenger: a new version takes the alias only when it beats the version
-that holds it, on the same test split: the same arrays (their data digest), or the same
+that holds it, on the same test split: the same arrays (their sha256), or the same
 photos with the same labels at another size (the preprocess step's photos digest), as a
 pretrained net's 192-pixel arrays and a from-scratch net's 96-pixel ones of one archive."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-TEST_DIGEST_TAG = "data.test-split.digest"  # the model card's record of its test split
+TEST_DIGEST_TAG = "data.test-split.sha256"  # the model card's record of its test split
 TEST_PHOTOS_TAG = "data.test-photos.sha256"  # and of which photos it holds, at any size
 ACCURACY_TAG = "test_accuracy"
 

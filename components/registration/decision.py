@@ -13,7 +13,7 @@ from components.core.names import ONNX_FILE, WEIGHTS_FILE
 from components.registration.card import model_card
 from components.registration.challenge import Holder, challenge
 from components.registration.config import RegisterConfig
-from components.tracking.tags import EVALUATION_DIGEST_TAG
+from components.tracking.tags import EVALUATION_DIGEST_TAG, TEST_PHOTOS_PARAM, TEST_SPLIT_PARAM
 
 log = logging.getLogger(__name__)
 
@@ -75,14 +75,14 @@ def _register(
     from components.tracking import logged_models, registry, run_log
 
     name, run, alias = cfg.registered_model_name, cfg.mlflow_run_id, cfg.alias
-    digests = run_log.input_digests(run)
+    digests, params = run_log.input_digests(run), run_log.run_params(run)
     held = registry.alias_holder(name, alias)
     holder = Holder(*held) if held else None
-    photos = report.get("photos")  # the test photos scored, at any size
-    test_digest = digests.get("test-split")
-    verdict = challenge(holder, accuracy, test_digest, alias, cfg.force_alias, photos)
+    verdict = challenge(
+        holder, accuracy, report["split_sha256"], alias, cfg.force_alias, report["photos"]
+    )
     files = logged_models.recorded_identity(report["model_id"])
-    description, tags = model_card(run, report, run_log.run_params(run), digests, files)
+    description, tags = model_card(run, report, params, digests, files)
     description += f" Compared for @{alias}: {verdict.reason}."
     version = registry.register_model(
         report["model_id"],
@@ -137,6 +137,7 @@ def evaluation_report(cfg: RegisterConfig) -> dict[str, Any]:
             + "; evaluate the run's own model"
         )
     _check_both_classes(report, run)
+    _check_recorded_split(report, run_log.run_params(run), run)
     if cfg.test_accuracy is not None and abs(cfg.test_accuracy - accuracy) > ACCURACY_TOLERANCE:
         raise ValueError(
             f"refusing to judge MLflow run {run} by a test accuracy of {cfg.test_accuracy}: "
@@ -233,6 +234,24 @@ def _check_both_classes(report: dict[str, Any], run: str) -> None:
         raise ValueError(
             f"refusing to judge MLflow run {run}: expected a test split holding cats and "
             f"dogs, found {rows or 'no confusion matrix'} photos by class in {EVALUATION}"
+        )
+
+
+def _check_recorded_split(report: dict[str, Any], params: dict[str, str], run: str) -> None:
+    """Refuse a report on a test split other than the one the training run recorded (the
+    arrays' sha256 and the photos'): the gate compares what evaluate scored, nothing else.
+
+    Raises:
+        ValueError: the report names other arrays or photos, or none.
+    """
+    scored = (report.get("split_sha256"), report.get("photos"))
+    recorded = (params.get(TEST_SPLIT_PARAM), params.get(TEST_PHOTOS_PARAM))
+    if scored != recorded or recorded[0] is None:
+        raise ValueError(
+            f"refusing to judge MLflow run {run}: its report {EVALUATION} scored the test "
+            f"split with arrays sha256 {str(scored[0])[:12]}… and photos {str(scored[1])[:12]}…, "
+            f"its training recorded {str(recorded[0])[:12]}… and {str(recorded[1])[:12]}…; "
+            "evaluate the model on the arrays it was trained beside"
         )
 
 

@@ -48,6 +48,11 @@ TENSOR_TYPES = frozenset(
     }
 )
 MOST_PAD = 64  # pixels a Pad may add on a side (the shifted views pad 4)
+# ONNX Runtime's session takes about 2.1 KB a node and builds in time that grows with the
+# nodes, the tensors and the edges between them, whatever their bytes: a 26 MB graph of a
+# million Adds fills gigabytes. The project's largest graph (EfficientNet-Lite with its
+# views, in int8) has under 2,000 nodes and tensors
+MOST_NODES, MOST_TENSORS, MOST_EDGES = 10_000, 10_000, 40_000
 
 
 def read_onnx(path: Path, most_mb: float = MOST_ONNX_MB) -> bytes:
@@ -72,6 +77,7 @@ def read_onnx(path: Path, most_mb: float = MOST_ONNX_MB) -> bytes:
             f"({type(err).__name__})"
         ) from err
     _check_versions(model, path)
+    _check_counts(model, path)
     _check_domains(model, path)
     _check_operators(model, path)
     _check_types(model, path)
@@ -105,6 +111,24 @@ def _check_versions(model: onnx.ModelProto, path: Path) -> None:
             f"expected an ONNX model of IR version 3 to {onnx.IR_VERSION} and opset 1 to "
             f"{newest} at {path}, found IR version {model.ir_version} and opsets {opsets}"
         )
+
+
+def _check_counts(model: onnx.ModelProto, path: Path) -> None:
+    """Refuse more nodes, tensors or edges than a classifier of this project has: what
+    a session costs grows with them, not with the file's bytes."""
+    nodes = tensors = edges = 0
+    for node in _nodes(model):
+        nodes += 1
+        edges += len(node.input) + len(node.output)
+        if nodes > MOST_NODES or edges > MOST_EDGES:
+            raise ValueError(
+                f"expected a graph of at most {MOST_NODES} nodes and {MOST_EDGES} edges in "
+                f"{path}, found more"
+            )
+    for _ in _tensors(model):
+        tensors += 1
+        if tensors > MOST_TENSORS:
+            raise ValueError(f"expected at most {MOST_TENSORS} tensors in {path}, found more")
 
 
 def _check_operators(model: onnx.ModelProto, path: Path) -> None:

@@ -12,6 +12,9 @@ STORE_TAG = "training.checkpoint_uri"  # its durable checkpoint store, where it 
 # a resumed run trained to more epochs than its `epochs` param (params cannot change)
 EPOCHS_TAG = "training.epochs"
 DIVERGED_TAG = "training.diverged"  # why the run stopped at a non-finite loss
+# and its params (set once, never changed) recording the test split it was trained beside:
+# the sha256 of its arrays as loaded, and of which photos it holds, at any size
+TEST_SPLIT_PARAM, TEST_PHOTOS_PARAM = "data_test_sha256", "data_test_photos_sha256"
 
 # an evaluation's, on the run it evaluated: the sha256 of the report it logged as
 # evaluation/PREFIX/metrics.json, so that the gate reads only the report evaluate wrote

@@ -32,7 +32,7 @@ from components.core.names import (
     SPEC_FILE,
     WEIGHTS_FILE,
 )
-from components.data.arrays import load_split, read_meta
+from components.data.arrays import load_split, read_meta, split_file_sha256
 from components.networks import pretrained
 from components.networks.models import Classifier, OneBatchOfViews, build_model, save_trained
 from components.tracking import checkpoint_models, kfp_tracking, logged_models, run_log, store
@@ -46,6 +46,7 @@ from components.tracking.tags import (
     PARENT_TAG,
     SEARCH_TAG,
     STORE_TAG,
+    TEST_SPLIT_PARAM,
     TRIAL_TAG,
 )
 from components.training import checkpoints, runtime
@@ -150,7 +151,8 @@ def _train(
     )
     with tracked as run_id:
         if workers.is_main and not state:
-            run_log.log_params(run_params(cfg, meta))
+            test_split = split_file_sha256(Path(cfg.data), "test")  # what evaluate must score
+            run_log.log_params({**run_params(cfg, meta), TEST_SPLIT_PARAM: test_split})
             if meta.get("source"):
                 run_log.log_source_input(meta["source"])
             for split, context in (("train", "train"), ("val", "validation")):

@@ -58,3 +58,29 @@ def test_a_query_or_a_fragment_is_redacted_and_counts_as_credentials_whatever_it
     assert holds_credentials("http://u:p@mlflow") and holds_credentials("http://mlflow/?")
     assert not holds_credentials("http://mlflow:5000/api")
     assert redact("did it work? yes #1") == "did it work? yes #1"  # no URI, nothing hidden
+
+
+def test_a_password_holding_a_quote_or_angle_brackets_is_redacted_whole():
+    """RFC 3986 allows ' unencoded in user info: a URI runs to white space, not to a quote."""
+    from components.core.uris import holds_credentials
+
+    for password in ("PW'x", 'PW"x', "PW<x", "PW>x"):
+        uri = f"http://alice:{password}@mlflow:5000"
+        assert redact(f"tracking_uri={uri}") == "tracking_uri=http://***@mlflow:5000"
+        assert redact(f"found {uri}/api?q=1 there") == "found http://***@mlflow:5000/api?*** there"
+        assert holds_credentials(uri), uri
+
+
+def test_path_parameters_are_redacted_and_count_as_credentials():
+    from components.core.uris import holds_credentials
+
+    assert redact("at http://mlflow:5000/;jwt=S/api now") == "at http://mlflow:5000/;***/api now"
+    assert holds_credentials("http://mlflow:5000/;jwt=S")
+
+
+def test_a_request_shown_without_its_scheme_loses_its_parameters_query_and_fragment():
+    """As urllib3 shows a request that failed: ``url: /?jwt=S/health``."""
+    assert redact("with url: /?jwt=S/health (Caused by") == "with url: /?*** (Caused by"
+    assert redact("url: /;jwt=S/health") == "url: /;***/health"
+    assert redact("url: /api/2.0/runs#t=S") == "url: /api/2.0/runs#***"
+    assert redact("found /data/raw; expected a file") == "found /data/raw; expected a file"

@@ -340,7 +340,8 @@ def test_a_password_in_the_tracking_uri_is_neither_written_in_nor_shown(caplog):
 
 
 @pytest.mark.parametrize(
-    "secret_part", ["?%70assword=s3cret-pw", "#password=s3cret-pw", "?jwt=s3cret-pw"]
+    "secret_part",
+    ["?%70assword=s3cret-pw", "#password=s3cret-pw", "?jwt=s3cret-pw", ";jwt=s3cret-pw"],
 )
 def test_a_query_or_fragment_in_the_tracking_uri_is_neither_written_in_nor_shown(
     secret_part, caplog

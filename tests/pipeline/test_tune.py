@@ -162,6 +162,8 @@ def test_a_password_in_the_tracking_uri_stays_out_of_the_experiment(tmp_path, tu
         "http://mlflow:5000/?%70assword=s3cret-pw",  # its key percent-encoded
         "http://mlflow:5000/#password=s3cret-pw",  # in the fragment
         "http://mlflow:5000/?jwt=s3cret-pw",  # under a key no list names
+        "http://mlflow:5000/;jwt=s3cret-pw",  # a path parameter
+        "http://alice:s3cret-pw'x@mlflow:5000",  # a quote in the password
     ],
 )
 def test_a_tracking_uri_no_trial_could_use_is_refused_and_nothing_written(uri, tmp_path, tune):

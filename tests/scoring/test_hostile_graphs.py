@@ -96,9 +96,29 @@ def endless_loop(folder) -> onnx.ModelProto:
     return classifier_graph(nodes, [trips])
 
 
+def many_adds(folder, count: int = 100_000) -> onnx.ModelProto:
+    """Allowed operators, small on disk: a session of them takes about 2.1 KB a node."""
+    nodes = [helper.make_node("Add", [f"a{i}", "pixels"], [f"a{i + 1}"]) for i in range(count)]
+    nodes[0].input[0] = "pixels"
+    nodes.append(helper.make_node("Identity", [f"a{count}"], ["logits"]))
+    return classifier_graph(nodes, [])
+
+
+def many_initializers(folder, count: int = 100_000) -> onnx.ModelProto:
+    """One-float initializers joined by one Concat: a session that takes minutes to build."""
+    tensors = [numpy_helper.from_array(np.ones(1, np.float32), f"w{i}") for i in range(count)]
+    nodes = [
+        helper.make_node("Concat", [t.name for t in tensors], ["joined"], axis=0),
+        helper.make_node("Identity", ["pixels"], ["logits"]),
+    ]
+    return classifier_graph(nodes, tensors)
+
+
 @pytest.mark.parametrize(
     "craft, said",
     [
+        (many_adds, "at most 10000 nodes and 40000 edges"),
+        (many_initializers, "at most 40000 edges"),
         (external_thirty_times, "every reference counted, found 1500 MB"),
         (thirty_external_files, "at most 128 MB with its external data"),
         (string_tile, "found 'Tile'"),

@@ -229,3 +229,18 @@ def test_external_data_through_a_hard_link_is_refused(tmp_path):
     onnx.save(with_external_weight(doubling_model(), "weights.bin"), folder / "model.onnx")
     with pytest.raises(ValueError, match="found a hard link to another file"):
         read_onnx(folder / "model.onnx")
+
+
+def test_more_tensors_than_a_classifier_holds_are_refused_before_a_session(tmp_path):
+    """Unused one-float initializers: small on disk, each one a tensor a session builds."""
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["pixels"], ["logits"])],
+        "many",
+        [helper.make_tensor_value_info("pixels", TensorProto.FLOAT, ["n", 1, 40, 40])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["n", 2])],
+        [numpy_helper.from_array(np.ones(1, np.float32), f"w{i}") for i in range(10_001)],
+    )
+    path = tmp_path / "model.onnx"
+    onnx.save(helper.make_model(graph), path)
+    with pytest.raises(ValueError, match="expected at most 10000 tensors in .*, found more"):
+        read_onnx(path)

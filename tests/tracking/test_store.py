@@ -347,8 +347,33 @@ def test_a_password_in_an_unreachable_tracking_uri_is_never_shown(small_arrays, 
     assert leaked(unreachable.stdout + unreachable.stderr) == []
 
 
-def test_a_run_on_a_cluster_refuses_a_tracking_uri_holding_a_password():
-    uri = f"http://team-user:{SECRET}@mlflow.example:5000"
+@pytest.mark.parametrize("secret_part", [f"?jwt={SECRET}", f";jwt={SECRET}"])
+def test_a_secret_in_an_unreachable_tracking_uri_is_not_shown_by_the_gate(secret_part):
+    """urllib3 names the request it could not send without its scheme: ``url: /?jwt=S``."""
+    refused = subprocess.run(
+        [sys.executable, "-m", "components.register", "--mlflow-run-id", "0123456789abcdef"]
+        + ["--min-accuracy", "0.5"],
+        env={**os.environ, "MLFLOW_TRACKING_URI": f"http://127.0.0.1:9/{secret_part}"},
+        capture_output=True,
+        text=True,
+        timeout=HANG_SECONDS,
+    )
+    assert refused.returncode == 1 and "127.0.0.1" in refused.stderr
+    assert leaked(refused.stdout + refused.stderr) == []
+
+
+@pytest.mark.parametrize(
+    "uri",
+    [
+        f"http://team-user:{SECRET}@mlflow.example:5000",
+        f"http://alice:{SECRET}'x@mlflow:5000",  # RFC 3986 allows ' in user info
+        f"http://alice:{SECRET}'x@mlflow:5000/?a=1",
+        f'http://alice:{SECRET}"x@mlflow:5000',
+        f"http://alice:{SECRET}<x>@mlflow:5000",
+        f"http://mlflow:5000/;jwt={SECRET}",  # a path parameter
+    ],
+)
+def test_a_run_on_a_cluster_refuses_a_tracking_uri_holding_a_password(uri):
     refused = subprocess.run(
         [
             *(sys.executable, "-m", "pipeline", "submit", "--host", "http://127.0.0.1:9"),
