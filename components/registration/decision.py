@@ -20,6 +20,7 @@ log = logging.getLogger(__name__)
 ACCURACY_TOLERANCE = 1e-6  # a given accuracy that differs from the run's by more is refused
 DECISION_TAG = "quality_gate"  # the MLflow run tag that holds the decision and its reason
 EVALUATION = "evaluation/test/metrics.json"  # the evaluate step's report on the test split
+MOST_REPORT_BYTES = 2**20  # a report is a few KB: metrics, counts, digests
 FLOAT_MODEL_FILES = (ONNX_FILE, WEIGHTS_FILE)  # what a float model's evaluation scores
 
 
@@ -173,7 +174,7 @@ def _recorded_report(run: str) -> dict[str, Any]:
 
     tag = EVALUATION_DIGEST_TAG.format(prefix="test")
     recorded = run_log.run_tag(run, tag)
-    data = run_log.load_run_bytes(run, EVALUATION)
+    data = run_log.load_run_bytes(run, EVALUATION, MOST_REPORT_BYTES)
     if data is None or recorded is None:
         raise LookupError(
             f"expected the evaluate step's report {EVALUATION} in MLflow run {run} and its "

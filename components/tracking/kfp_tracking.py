@@ -21,6 +21,7 @@ from components.tracking.tags import (
     KFP_RUN_ID_TAG,
     OUTPUT_TAG,
     PARENT_TAG,
+    SEARCH_TAG,
 )
 
 log = logging.getLogger(__name__)
@@ -139,6 +140,9 @@ def check_given_run(run_id: str, experiment: str, output: str) -> None:
         if wanted is None or run.info.experiment_id != wanted.experiment_id
         else "",
         f"a run that trained into {written[:200]}" if written and not mine else "",
+        "a parent of other runs (a search's or a pipeline run's)"
+        if _is_parent(client, run)
+        else "",
     ]
     found = "; ".join(problem for problem in problems if problem)
     if found:
@@ -146,6 +150,20 @@ def check_given_run(run_id: str, experiment: str, output: str) -> None:
             f"{refused}: expected an open run of experiment {experiment!r} (or this output's "
             f"own stopped attempt), found {found}; leave the flag out to start a run"
         )
+
+
+def _is_parent(client: MlflowClient, run: Any) -> bool:
+    """Whether ``run`` heads others: a search's parent, KFP's run of a pipeline run, or
+    any run another names as its parent; its record is theirs, no training's."""
+    tags = run.data.tags
+    if tags.get(SEARCH_TAG) or tags.get(KFP_PIPELINE_RUN_TAG):
+        return True
+    children = client.search_runs(
+        [run.info.experiment_id],
+        f"tags.`{PARENT_TAG}` = '{run.info.run_id}'",
+        max_results=1,
+    )
+    return bool(children)
 
 
 def _existing_run(client: MlflowClient, run_id: str, refused: str) -> Any:

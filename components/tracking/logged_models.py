@@ -29,6 +29,8 @@ if TYPE_CHECKING:  # torch loads where a model is logged or loaded
     import torch
 
 MODEL_NAME = "model"
+MOST_MODEL_BYTES = 512 * 2**20  # a logged model's files together: a net's are 1–150 MB
+MOST_UNRECORDED_BYTES = 2**20  # a file no digest names: MLflow's MLmodel, environment files
 VIEWS_KEY = "views"  # the metadata key of the views a call scores per photo
 
 
@@ -185,10 +187,41 @@ def download_verified(uri: str, folder: Path) -> tuple[Path, dict[str, str]]:
     """
     model_id = model_id_of(uri)
     record = recorded_identity(model_id)
+    check_listed_sizes(model_id, record)
     where = download_model(uri, folder)
     reads = identity.folder_digests(where)
     identity.verify(where, record, reads, f"the tracking store (MLflow model {model_id})")
     return where, record
+
+
+def check_listed_sizes(model_id: str, record: dict[str, str]) -> None:
+    """Refuse, before anything is downloaded, a logged model whose files the artifact store
+    lists larger than a model's: a file no digest names over ``MOST_UNRECORDED_BYTES``, or
+    all of them over ``MOST_MODEL_BYTES``.
+
+    Raises:
+        ModelIdentityError: such a file, or such a total.
+    """
+    from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
+
+    location = store.client().get_logged_model(model_id).artifact_location
+    repository, pending, sizes = get_artifact_repository(location), [""], {}
+    while pending:
+        for info in repository.list_artifacts(pending.pop() or None):
+            if info.is_dir:
+                pending.append(info.path)
+            else:
+                sizes[info.path] = info.file_size or 0
+    unrecorded = [name for name, size in sizes.items() if name not in record]
+    large = [name for name in unrecorded if sizes[name] > MOST_UNRECORDED_BYTES]
+    if large or sum(sizes.values()) > MOST_MODEL_BYTES:
+        raise identity.ModelIdentityError(
+            f"refusing MLflow model {model_id}: expected its files to hold at most "
+            f"{MOST_MODEL_BYTES // 2**20} MiB, each file no digest names at most "
+            f"{MOST_UNRECORDED_BYTES // 2**20} MiB, found {sum(sizes.values()) / 2**20:.0f} MiB"
+            + (f" and {large[0]!r:.100} of {sizes[large[0]] / 2**20:.0f} MiB" if large else "")
+            + "; nothing was downloaded"
+        )
 
 
 def load_model(uri: str) -> torch.nn.Module:

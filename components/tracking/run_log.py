@@ -179,12 +179,25 @@ def log_artifacts_into(run_id: str, paths: list[Path], artifact_path: str) -> No
         client.log_artifact(run_id, str(path), artifact_path)
 
 
-def load_run_bytes(run_id: str, path: str) -> bytes | None:
-    """The bytes of the run's artifact at ``path``, or None where it has none."""
+def load_run_bytes(run_id: str, path: str, most_bytes: int) -> bytes | None:
+    """The bytes of the run's artifact at ``path``, or None where it has none.
+
+    Raises:
+        ValueError: the artifact store lists it larger than ``most_bytes``: it is not
+            downloaded.
+    """
     client = store.client()
     folder, _, name = path.rpartition("/")
-    if name not in {Path(a.path).name for a in client.list_artifacts(run_id, folder or None)}:
+    listed = {Path(a.path).name: a for a in client.list_artifacts(run_id, folder or None)}
+    if name not in listed:
         return None
+    size = listed[name].file_size or 0
+    if size > most_bytes or listed[name].is_dir:
+        raise ValueError(
+            f"expected {path} in MLflow run {run_id} to be a file of at most {most_bytes} "
+            f"bytes, found {'a folder' if listed[name].is_dir else f'{size} bytes'}; not "
+            "downloaded"
+        )
     with tempfile.TemporaryDirectory() as scratch:
         local = client.download_artifacts(run_id, path, scratch)
         return Path(local).read_bytes()

@@ -10,6 +10,8 @@ REPORT = {
     "model_id": "m-7",
     "scored": "model.onnx",
     "sha256": {"model.pt": "ab" * 32, "model.onnx": "cd" * 32},
+    "split_sha256": "12" * 32,
+    "photos": None,
 }
 FILES = {
     "model.pt": "ab" * 32,
@@ -44,6 +46,7 @@ def test_the_card_names_the_model_its_measured_accuracy_its_files_and_its_run():
     assert tags["mlflow_run_id"] == "run-7" and tags["test_accuracy"] == "0.9312"
     assert tags["recipe.epochs"] == "17" and tags["data.image_size"] == "50"
     assert tags["data.test-split.digest"] == "d1" and tags["data.train-split.digest"] == "d2"
+    assert tags["data.test-split.sha256"] == "12" * 32  # the arrays evaluate scored, whole
     assert all(isinstance(value, str) for value in tags.values())
     assert description.endswith("Trained from scratch on these photos alone.")
 

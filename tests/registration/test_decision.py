@@ -9,12 +9,14 @@ import logging
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 from mlflow.tracking import MlflowClient
 
 from components import register
 from components.core import identity
 from components.core.identity import ModelIdentityError
+from components.data.arrays import load_split, save_split
 from components.evaluation.config import EvaluateConfig
 from components.evaluation.report import evaluate
 from components.registration.config import RegisterConfig
@@ -310,7 +312,7 @@ def test_a_model_tested_on_another_split_takes_the_alias_only_when_forced(
     holder = trained(small_arrays, tmp_path / "holder")
     evaluated(small_arrays, tmp_path / "holder")
     register_if_accurate(RegisterConfig(mlflow_run_id=holder.run_id, min_accuracy=0.0))
-    other = trained(small_arrays, tmp_path / "other", seed=1)
+    other = trained(sample_arrays, tmp_path / "other", seed=1)
     report = evaluate(  # the whole sample's test split: another digest
         EvaluateConfig(
             model_dir=str(tmp_path / "other"), data=str(sample_arrays), output=str(tmp_path / "e")
@@ -339,3 +341,68 @@ def test_a_tracking_server_that_does_not_answer_is_one_line_at_once(monkeypatch)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{free_port()}")
     with pytest.raises(TrackingUnavailableError, match="unreachable"):
         register_if_accurate(RegisterConfig(mlflow_run_id="abc", min_accuracy=0.5))
+
+
+def copied_arrays(source: Path, target: Path) -> Path:
+    shutil.copytree(source, target)
+    return target
+
+
+def test_a_test_split_cherry_picked_after_training_is_never_scored(
+    small_arrays, tmp_path, mlflow_store
+):
+    """A net that answers "dog" would score high on the dogs and two cats kept, counts in
+    meta.json made to match: evaluate holds the split to the training run's record."""
+    arrays = copied_arrays(small_arrays, tmp_path / "arrays")
+    result = trained(arrays, tmp_path / "m")
+    images, labels = load_split(arrays, "test")
+    kept = np.concatenate([np.flatnonzero(labels == 1), np.flatnonzero(labels == 0)[:2]])
+    save_split(arrays, "test", images[kept], labels[kept])
+    meta = json.loads((arrays / "meta.json").read_text())
+    meta["counts"]["test"] = {"cat": 2, "dog": int((labels == 1).sum())}
+    (arrays / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(ValueError, match="expected the split its training recorded") as refused:
+        evaluated(arrays, tmp_path / "m")
+    assert ", 2 cats, " in str(refused.value)
+    assert not (tmp_path / "m-eval").exists()
+    assert "test_accuracy" not in MlflowClient(mlflow_store).get_run(result.run_id).data.metrics
+
+
+@pytest.mark.parametrize("photos", ["ab" * 32, ["ab" * 32]])
+def test_a_photos_digest_edited_after_training_is_never_scored_or_read_as_code(
+    small_arrays, tmp_path, mlflow_store, photos
+):
+    """An artifact writer claims the champion's photos for a challenger's arrays."""
+    arrays = copied_arrays(small_arrays, tmp_path / "arrays")
+    trained(arrays, tmp_path / "m")
+    meta = json.loads((arrays / "meta.json").read_text())
+    meta["photos_sha256"] = {"test": photos}
+    (arrays / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(ValueError, match="expected (photos_sha256|the split its training)"):
+        evaluated(arrays, tmp_path / "m")
+    assert not (tmp_path / "m-eval").exists()
+
+
+def test_a_report_naming_another_split_than_the_training_recorded_is_refused(
+    small_arrays, tmp_path, mlflow_store
+):
+    """Relogged with its digest (a writer of the tracking store too): the gate still
+    compares only what the training run recorded of its test split."""
+    weak = trained(small_arrays, tmp_path / "weak")
+    evaluated(small_arrays, tmp_path / "weak")
+    report = json.loads((tmp_path / "weak-eval/metrics.json").read_text())
+    report["photos"] = "cd" * 32  # the champion's photos, claimed
+    relogged_with_its_digest(mlflow_store, weak.run_id, report)
+    refused_and_nothing_registered(weak.run_id, mlflow_store, ValueError, "its training recorded")
+
+
+def test_a_huge_report_is_refused_before_it_is_downloaded(small_arrays, tmp_path, mlflow_store):
+    """3 MB of report, its digest recorded: refused by the size the artifact store lists."""
+    weak = trained(small_arrays, tmp_path / "weak")
+    evaluated(small_arrays, tmp_path / "weak")
+    report = json.loads((tmp_path / "weak-eval/metrics.json").read_text())
+    report["padding"] = "x" * 3_000_000
+    relogged_with_its_digest(mlflow_store, weak.run_id, report)
+    refused_and_nothing_registered(
+        weak.run_id, mlflow_store, ValueError, "at most 1048576 bytes, found 3.* not downloaded"
+    )

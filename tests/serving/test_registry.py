@@ -239,3 +239,30 @@ def test_a_graph_swapped_in_the_artifact_store_is_refused_by_predict_and_fetch(
     finally:
         client.log_model_artifact(model_id, str(kept))
     assert predict_files(f"models:/{NAME}@candidate", photos[:1]).classified
+
+
+def test_a_large_file_planted_in_a_registered_model_is_refused_before_it_is_downloaded(
+    registered, photos, tmp_path, monkeypatch
+):
+    """8 MiB no digest names, beside the registered files: refused by the sizes the
+    artifact store lists, before any file is fetched."""
+    _, tracking_url = registered
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", tracking_url)
+    client = MlflowClient(tracking_url)
+    model_id = logged_models.model_id_of(f"models:/{NAME}@candidate")
+    planted = tmp_path / "planted/extra.bin"
+    planted.parent.mkdir()
+    planted.write_bytes(os.urandom(8 * 2**20))
+    client.log_model_artifact(model_id, str(planted))
+    try:
+        with pytest.raises(SystemExit, match="'extra.bin' of 8 MiB; nothing was downloaded"):
+            fetch_model.main([f"models:/{NAME}/1", str(tmp_path / "mnt/models")])
+        assert list((tmp_path / "mnt/models").iterdir()) == []
+        with pytest.raises(Exception, match="nothing was downloaded"):
+            predict_files(f"models:/{NAME}@candidate", photos[:1])
+    finally:
+        location = client.get_logged_model(model_id).artifact_location
+        from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
+
+        get_artifact_repository(location).delete_artifacts("extra.bin")
+    assert predict_files(f"models:/{NAME}@candidate", photos[:1]).classified

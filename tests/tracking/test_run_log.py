@@ -44,6 +44,10 @@ def test_a_run_left_to_its_owner_stays_open_and_the_best_of_equals_is_stable(mlf
 def test_a_json_artifact_is_read_back_and_a_missing_one_is_none(mlflow_store):
     run_id = run_log.create_run("runs", "with-json", {})
     run_log.log_json_into(run_id, {"grid": [1, 2]}, "sweep/grid.json")
-    assert json.loads(run_log.load_run_bytes(run_id, "sweep/grid.json") or b"") == {"grid": [1, 2]}
-    assert run_log.load_run_bytes(run_id, "sweep/missing.json") is None
+    assert json.loads(run_log.load_run_bytes(run_id, "sweep/grid.json", 100) or b"") == {
+        "grid": [1, 2]
+    }
+    assert run_log.load_run_bytes(run_id, "sweep/missing.json", 100) is None
+    with pytest.raises(ValueError, match="at most 10 bytes, found 32 bytes; not downloaded"):
+        run_log.load_run_bytes(run_id, "sweep/grid.json", 10)
     assert run_log.run_identity("0" * 32) is None

@@ -278,6 +278,25 @@ def test_mlflow_run_id_flag_naming_a_finished_run_of_another_experiment_is_refus
     assert not (tmp_path / "mine" / "checkpoint.pt").exists()
 
 
+def test_mlflow_run_id_flag_naming_a_sweeps_running_parent_is_refused_and_left_open(
+    small_arrays, tmp_path, mlflow_store
+):
+    """A search's parent is open while its trials run: training into it would rename it
+    and end it FINISHED under its children."""
+    from components.tracking import run_log
+    from components.tracking.tags import GRID_SEARCH, PARENT_TAG, SEARCH_TAG
+
+    client = MlflowClient(mlflow_store)
+    parent = run_log.create_run("dogs-vs-cats", "sweep", {SEARCH_TAG: GRID_SEARCH})
+    bare_parent = run_log.create_run("dogs-vs-cats", "a parent", {})
+    run_log.create_run("dogs-vs-cats", "its child", {PARENT_TAG: bare_parent})
+    for victim in (parent, bare_parent):
+        with pytest.raises(ValueError, match="found a parent of other runs"):
+            session.train(config(small_arrays, tmp_path / "m", epochs=1, mlflow_run_id=victim))
+        after = client.get_run(victim)
+        assert after.info.status == "RUNNING" and after.info.run_name in ("sweep", "a parent")
+
+
 def test_mlflow_run_id_flag_naming_an_open_run_trains_into_it(small_arrays, tmp_path, mlflow_store):
     client = MlflowClient(mlflow_store)
     experiment = client.get_experiment_by_name("dogs-vs-cats") or client.create_experiment(
