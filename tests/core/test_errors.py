@@ -45,3 +45,13 @@ def test_sigterms_stop_ends_with_status_143():
 def test_a_defect_keeps_its_traceback():
     with pytest.raises(TypeError), one_line_errors():
         raise TypeError("unsupported operand")
+
+
+def test_a_refusal_shows_a_value_briefly_never_whole():
+    from components.core.errors import brief
+
+    assert brief(list(range(10**6))) == "a list of 1000000 items"
+    assert brief({"a": 1}) == "a mapping of 1 keys"
+    assert brief("x" * 10**6) == repr("x" * 60) + "…"
+    assert brief(3.5) == "3.5" and brief(None) == "None"
+    assert brief(object()) == "a object"

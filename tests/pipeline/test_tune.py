@@ -133,13 +133,16 @@ def test_an_enqueued_trial_is_typed_and_checked():
             _enqueued(pair, space)
 
 
-def test_a_password_in_the_tracking_uri_stays_out_of_the_experiment(tmp_path, tune, monkeypatch):
+@pytest.mark.parametrize("password", ["s3cret-pw", "s3cret-pw'x"])  # RFC 3986 allows '
+def test_a_password_in_the_tracking_uri_stays_out_of_the_experiment(
+    tmp_path, tune, monkeypatch, password
+):
     """As deploy and submit keep it out: the trials read it from the MLflow secret."""
     for name in ("MLFLOW_TRACKING_URI", "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD"):
         monkeypatch.delenv(name, raising=False)  # what the command may set, undone after
     output = tmp_path / "experiment.yaml"
     done = tune("-o", output, "--trials", "2", "--tracking-uri",
-                "http://team-user:s3cret-pw@mlflow.mlflow.svc.cluster.local:5000")  # fmt: skip
+                f"http://team-user:{password}@mlflow.mlflow.svc.cluster.local:5000")  # fmt: skip
     assert done.returncode == 0, done.stderr
     written = output.read_text()
     assert "s3cret-pw" not in written + done.stdout + done.stderr
@@ -163,7 +166,6 @@ def test_a_password_in_the_tracking_uri_stays_out_of_the_experiment(tmp_path, tu
         "http://mlflow:5000/#password=s3cret-pw",  # in the fragment
         "http://mlflow:5000/?jwt=s3cret-pw",  # under a key no list names
         "http://mlflow:5000/;jwt=s3cret-pw",  # a path parameter
-        "http://alice:s3cret-pw'x@mlflow:5000",  # a quote in the password
     ],
 )
 def test_a_tracking_uri_no_trial_could_use_is_refused_and_nothing_written(uri, tmp_path, tune):

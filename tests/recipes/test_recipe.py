@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 
 import pytest
 from mlflow.tracking import MlflowClient
@@ -130,61 +129,12 @@ def test_a_recipe_file_too_big_or_missing_is_refused_before_it_is_parsed(tmp_pat
         recipe_values(str(tmp_path / "gone.yaml"))
 
 
-def billion_laughs(levels: int = 9) -> str:
-    """A few hundred bytes of anchors and aliases, 9**levels strings once expanded."""
-    lines = ['- &l0 "lol"']
-    lines += [f"- &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]" for i in range(1, levels + 1)]
-    return "epochs:\n" + "\n".join("  " + line for line in lines) + "\n"
-
-
-def merge_bomb(levels: int = 9) -> str:
-    """Merge keys that PyYAML copies into every node: the bomb goes off in safe_load."""
-    lines = ["m0: &m0 {a: 1}"]
-    lines += [
-        f"m{i}: &m{i} {{<<: [{', '.join([f'*m{i - 1}'] * 9)}]}}" for i in range(1, levels + 1)
-    ]
-    return "\n".join(lines) + "\n"
-
-
-@pytest.mark.parametrize(
-    "text, message",
-    [
-        (billion_laughs(), "found a YAML anchor or alias at line 2"),
-        ("preset: *l9\n" + billion_laughs().replace("epochs:", "x:"), "anchor or alias at line 1"),
-        (merge_bomb(), "found a YAML anchor or alias at line 1"),
-        ("a: {<<: {epochs: 2}}\n", "found a YAML merge key (<<) at line 1"),
-        ("epochs: " + "[" * 20_000 + "]" * 20_000 + "\n", "nested at most 3 deep, found deeper"),
-    ],
-)
-def test_a_yaml_bomb_or_deep_nesting_is_refused_before_anything_is_built(tmp_path, text, message):
-    recipe = tmp_path / "bomb.yaml"
-    recipe.write_text(text)
-    assert len(text) < 64 * 1024
-    with pytest.raises(ValueError) as refused:
-        recipe_values(str(recipe))
-    assert message in str(refused.value) and "\n" not in str(refused.value)
-    assert len(str(refused.value)) < 300
-
-
 def test_a_refusal_never_formats_a_value_whole(tmp_path):
     recipe = tmp_path / "long.yaml"
     recipe.write_text(f"model: {'x' * 60_000}\nepochs: [{', '.join(['1'] * 10_000)}]\n")
     with pytest.raises(ValueError) as refused:
         recipe_values(str(recipe))
     assert len(str(refused.value)) < 400
-
-
-@pytest.mark.parametrize("kind", ["fifo", "folder", "device"])
-def test_a_recipe_path_that_is_not_a_regular_file_is_refused_without_waiting(tmp_path, kind):
-    path = tmp_path / "recipe.yaml"
-    if kind == "fifo":
-        os.mkfifo(path)  # nobody writes it: open() without O_NONBLOCK would wait for ever
-    elif kind == "folder":
-        path.mkdir()
-    else:
-        path.symlink_to("/dev/zero")  # endless: read whole, it would fill the memory
-    with pytest.raises(ValueError, match="expected a (readable )?recipe file"):
-        recipe_values(str(path))
 
 
 @pytest.mark.parametrize(

@@ -118,7 +118,7 @@ def many_initializers(folder, count: int = 100_000) -> onnx.ModelProto:
     "craft, said",
     [
         (many_adds, "at most 10000 nodes and 40000 edges"),
-        (many_initializers, "at most 40000 edges"),
+        (many_initializers, "and 40000 edges"),
         (external_thirty_times, "every reference counted, found 1500 MB"),
         (thirty_external_files, "at most 128 MB with its external data"),
         (string_tile, "found 'Tile'"),
