@@ -281,7 +281,7 @@ def check_api(host: str, token: str | None = None) -> dict[str, Any]:
         raise SystemExit(
             f"cannot reach the Kubeflow Pipelines API at {host} ({type(err).__name__} on "
             f"{url}); check --host, e.g. after `kubectl -n kubeflow port-forward "
-            "svc/ml-pipeline-ui 8080:80` use --host http://localhost:8080"
+            "svc/ml-pipeline-ui 8888:80` use --host http://localhost:8888"
         ) from None
     try:
         health = answer.json()

@@ -43,8 +43,9 @@ def start_run(
 ) -> Iterator[str]:
     """Create or re-attach to a run; yield its id. ``$MLFLOW_RUN_ID`` is honoured.
 
-    A run re-attached by ``run_id`` takes ``run_name``: resumed to more epochs, its name
-    says so. A run injected through ``$MLFLOW_RUN_ID`` (KFP's task run) keeps the name
+    A run is named ``run_name`` and the first six characters of its id, so that runs of
+    one recipe differ; re-attached by ``run_id``, resumed to more epochs, its name says
+    so. A run injected through ``$MLFLOW_RUN_ID`` (KFP's task run) keeps the name
     its creator gave it: KFP finds a retried task's run by it.
 
     On an exception the run ends FAILED, so a resumed attempt can pick it up again; on
@@ -61,16 +62,16 @@ def start_run(
         mlflow.set_experiment(experiment_id=active)
     else:
         active = experiment_id(experiment)
-    renamed = run_id is not None and run_id != injected and run_name is not None
     with mlflow.start_run(
         run_id=run_id,
         experiment_id=active,
         run_name=None if run_id else run_name,
         log_system_metrics=logs_system_metrics(),
     ) as run:
-        if renamed and run.info.run_name != run_name:
-            # resumed to a longer recipe: the runs table shows what the run now trains
-            mlflow.set_tag("mlflow.runName", run_name)
+        named = f"{run_name} {run.info.run_id[:6]}"  # two runs of one recipe told apart
+        if run_name is not None and run.info.run_id != injected and run.info.run_name != named:
+            # new, or resumed to a longer recipe: the runs table shows what the run trains
+            mlflow.set_tag("mlflow.runName", named)
         if tags:
             mlflow.set_tags(tags)
         log.info("MLflow run %s in experiment %s at %s", run.info.run_id, active, uri)

@@ -71,6 +71,7 @@ def test_an_unreachable_kfp_api_is_one_line_that_says_what_was_tried():
     message = str(stopped.value)
     assert message.startswith(f"cannot reach the Kubeflow Pipelines API at {host}")
     assert "ConnectionError" in message and "\n" not in message
+    assert "use --host http://localhost:8888" in message  # the README's port-forward
 
 
 @pytest.fixture

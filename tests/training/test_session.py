@@ -278,6 +278,17 @@ def test_mlflow_run_id_flag_naming_a_finished_run_of_another_experiment_is_refus
     assert not (tmp_path / "mine" / "checkpoint.pt").exists()
 
 
+def test_two_runs_of_one_recipe_have_names_of_their_own(small_arrays, tmp_path, mlflow_store):
+    """The runs table tells them apart: the recipe, then a short id of the run's."""
+    client = MlflowClient(mlflow_store)
+    names = []
+    for output in ("first", "second"):
+        result = session.train(config(small_arrays, tmp_path / output, epochs=1))
+        names.append(client.get_run(result.run_id).info.run_name)
+        assert names[-1] == f"tutorial_cnn-1ep-seed0 {result.run_id[:6]}"
+    assert names[0] != names[1]
+
+
 def test_mlflow_run_id_flag_naming_a_sweeps_running_parent_is_refused_and_left_open(
     small_arrays, tmp_path, mlflow_store
 ):
