@@ -157,6 +157,7 @@ def evaluate_op(
 
 @component
 def register_op(
+    arrays: Input[Dataset],
     mlflow_run_id: str,
     test_accuracy: float,
     tracking_uri: str,
@@ -165,9 +166,11 @@ def register_op(
     force_alias: bool,
 ) -> NamedTuple("RegisterOutputs", registered=bool, took_alias=bool, reason=str, version=str):  # type: ignore[valid-type]
     """Register the model only if it is accurate enough; as ``candidate`` only if it also
-    beats the version holding that alias on the same test split.
+    beats the version holding that alias on the same test photos (the holder scored again
+    on these arrays' test photos where it was tested on others).
 
     Args:
+        arrays: the preprocess step's output the model was tested on.
         mlflow_run_id: the training run whose model is judged.
         test_accuracy: its test accuracy.
         tracking_uri: the MLflow tracking server.
@@ -192,6 +195,7 @@ def register_op(
         min_accuracy=min_accuracy,
         registered_model_name=registered_model_name,
         force_alias=force_alias,
+        data=arrays.path,
     )
     decision = register_if_accurate(cfg)
     return (decision.registered, decision.took_alias, decision.reason, decision.version or "")

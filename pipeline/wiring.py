@@ -147,7 +147,7 @@ def wire_sweep(s: Settings, grid: Any, target: ClusterTarget) -> SweepOutputs:
     _cpu_task(best, target, cpu="500m", memory="1Gi").set_caching_options(False)
     _with_mlflow_secret(best, target)
     register = _register_task(
-        s, best.outputs["mlflow_run_id"], best.outputs["test_accuracy"], target
+        s, arrays, best.outputs["mlflow_run_id"], best.outputs["test_accuracy"], target
     )
     deploy = _deploy_task(s, register, best.outputs["mlflow_run_id"], target)
     return SweepOutputs(
@@ -220,7 +220,9 @@ def _after_training(
 ) -> tuple[Any, Any, Any]:
     """The trained model's evaluate, register (the gate) and deploy tasks, in order."""
     evaluate = _evaluate_task(s, arrays, trained, target)
-    register = _register_task(s, trained.outputs["Output"], evaluate.outputs["accuracy"], target)
+    register = _register_task(
+        s, arrays, trained.outputs["Output"], evaluate.outputs["accuracy"], target
+    )
     deploy = _deploy_task(s, register, trained.outputs["Output"], target)
     return evaluate, register, deploy
 
@@ -241,14 +243,18 @@ def _evaluate_task(
     return evaluate
 
 
-def _register_task(s: Settings, run_id: Any, test_accuracy: Any, target: ClusterTarget) -> Any:
+def _register_task(
+    s: Settings, arrays: Any, run_id: Any, test_accuracy: Any, target: ClusterTarget
+) -> Any:
     register = ops.register_op(
+        arrays=arrays,
         mlflow_run_id=run_id,
         test_accuracy=test_accuracy,
         tracking_uri=s.tracking_uri,
         **s.register,
     )
-    _cpu_task(register, target, cpu="500m", memory="1Gi").set_caching_options(False)
+    # the alias's holder may be scored again on the test photos: its graph and a batch
+    _cpu_task(register, target, cpu="2", memory="2Gi").set_caching_options(False)
     _with_mlflow_secret(register, target)
     return register
 

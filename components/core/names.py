@@ -11,6 +11,7 @@ INT8_FILE = "model.int8.onnx"  # the same graph in int8, where training was aske
 HISTORY_FILE = "history.json"  # each epoch's metrics
 RUN_ID_FILE = "mlflow_run_id"  # the MLflow run that trained it, for evaluate and register
 DOWNLOAD_RECORD = "download.json"  # the download step's record: source, bytes, sha256
+TEST_PHOTOS_DIR = "test_photos"  # beside the arrays: the test split's photo files, in its order
 # MLflow waits 120 s per request and retries 7 times (about 20 minutes) by default: a
 # tracking server whose API hangs would stall a step that long; these bound it
 MLFLOW_HTTP_LIMITS = {"MLFLOW_HTTP_REQUEST_TIMEOUT": "30", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "5"}

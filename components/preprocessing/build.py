@@ -7,6 +7,7 @@ import hashlib
 import json
 import logging
 import multiprocessing
+import shutil
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
@@ -19,7 +20,7 @@ import numpy as np
 from components.core import schema
 from components.core.atomic import atomic_directory, check_replaceable, write_json
 from components.core.cores import available_cores
-from components.core.names import CLASSES, DOWNLOAD_RECORD
+from components.core.names import CLASSES, DOWNLOAD_RECORD, TEST_PHOTOS_DIR
 from components.core.progress import progress as progress_bar
 from components.data import images
 from components.data.arrays import META, SPLITS, save_split
@@ -36,6 +37,7 @@ class DecodedImages:
     pixels: np.ndarray
     labels: np.ndarray
     digests: list[str]  # each kept photo's file sha256, in the same order
+    files: list[Path]  # and its file
     skipped: list[dict[str, Any]] = field(default_factory=list)
     duplicates_removed: int = 0
 
@@ -69,6 +71,7 @@ def build_arrays(cfg: PreprocessConfig) -> dict[str, Any]:
     with atomic_directory(output_dir, "preprocess") as staging:
         for split, index in splits.items():
             save_split(staging, split, decoded.pixels[index], decoded.labels[index])
+        _keep_photos(staging / TEST_PHOTOS_DIR, decoded.files, splits["test"])
         write_json(staging / META, meta)
     log.info(
         "kept %s, skipped %d broken files, removed %d duplicates -> %s",
@@ -112,7 +115,16 @@ def decode_unique(found: LabelledFiles, cfg: PreprocessConfig) -> DecodedImages:
     keep.sort()
     digest_of = {copies[0]: sha for sha, copies in first_seen.items() if sha}
     digests = [digest_of[i] for i in keep]
-    return DecodedImages(pixels[keep], labels[keep], digests, skipped, duplicates)
+    files = [paths[i] for i in keep]
+    return DecodedImages(pixels[keep], labels[keep], digests, files, skipped, duplicates)
+
+
+def _keep_photos(folder: Path, files: list[Path], index: np.ndarray) -> None:
+    """A split's photo files, in its order (``00000``, ``00001``, …): the gate scores the
+    alias's holder on the test split's, decoded at that model's own size."""
+    folder.mkdir()
+    for position, kept in enumerate(index):
+        shutil.copyfile(files[kept], folder / f"{position:05d}")
 
 
 def photos_digest(digests: list[str], labels: np.ndarray, index: np.ndarray) -> str:

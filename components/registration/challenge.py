@@ -1,11 +1,14 @@
 """Champion/challenger: a new version takes the alias only when it beats the version
-that holds it, on the same test split: the same arrays (their sha256), or the same
-photos with the same labels at another size (the preprocess step's photos digest), as a
-pretrained net's 192-pixel arrays and a from-scratch net's 96-pixel ones of one archive."""
+that holds it on the same test photos: the same arrays (their sha256), the same photos
+with the same labels at another size (the preprocess step's photos digest), or, where the
+holder was tested on others, the challenger's test photos with the holder scored again on
+them (``rescore``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from components.registration.rescore import Rescored
 
 TEST_DIGEST_TAG = "data.test-split.sha256"  # the model card's record of its test split
 TEST_PHOTOS_TAG = "data.test-photos.sha256"  # and of which photos it holds, at any size
@@ -26,6 +29,13 @@ class Holder:
         except (KeyError, ValueError):
             return None
 
+    def tested_on(self, test_digest: str | None, test_photos: str | None) -> bool:
+        """Whether its card's figure was measured on these arrays or these photos."""
+        return any(
+            mine is not None and self.tags.get(tag) == mine
+            for tag, mine in ((TEST_DIGEST_TAG, test_digest), (TEST_PHOTOS_TAG, test_photos))
+        )
+
 
 @dataclass(frozen=True)
 class Verdict:
@@ -44,50 +54,65 @@ def challenge(
     alias: str,
     force: bool,
     test_photos: str | None = None,
+    again: Rescored | str | None = None,
 ) -> Verdict:
     """Judge a challenger of ``accuracy`` on the test split ``test_digest`` (its arrays;
-    ``test_photos``: its photos at any size) against the alias's ``holder``.
+    ``test_photos``: its photos at any size) against the alias's ``holder``; ``again``:
+    the holder scored again on the challenger's test photos, or why it could not be.
 
-    Beating means a higher accuracy on the same split; a tie keeps the holder. Figures
-    from different splits are not compared: the alias moves then only when ``force``.
+    Beating means a higher accuracy on the same photos; a tie keeps the holder. Figures
+    from other photos are not compared: the alias moves then only when ``force``.
     """
     if holder is None:
         return Verdict(True, f"no version held @{alias}", {"challenge.outcome": "first"})
-    theirs = holder.accuracy
+    theirs, where = holder.accuracy, "on the same test split"
+    if not holder.tested_on(test_digest, test_photos):
+        theirs = again.accuracy if isinstance(again, Rescored) else None
+        if isinstance(again, Rescored):
+            where = (
+                f"on the same {again.count} test photos (sha256 {again.photos[:12]}…), "
+                f"version {holder.version} scored again on them"
+            )
     record = {
         "challenge.version": holder.version,
         "challenge.test_accuracy": "unknown" if theirs is None else f"{theirs:.4f}",
+        "challenge.rescored": str(isinstance(again, Rescored) and theirs is not None).lower(),
     }
-    same_split = any(
-        mine is not None and holder.tags.get(tag) == mine
-        for tag, mine in ((TEST_DIGEST_TAG, test_digest), (TEST_PHOTOS_TAG, test_photos))
-    )
-    if not same_split or theirs is None:
-        record["challenge.same_test_split"] = "false"
-        measured = "unknown" if theirs is None else f"{theirs:.4f}"
-        if force:
-            return Verdict(
-                True,
-                f"moved by force: version {holder.version}'s {measured} was measured on "
-                "another test split and cannot be compared",
-                record | {"challenge.outcome": "forced"},
-            )
-        return Verdict(
-            False,
-            f"version {holder.version} holds @{alias} with {measured} measured on another "
-            f"test split, which cannot be compared; @{alias} stays (--force-alias moves it)",
-            record | {"challenge.outcome": "not comparable"},
+    if theirs is None:
+        return _not_comparable(
+            holder, alias, force, again if isinstance(again, str) else "", record
         )
     record["challenge.same_test_split"] = "true"
     if accuracy > theirs:
         return Verdict(
             True,
-            f"beats version {holder.version}'s {theirs:.4f} on the same test split",
+            f"beats version {holder.version}'s {theirs:.4f} {where}",
             record | {"challenge.outcome": "won"},
         )
     return Verdict(
         False,
-        f"does not beat version {holder.version}'s {theirs:.4f} on the same test split; "
-        f"@{alias} stays on version {holder.version}",
+        f"does not beat version {holder.version}'s {theirs:.4f} {where}; @{alias} stays on "
+        f"version {holder.version}",
         record | {"challenge.outcome": "lost"},
+    )
+
+
+def _not_comparable(
+    holder: Holder, alias: str, force: bool, why: str, record: dict[str, str]
+) -> Verdict:
+    record["challenge.same_test_split"] = "false"
+    measured = "unknown" if holder.accuracy is None else f"{holder.accuracy:.4f}"
+    because = f" ({why})" if why else ""
+    if force:
+        return Verdict(
+            True,
+            f"moved by force: version {holder.version}'s {measured} was measured on another "
+            f"test split and cannot be compared{because}",
+            record | {"challenge.outcome": "forced"},
+        )
+    return Verdict(
+        False,
+        f"version {holder.version} holds @{alias} with {measured} measured on another test "
+        f"split, which cannot be compared{because}; @{alias} stays (--force-alias moves it)",
+        record | {"challenge.outcome": "not comparable"},
     )

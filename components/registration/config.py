@@ -31,6 +31,12 @@ class RegisterConfig:
         "same test split",
         role=LOCAL,
     )
+    data: str | None = setting(
+        None,
+        "the preprocess step's output the model was tested on: where the alias's holder "
+        "was tested on other photos, it is scored again on these test photos; unset: not",
+        role=LOCAL,
+    )
     force_alias: bool = setting(
         False,
         "move the alias to the new version when the holder's test accuracy was measured on "

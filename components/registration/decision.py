@@ -6,13 +6,16 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from components.core.identity import sha256_of_bytes
+from components.core.identity import ModelIdentityError, sha256_of_bytes
 from components.core.names import ONNX_FILE, WEIGHTS_FILE
+from components.registration import rescore
 from components.registration.card import model_card
 from components.registration.challenge import Holder, challenge
 from components.registration.config import RegisterConfig
+from components.registration.rescore import Rescored
 from components.tracking.tags import EVALUATION_DIGEST_TAG, TEST_PHOTOS_PARAM, TEST_SPLIT_PARAM
 
 log = logging.getLogger(__name__)
@@ -21,6 +24,8 @@ ACCURACY_TOLERANCE = 1e-6  # a given accuracy that differs from the run's by mor
 DECISION_TAG = "quality_gate"  # the MLflow run tag that holds the decision and its reason
 EVALUATION = "evaluation/test/metrics.json"  # the evaluate step's report on the test split
 MOST_REPORT_BYTES = 2**20  # a report is a few KB: metrics, counts, digests
+# the challenger run's record of the holder's accuracy on its test photos, scored again
+HOLDER_ACCURACY_METRIC = "challenge_holder_test_accuracy"
 FLOAT_MODEL_FILES = (ONNX_FILE, WEIGHTS_FILE)  # what a float model's evaluation scores
 
 
@@ -79,9 +84,11 @@ def _register(
     digests, params = run_log.input_digests(run), run_log.run_params(run)
     held = registry.alias_holder(name, alias)
     holder = Holder(*held) if held else None
-    verdict = challenge(
-        holder, accuracy, report["split_sha256"], alias, cfg.force_alias, report["photos"]
-    )
+    split, photos = report["split_sha256"], report["photos"]
+    again = None
+    if holder and not holder.tested_on(split, photos):  # the holder on these photos too
+        again = _scored_again(cfg, holder, photos)
+    verdict = challenge(holder, accuracy, split, alias, cfg.force_alias, photos, again)
     files = logged_models.recorded_identity(report["model_id"])
     description, tags = model_card(run, report, params, digests, files)
     description += f" Compared for @{alias}: {verdict.reason}."
@@ -99,6 +106,23 @@ def _register(
         version,
         verdict.takes_alias,
     )
+
+
+def _scored_again(cfg: RegisterConfig, holder: Holder, photos: str | None) -> Rescored | str:
+    """The alias's holder scored on the challenger's test photos (recorded in the
+    challenger's run beside its own figure), or why it could not be."""
+    from components.tracking import run_log
+
+    if cfg.data is None or photos is None:
+        return "no test photos to score it again on (--data)"
+    model = f"models:/{cfg.registered_model_name}/{holder.version}"
+    try:
+        again = rescore.score_holder(model, Path(cfg.data), photos)
+    except (OSError, ValueError, ModelIdentityError) as err:
+        return f"it could not be scored again on this model's test photos: {err}"
+    metrics = {HOLDER_ACCURACY_METRIC: again.accuracy}
+    run_log.finish_run(cfg.mlflow_run_id, metrics, {}, status=None)
+    return again
 
 
 def evaluation_report(cfg: RegisterConfig) -> dict[str, Any]:

@@ -107,6 +107,16 @@ def test_whole_pipeline_runs_locally_registers_and_serves_as_the_readme_says(
     # the README's clean-up: the tasks' outputs go, the runs and the registry stay
     shutil.rmtree(workdir / "outputs")
     served_as_the_readme_says(store, small_sample_zip, tmp_path)
+    # a second run on another split: the gate scores version 1 again on its test photos
+    again = subprocess.run(
+        [*done.args, "split_seed=1"], cwd=tmp_path, env=env, capture_output=True, text=True,
+        timeout=HANG_SECONDS,
+    )  # fmt: skip
+    assert again.returncode == 0, again.stderr[-5000:]
+    photos = r"on the same \d+ test photos \(sha256 [0-9a-f]{12}…\), version 1 scored again on them"
+    assert re.search(
+        rf"^registration: +registered dogs-vs-cats version 2 .*{photos}", again.stdout, re.M
+    ), again.stdout
 
 
 def readme_serve_block(zip_path: Path, port: int) -> str:

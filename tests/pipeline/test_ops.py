@@ -131,6 +131,7 @@ def test_train_evaluate_and_register_bodies_hand_the_run_on(small_arrays, tmp_pa
 
     name = 'dogs "vs" cats, ü'  # a value a string template would have broken
     registered, took_alias, reason, version = ops.register_op.python_func(
+        arrays=arrays,
         mlflow_run_id=run_id,
         test_accuracy=accuracy,
         tracking_uri=mlflow_store,
@@ -143,6 +144,7 @@ def test_train_evaluate_and_register_bodies_hand_the_run_on(small_arrays, tmp_pa
     assert reason.startswith("not registered: test accuracy")
     assert version == ""
     registered, took_alias, reason, version = ops.register_op.python_func(
+        arrays=arrays,
         mlflow_run_id=run_id,
         test_accuracy=accuracy,
         tracking_uri=mlflow_store,

@@ -9,6 +9,7 @@ from components.registration.challenge import (
     Holder,
     challenge,
 )
+from components.registration.rescore import Rescored
 
 SPLIT = "a1b2c3d4"
 
@@ -29,6 +30,7 @@ def test_a_better_version_on_the_same_split_takes_the_alias():
     assert verdict.record == {
         "challenge.version": "1",
         "challenge.test_accuracy": "0.8150",
+        "challenge.rescored": "false",
         "challenge.same_test_split": "true",
         "challenge.outcome": "won",
     }
@@ -69,3 +71,19 @@ def test_the_same_photos_at_another_size_are_the_same_test_split():
     assert won.takes_alias and won.reason == "beats version 1's 0.9604 on the same test split"
     other = challenge(Holder("1", tags), 0.9857, "arrays-192", "candidate", False, "others")
     assert not other.takes_alias and other.record["challenge.same_test_split"] == "false"
+
+
+def test_a_holder_scored_again_on_the_challengers_photos_is_compared_there():
+    """Tested on other photos, scored again on the challenger's: the figures compare, and
+    the reason names the photos both were scored on."""
+    again = Rescored(accuracy=0.81, count=300, photos="ab" * 32)
+    won = challenge(holder(digest="other"), 0.9, SPLIT, "candidate", False, "photos", again)
+    assert won.takes_alias and won.reason == (
+        "beats version 1's 0.8100 on the same 300 test photos (sha256 abababababab…), "
+        "version 1 scored again on them"
+    )
+    assert won.record["challenge.rescored"] == "true"
+    assert won.record["challenge.test_accuracy"] == "0.8100"
+    why = "it could not be scored again on this model's test photos: no such folder"
+    kept = challenge(holder(digest="other"), 0.9, SPLIT, "candidate", False, "photos", why)
+    assert not kept.takes_alias and f"cannot be compared ({why}); @candidate stays" in kept.reason
