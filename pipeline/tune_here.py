@@ -64,6 +64,7 @@ def search_and_register(
         RegisterConfig(
             mlflow_run_id=best.run_id,
             test_accuracy=accuracy,
+            data=str(arrays),  # to score the alias's holder on the same test photos
             **schema.pick(RegisterConfig, arguments),
         )
     )
