@@ -134,3 +134,22 @@ def test_deploy_refuses_what_kubernetes_would_refuse_before_any_request(tmp_path
     done = deploy_cli(tmp_path, str(tmp_path / "missing"), *flags)  # no API to ask: none asked
     assert done.returncode != 0 and "Traceback" not in done.stderr
     assert message in done.stderr.splitlines()[-1]
+
+
+# the clients a step needs only where it places or serves something on a cluster
+CLUSTER_CLIENTS = ("kubernetes", "kubernetes_validate", "kfp")
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_importing_a_step_loads_no_cluster_client_nor_mlflows_server(step):
+    """Each pod, each --help, each debugging session pays only for what the step uses."""
+    probe = (
+        f"import sys, components.{step}\n"
+        "print([m for m in sys.modules if m.split('.')[0] in "
+        f"{CLUSTER_CLIENTS!r} or m.startswith('mlflow.server')])"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=HANG_SECONDS
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

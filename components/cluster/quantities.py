@@ -1,12 +1,12 @@
-"""Kubernetes resource quantities: read with the Kubernetes client's own parser, checked
-against what KFP's compiler and Kubernetes accept, doubled for limits, written back."""
+"""Kubernetes resource quantities: checked against the forms KFP's compiler and Kubernetes
+accept, read as Kubernetes reads them (its suffixes, decimal and binary), doubled for
+limits, written back. Plain Python: a step that places a pod loads no Kubernetes client
+(tests/cluster/test_quantities.py holds it to the client's own parser)."""
 
 from __future__ import annotations
 
 import re
 from decimal import Decimal, InvalidOperation
-
-from kubernetes.utils import parse_quantity
 
 # the forms KFP's compiler accepts (kfp.dsl.PipelineTask.set_cpu_limit, set_memory_limit)
 KFP_CPU = re.compile(r"([0-9]*[.])?[0-9]+m?")
@@ -14,6 +14,14 @@ KFP_MEMORY = re.compile(r"[0-9]+(E|Ei|P|Pi|T|Ti|G|Gi|M|Mi|K|Ki)?")
 MOST_MILLICORES = 10**9  # a million cores: beyond any node
 MOST_BYTES = 2**63 - 1  # Kubernetes reads a memory quantity into an int64 of bytes
 BINARY_SUFFIXES = ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki")  # largest first
+# what each suffix multiplies by, as Kubernetes' resource.Quantity reads it
+FACTORS = {
+    "": Decimal(1),
+    "m": Decimal("0.001"),
+    **{suffix: Decimal(1000) ** power for power, suffix in enumerate("KMGTPE", 1)},
+    **{f"{suffix}i": Decimal(1024) ** power for power, suffix in enumerate("KMGTPE", 1)},
+}
+QUANTITY = re.compile(r"([0-9]*\.?[0-9]+)(m|[KMGTPE]i?)?")
 
 
 def millicores(cpu: str) -> int:
@@ -72,7 +80,12 @@ def format_bytes(count: int) -> str:
 
 
 def _parsed(quantity: str) -> Decimal:
+    """``quantity`` (already of KFP's forms) as a number of cores or bytes."""
+    match = QUANTITY.fullmatch(quantity)
+    if match is None:
+        raise ValueError(f"expected a Kubernetes quantity, found {quantity!r}")
+    number, suffix = match.groups()
     try:
-        return Decimal(parse_quantity(quantity))
-    except (ValueError, InvalidOperation):
+        return Decimal(number) * FACTORS[suffix or ""]
+    except InvalidOperation:
         raise ValueError(f"expected a Kubernetes quantity, found {quantity!r}") from None

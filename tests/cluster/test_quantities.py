@@ -45,3 +45,14 @@ def test_cpu_quantities_in_millicores(cpu, expected):
 def test_memory_kubernetes_or_kfp_would_refuse_is_refused(memory, message):
     with pytest.raises(ValueError, match=message):
         memory_bytes(memory)
+
+
+@pytest.mark.parametrize("cpu", ["1", "0.5", "500m", "1.5", ".5", "3", "250m"])
+@pytest.mark.parametrize("memory", ["12Gi", "512Mi", "1G", "1073741824", "7Ei", "7E", "1Ki"])
+def test_a_quantity_reads_as_the_kubernetes_clients_own_parser_reads_it(cpu, memory):
+    from kubernetes.utils import parse_quantity
+
+    from components.cluster.quantities import memory_bytes, millicores
+
+    assert millicores(cpu) == parse_quantity(cpu) * 1000
+    assert memory_bytes(memory) == parse_quantity(memory)
