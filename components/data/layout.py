@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,7 +65,7 @@ def _class_dirs(folder: Path) -> dict[int, Path] | None:
 def _from_class_dirs(root: Path, class_dirs: dict[int, Path]) -> LabelledFiles:
     found = LabelledFiles(root=root, layout="petimages")
     for label, folder in class_dirs.items():
-        for path in sorted(p for p in folder.iterdir() if p.is_file()):
+        for path in _files_of(folder):
             if path.suffix.lower() in IMAGE_SUFFIXES:
                 found.files.append((path, label))
             else:
@@ -76,7 +77,7 @@ def _from_kaggle_names(root: Path, folder: Path) -> LabelledFiles:
     found = LabelledFiles(root=root, layout="kaggle")
     if not folder.is_dir():
         return found
-    for path in sorted(p for p in folder.iterdir() if p.is_file()):
+    for path in _files_of(folder):
         match = KAGGLE_NAME.match(path.name)
         if match:
             found.files.append((path, CLASSES.index(match.group(1).lower())))
@@ -88,3 +89,11 @@ def _describe(root: Path, limit: int = 10) -> str:
     shown = [p.relative_to(root).as_posix() + ("/" if p.is_dir() else "") for p in entries[:limit]]
     more = f" and {len(entries) - limit} more" if len(entries) > limit else ""
     return (", ".join(shown) + more) if shown else "an empty directory"
+
+
+def _files_of(folder: Path) -> list[Path]:
+    """The files of ``folder`` (a link to a file counts), by name: one directory read, the
+    types it gives, a stat only for links."""
+    with os.scandir(folder) as entries:
+        names = sorted(entry.name for entry in entries if entry.is_file())
+    return [folder / name for name in names]

@@ -208,18 +208,19 @@ def split_indices(
 
 
 def channel_stats(pixels: np.ndarray, chunk: int = 2048) -> tuple[list[float], list[float]]:
-    """Per-channel mean and std of uint8 N×C×H×W pixels, scaled to [0, 1]."""
+    """Per-channel mean and std of uint8 N×C×H×W pixels, scaled to [0, 1]: from each
+    channel's histogram of the 256 values, exact and without a float copy of the pixels."""
     if len(pixels) == 0:
         raise ValueError("expected at least one training image, found none")
-    total = np.zeros(pixels.shape[1])
-    squares = np.zeros(pixels.shape[1])
+    counts = np.zeros((pixels.shape[1], 256), np.int64)
     for start in range(0, len(pixels), chunk):
-        block = pixels[start : start + chunk].astype(np.float64) / 255.0
-        total += block.sum(axis=(0, 2, 3))
-        squares += np.square(block).sum(axis=(0, 2, 3))
-    count = pixels.shape[0] * pixels.shape[2] * pixels.shape[3]
-    mean = total / count
-    std = np.sqrt(np.maximum(squares / count - mean**2, 0.0))
+        block = pixels[start : start + chunk]
+        for channel in range(pixels.shape[1]):
+            counts[channel] += np.bincount(block[:, channel].reshape(-1), minlength=256)
+    values = np.arange(256) / 255.0
+    total = counts.sum(axis=1)
+    mean = counts @ values / total
+    std = np.sqrt(np.maximum(counts @ values**2 / total - mean**2, 0.0))
     return mean.round(6).tolist(), std.round(6).tolist()
 
 
