@@ -245,13 +245,13 @@ def tune_op(
     from components.cluster import kube
     from components.cluster.placement import Placement
     from components.core.schema import pick
-    from components.core.search_space import search_space
     from components.tasks.train_config import pipeline_train_config
     from components.tracking.store import use_tracking_uri
     from components.training.config import TrainConfig
     from components.tuning.cluster import tune_on_cluster
     from components.tuning.config import TuneConfig
     from components.tuning.experiment import ExperimentTarget, experiment_name
+    from components.tuning.search_space import search_space
 
     recipe = pick(TrainConfig, locals())  # the recipe inputs, by their schema's names
     search = pick(TuneConfig, locals())

@@ -20,11 +20,11 @@ import yaml
 from components.core import schema
 from components.core.atomic import atomic_file
 from components.core.schema import RECIPE
-from components.core.search_space import Dimension, searched
 from components.core.uris import split_credentials
 from components.recipes.recipe import recipe_name
 from components.training.config import TrainConfig
 from components.tuning.config import TuneConfig, check_search, trial_recipe
+from components.tuning.search_space import Dimension, searched
 from pipeline.arguments import parse_arguments, refuse_credentials, refuse_missing_source
 from pipeline.parameters import PARAMETERS
 from pipeline.road import BASELINE, add_placement_flags, placement_from

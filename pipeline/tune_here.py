@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from components.core import schema
-from components.core.search_space import Dimension
 from components.downloading.config import DownloadConfig
 from components.downloading.fetch import download
 from components.evaluation.config import EvaluateConfig
@@ -27,6 +26,7 @@ from components.tracking.ui import run_url, ui_address
 from components.training.config import TrainConfig
 from components.tuning import local
 from components.tuning.config import TuneConfig
+from components.tuning.search_space import Dimension
 from pipeline.next_steps import closing_lines
 
 

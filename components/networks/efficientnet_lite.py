@@ -1,26 +1,30 @@
-"""EfficientNet-Lite0 in plain torch, under the parameter names of its published weights.
+"""The EfficientNet-Lite family in plain torch, under the parameter names of its published
+weights, built from a width and a depth multiplier as timm's ``_gen_efficientnet_lite``.
 
-EfficientNet-Lite (Tan and Le, 2019, for mobile CPUs) is EfficientNet-B0 without
-squeeze-excitation and with ReLU6: 16 MBConv blocks between a stride-2 stem and a
-1×1 head conv to 1280 channels, 4.0M weights in the convolutions. Its weights were
-trained in TensorFlow: convolutions pad as TensorFlow's SAME does (more after than
-before on a stride-2 step), batch norm uses eps 1e-3, and inputs are scaled as
-(x − 127) / 128 (``INPUT_MEAN``, ``INPUT_STD`` per channel, on pixels 0–255 / 255).
+EfficientNet-Lite (Tan and Le, 2019, for mobile CPUs) is EfficientNet without
+squeeze-excitation and with ReLU6: MBConv blocks between a stride-2 stem of 32 channels
+and a 1×1 head conv to 1280, both fixed across the family. Lite0 has 16 blocks; the others
+widen each stage's channels (rounded to multiples of 8) and deepen its repeats (rounded
+up), all but the first and last stage's. Its weights were trained in TensorFlow:
+convolutions pad as TensorFlow's SAME does (more after than before on a stride-2 step),
+batch norm uses eps 1e-3, and inputs are scaled as (x − 127) / 128 (the catalogue's mean
+and std per channel, on pixels 0–255 / 255).
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
 BATCH_NORM_EPS = 1e-3
+STEM = 32  # the stem conv's channels, fixed across the family
 FEATURES = 1280  # the head conv's channels: what the classifier sees, pooled
-INPUT_MEAN = [127.0 / 255.0] * 3  # (x − 127) / 128 on 0–255 pixels, as Classifier applies it
-INPUT_STD = [128.0 / 255.0] * 3
 # each stage: repeats, kernel, stride, expansion, input and output channels (the
-# builder's 'r1_k3_s11_e1_i32_o16' strings, Lite0's width and depth)
-LITE0_STAGES = (
+# builder's 'r1_k3_s11_e1_i32_o16' strings) at width and depth 1: Lite0's
+BASE_STAGES = (
     (1, 3, 1, 1, 32, 16),
     (2, 3, 2, 6, 16, 24),
     (2, 5, 2, 6, 24, 40),
@@ -29,6 +33,28 @@ LITE0_STAGES = (
     (4, 5, 2, 6, 112, 192),
     (1, 3, 1, 6, 192, 320),
 )
+
+
+Stage = tuple[int, int, int, int, int, int]
+
+
+def stages(width: float, depth: float) -> tuple[Stage, ...]:
+    """The family's stage table at ``width`` and ``depth``: channels times ``width``
+    rounded to a multiple of 8 (never below 90% of it), repeats times ``depth`` rounded
+    up, but for the first and last stage's (one block each, as the Lite models keep)."""
+    last = len(BASE_STAGES) - 1
+    table = []
+    for index, (repeats, kernel, stride, expansion, inputs, outputs) in enumerate(BASE_STAGES):
+        deeper = repeats if index in (0, last) else math.ceil(repeats * depth)
+        wider_in = STEM if index == 0 else _channels(inputs, width)
+        table.append((deeper, kernel, stride, expansion, wider_in, _channels(outputs, width)))
+    return tuple(table)
+
+
+def _channels(channels: int, width: float, divisor: int = 8) -> int:
+    scaled = channels * width
+    rounded = max(divisor, int(scaled + divisor / 2) // divisor * divisor)
+    return rounded + divisor if rounded < 0.9 * scaled else rounded
 
 
 class SamePaddingConv2d(nn.Conv2d):
@@ -82,24 +108,27 @@ class MBConvBlock(nn.Module):
 
 
 class EfficientNetLite(nn.Module):
-    """EfficientNet-Lite0 with a two-class linear layer. ``freeze`` fixes its first blocks."""
+    """An EfficientNet-Lite of ``width`` and ``depth`` with a two-class linear layer;
+    ``name`` names it in errors. ``freeze`` fixes its first blocks."""
 
-    def __init__(self, in_channels: int, dropout: float = 0.2):
+    def __init__(
+        self, in_channels: int, name: str, width: float, depth: float, dropout: float = 0.2
+    ):
         super().__init__()
         if in_channels != 3:
-            raise ValueError(
-                f"efficientnet_lite0 takes RGB photos (3 channels), found {in_channels}"
-            )
-        self._conv_stem = SamePaddingConv2d(3, 32, 3, 2)
-        self._bn0 = _batch_norm(32)
+            raise ValueError(f"{name} takes RGB photos (3 channels), found {in_channels}")
+        self.name = name
+        self._conv_stem = SamePaddingConv2d(3, STEM, 3, 2)
+        self._bn0 = _batch_norm(STEM)
         blocks = []
-        for repeats, kernel, stride, expansion, inputs, outputs in LITE0_STAGES:
+        table = stages(width, depth)
+        for repeats, kernel, stride, expansion, inputs, outputs in table:
             blocks.append(MBConvBlock(kernel, stride, expansion, inputs, outputs))
             blocks += [
                 MBConvBlock(kernel, 1, expansion, outputs, outputs) for _ in range(repeats - 1)
             ]
         self._blocks = nn.ModuleList(blocks)
-        self._conv_head = SamePaddingConv2d(LITE0_STAGES[-1][-1], FEATURES, 1)
+        self._conv_head = SamePaddingConv2d(table[-1][-1], FEATURES, 1)
         self._bn1 = _batch_norm(FEATURES)
         self._dropout = nn.Dropout(dropout)
         self._fc = nn.Linear(FEATURES, 2)
@@ -110,8 +139,7 @@ class EfficientNetLite(nn.Module):
         gradient and their batch norm keeps its statistics in training mode too."""
         if not 0 <= blocks <= len(self._blocks):
             raise ValueError(
-                f"expected 0 to {len(self._blocks)} frozen blocks for efficientnet_lite0, "
-                f"found {blocks}"
+                f"expected 0 to {len(self._blocks)} frozen blocks for {self.name}, found {blocks}"
             )
         self.frozen = [self._conv_stem, self._bn0, *self._blocks[:blocks]] if blocks else []
         for module in self.frozen:

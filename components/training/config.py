@@ -7,8 +7,9 @@ from dataclasses import dataclass
 
 from components.core.names import DEFAULT_EXPERIMENT, RUNTIME_HELP, RUNTIMES
 from components.core.schema import LOCAL, PER_RUN, check_seed, setting
+from components.networks.backbones import BACKBONES
 
-MODEL_NAMES = (
+MODEL_NAMES = (  # the nets trained from scratch, then the catalogue's pretrained ones
     "tutorial_cnn",
     "compact_cnn",
     "five_conv_cnn",
@@ -17,12 +18,11 @@ MODEL_NAMES = (
     "lean_residual_cnn",
     "stem16_residual_cnn",
     "resnet18",
-    "efficientnet_lite0",
+    *BACKBONES,
 )
 S3_PREFIX = re.compile(r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?")  # a valid bucket name
 URI_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
 SCHEDULES = ("constant", "onecycle")
-PRETRAINED = "efficientnet_lite0"  # the net that starts from pretrained weights
 
 
 @dataclass(frozen=True)
@@ -61,8 +61,10 @@ class TrainConfig:
     )
     frozen_blocks: int = setting(
         0,
-        "pretrained nets (efficientnet_lite0): how many of the backbone's 16 blocks, from "
-        "the stem on, keep their pretrained weights and batch-norm statistics; 0: all learn",
+        "pretrained nets: how many of the backbone's blocks ("
+        + ", ".join(f"{name} {backbone.blocks}" for name, backbone in BACKBONES.items())
+        + "), from the stem on, keep their pretrained weights and batch-norm statistics; "
+        "0: all learn",
     )
     mirror_average: bool = setting(
         False,
@@ -167,10 +169,11 @@ class TrainConfig:
             raise ValueError(f"expected validate every >= 1 epochs, found {self.validate_every}")
         if self.start_size and self.start_size < 16:
             raise ValueError(f"expected a start size of 0 or at least 16, found {self.start_size}")
-        if not 0 <= self.frozen_blocks <= 16 or (self.frozen_blocks and self.model != PRETRAINED):
+        most = BACKBONES[self.model].blocks if self.model in BACKBONES else 0
+        if not 0 <= self.frozen_blocks <= most:
             raise ValueError(
-                f"expected 0 to 16 frozen blocks, and none but for {PRETRAINED}, found "
-                f"{self.frozen_blocks} for {self.model}"
+                f"expected 0 to {most} frozen blocks for {self.model} (none but for a "
+                f"pretrained net: {', '.join(BACKBONES)}), found {self.frozen_blocks}"
             )
         if not 0 <= self.cutmix <= 1:
             raise ValueError(f"expected a CutMix share from 0 to 1, found {self.cutmix}")

@@ -16,6 +16,7 @@ from torch.optim.lr_scheduler import LRScheduler
 from components.core.names import CLASSES
 from components.core.progress import progress
 from components.networks import pretrained
+from components.networks.backbones import BACKBONES
 from components.networks.efficientnet_lite import EfficientNetLite
 from components.networks.models import WANTS_CROPS, Classifier, build_model
 from components.scoring.scorers import pick_runtime, score_batches
@@ -82,7 +83,7 @@ def new_learner(
     # every batch has the same shape: let cuDNN time its convolution algorithms once
     torch.backends.cudnn.benchmark = device.type == "cuda"
     net = build_model(cfg.model, meta["channels"], meta["image_size"])
-    if cfg.model in pretrained.BACKBONES:
+    if cfg.model in BACKBONES:
         pretrained.load_pretrained(net, cfg.model)
     if isinstance(net, EfficientNetLite):
         net.freeze(cfg.frozen_blocks)

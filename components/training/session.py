@@ -34,6 +34,7 @@ from components.core.names import (
 )
 from components.data.arrays import load_split, read_meta, split_file_sha256
 from components.networks import pretrained
+from components.networks.backbones import BACKBONES
 from components.networks.models import Classifier, OneBatchOfViews, build_model, save_trained
 from components.tracking import checkpoint_models, kfp_tracking, logged_models, run_log, store
 from components.tracking.tags import (
@@ -297,7 +298,7 @@ def run_params(cfg: TrainConfig, meta: dict[str, Any]) -> dict[str, object]:
         params.update(
             {f"data_{split}_photos_sha256": d for split, d in meta["photos_sha256"].items()}
         )
-    if cfg.model in pretrained.BACKBONES:
+    if cfg.model in BACKBONES:
         params.update(pretrained.record(cfg.model))
     for split, counts in meta["counts"].items():
         params.update({f"data_{split}_{name}": count for name, count in counts.items()})

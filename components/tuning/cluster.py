@@ -24,13 +24,13 @@ from urllib3.exceptions import HTTPError
 from components.cluster import kube
 from components.cluster.object_names import is_dns_label
 from components.core.errors import printable
-from components.core.search_space import Dimension
 from components.tracking import run_log
 from components.tracking.tags import KATIB_SEARCH, KFP_RUN_ID_TAG, TRIAL_TAG
 from components.training.config import TrainConfig
 from components.tuning import runs
 from components.tuning.config import TuneConfig
 from components.tuning.experiment import ExperimentTarget, build_experiment, to_manifest
+from components.tuning.search_space import Dimension
 
 log = logging.getLogger(__name__)
 

@@ -26,13 +26,13 @@ from components.cluster.object_names import is_dns_label, is_dns_subdomain
 from components.cluster.placement import Placement
 from components.core import schema
 from components.core.errors import printable
-from components.core.search_space import CATEGORICAL, Dimension
 from components.core.uris import holds_credentials, redact
 from components.core.workspace import workspace_env
 from components.training.config import TrainConfig
 from components.tuning import webhook
 from components.tuning.config import TuneConfig, trial_recipe
 from components.tuning.report import ADDITIONAL, OBJECTIVE
+from components.tuning.search_space import CATEGORICAL, Dimension
 
 API_VERSION, KIND = "kubeflow.org/v1beta1", "Experiment"
 SUBSTITUTION = "${"  # Katib replaces ${trialParameters.…} in a trial's template

@@ -20,7 +20,6 @@ from typing import Any
 
 import optuna
 
-from components.core.search_space import CATEGORICAL, DOUBLE, Dimension
 from components.tracking import run_log
 from components.tracking.tags import OPTUNA_SEARCH, TRIAL_TAG
 from components.training.config import TrainConfig
@@ -29,6 +28,7 @@ from components.training.session import train
 from components.tuning import runs
 from components.tuning.config import TuneConfig, trial_recipe
 from components.tuning.report import OBJECTIVE
+from components.tuning.search_space import CATEGORICAL, DOUBLE, Dimension
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,6 @@ import math
 from dataclasses import asdict
 from typing import Any, NamedTuple
 
-from components.core.search_space import Dimension
 from components.tracking import kfp_tracking, run_log, store
 from components.tracking.tags import (
     BEST_TAG,
@@ -33,6 +32,7 @@ from components.tracking.tags import (
 from components.tracking.ui import compare_url, ui_address
 from components.tuning.config import TuneConfig
 from components.tuning.report import OBJECTIVE
+from components.tuning.search_space import Dimension
 
 log = logging.getLogger(__name__)
 

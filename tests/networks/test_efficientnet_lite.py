@@ -42,7 +42,7 @@ def test_the_net_has_every_pretrained_tensor_under_its_name_and_shape():
 def test_the_rebuilt_net_tells_imagenets_dogs_from_its_cats_on_real_photos(sample_images):
     """Zero-shot, with ImageNet's own 1,000-class layer: the padding, batch-norm eps and
     input scaling are the weights' own, or these real photos come out near chance."""
-    net = EfficientNetLite(3)
+    net = EfficientNetLite(3, "efficientnet_lite0", 1.0, 1.0)
     net._fc = torch.nn.Linear(1280, 1000)
     net.load_state_dict(installed_weights())
     correct = 0

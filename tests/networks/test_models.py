@@ -12,6 +12,7 @@ from torch.nn import functional as F
 
 from components.core.identity import sha256_of
 from components.core.names import SPEC_FILE
+from components.networks.backbones import BACKBONES
 from components.networks.models import (
     MODELS,
     Classifier,
@@ -24,7 +25,7 @@ from components.networks.models import (
 from components.networks.spec import read_spec
 from tests.support.models import SPEC
 
-RGB_ONLY = {"efficientnet_lite0"}  # its pretrained weights take RGB
+RGB_ONLY = set(BACKBONES)  # their pretrained weights take RGB
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
@@ -169,7 +170,8 @@ def test_pooling_before_the_relu_computes_the_textbook_function(name):
 def test_unknown_model_lists_the_valid_names():
     names = (
         "tutorial_cnn, compact_cnn, five_conv_cnn, bn_cnn, residual_cnn, lean_residual_cnn, "
-        "stem16_residual_cnn, resnet18, efficientnet_lite0"
+        "stem16_residual_cnn, resnet18, efficientnet_lite0, efficientnet_lite1, "
+        "efficientnet_lite2"
     )
     with pytest.raises(ValueError, match=f"expected one of: {names}$"):
         build_model("vgg", 1, 50)

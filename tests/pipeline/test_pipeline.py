@@ -57,7 +57,8 @@ def test_every_parameter_is_described_for_the_kfp_ui_with_its_choices(compiled, 
     described = {name: " ".join(p["description"].split()) for name, p in parameters.items()}
     assert described["model"].endswith(
         "(one of: tutorial_cnn, compact_cnn, five_conv_cnn, bn_cnn, residual_cnn, "
-        "lean_residual_cnn, stem16_residual_cnn, resnet18, efficientnet_lite0)"
+        "lean_residual_cnn, stem16_residual_cnn, resnet18, efficientnet_lite0, "
+        "efficientnet_lite1, efficientnet_lite2)"
     )
     assert "(one of: constant, onecycle)" in described["schedule"]
     sweep_parameters = compiled_sweep[0]["root"]["inputDefinitions"]["parameters"]

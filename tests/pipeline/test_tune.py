@@ -8,9 +8,9 @@ from typing import NamedTuple
 import pytest
 import yaml
 
-from components.core.search_space import searched
 from components.recipes.presets import PRESETS
 from components.tuning import webhook
+from components.tuning.search_space import searched
 from pipeline.__main__ import main as pipeline_main
 from pipeline.target import GPU_IMAGE, IMAGE
 from pipeline.tune import _enqueued

@@ -19,8 +19,8 @@ from mlflow.tracking import MlflowClient
 
 from components import train
 from components.core.names import ONNX_FILE
+from components.networks.backbones import BACKBONES
 from components.networks.models import load_classifier, shifted_views
-from components.networks.pretrained import BACKBONES
 from components.recipes.presets import PRESETS
 from components.scoring.loading import load_scorer
 from components.scoring.scorers import OnnxScorer, TorchScorer

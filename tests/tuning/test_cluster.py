@@ -16,7 +16,6 @@ import pytest
 from kubernetes.client import ApiClient, Configuration
 from mlflow.tracking import MlflowClient
 
-from components.core.search_space import searched
 from components.tracking import run_log, store
 from components.tracking.tags import BEST_TAG, PARENT_TAG, SEARCH_TAG, STOPPED_EARLY_TAG, TRIAL_TAG
 from components.training.config import TrainConfig
@@ -24,6 +23,7 @@ from components.tuning.cluster import tune_on_cluster
 from components.tuning.config import TuneConfig
 from components.tuning.experiment import ExperimentTarget
 from components.tuning.report import ADDITIONAL, OBJECTIVE
+from components.tuning.search_space import searched
 from tests.support.katib_api import FakeKatibApi
 from tests.support.katib_collector import parse
 from tests.support.processes import HANG_SECONDS

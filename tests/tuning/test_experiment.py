@@ -10,7 +10,6 @@ import yaml
 from kubeflow import katib
 
 from components.cluster.placement import GPU, Placement
-from components.core.search_space import SEARCH_SPACE, searched
 from components.train import build_parser
 from components.training.config import TrainConfig
 from components.tuning import webhook
@@ -22,6 +21,7 @@ from components.tuning.experiment import (
     experiment_name,
     to_manifest,
 )
+from components.tuning.search_space import SEARCH_SPACE, searched
 from tests.conftest import REPO
 from tests.test_manifests import K8S_VERSION
 

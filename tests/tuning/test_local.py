@@ -3,13 +3,13 @@
 import pytest
 from mlflow.tracking import MlflowClient
 
-from components.core.search_space import DOUBLE, Dimension
 from components.preprocessing.build import build_arrays
 from components.preprocessing.config import PreprocessConfig
 from components.tracking.tags import BEST_TAG, PARENT_TAG, SEARCH_TAG, STOPPED_EARLY_TAG
 from components.training.config import TrainConfig
 from components.tuning import local
 from components.tuning.config import TuneConfig
+from components.tuning.search_space import DOUBLE, Dimension
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 

@@ -9,7 +9,6 @@ import mlflow
 import pytest
 from mlflow.tracking import MlflowClient
 
-from components.core.search_space import SEARCH_SPACE
 from components.tracking import run_log, store
 from components.tracking.tags import (
     BEST_TAG,
@@ -22,6 +21,7 @@ from components.tracking.tags import (
 from components.tuning import runs
 from components.tuning.config import TuneConfig
 from components.tuning.runs import GRID_FILE, close_search, grid_trials, open_grid
+from components.tuning.search_space import SEARCH_SPACE
 
 
 def child(parent: str, accuracies: list[float]) -> str:

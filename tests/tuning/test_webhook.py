@@ -4,11 +4,11 @@ import copy
 
 import pytest
 
-from components.core.search_space import SEARCH_SPACE
 from components.training.config import TrainConfig
 from components.tuning import webhook
 from components.tuning.config import TuneConfig
 from components.tuning.experiment import ExperimentTarget, build_experiment, to_manifest
+from components.tuning.search_space import SEARCH_SPACE
 
 TARGET = ExperimentTarget(name="dogs-vs-cats-tune", image="img", tracking_uri="http://m:5000")
 

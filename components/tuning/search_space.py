@@ -13,7 +13,7 @@ it. Chosen, and why:
   nets over- or under-fit in a fixed number of epochs.
 - ``batch_size`` (64, 128, 256): steps per epoch against each step's noise.
 
-A pretrained net (``efficientnet_lite0``) searches its own ranges (``PRETRAINED_SPACE``):
+A pretrained net (the catalogue's, ``BACKBONES``) searches its own ranges (``PRETRAINED_SPACE``):
 a peak learning rate of 1e-4 to 3e-3, since a rate that trains a net from scratch wipes out
 what its weights learned, and the batch sizes a CPU fits at 192 pixels.
 
@@ -25,6 +25,8 @@ search (one set of arrays); both are set with ``name=value`` as fixed values.
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from components.networks.backbones import BACKBONES
 
 DOUBLE, INT, CATEGORICAL = "double", "int", "categorical"  # Katib's parameterType values
 
@@ -69,12 +71,11 @@ PRETRAINED_SPACE: tuple[Dimension, ...] = (
     *SHARED,
     Dimension("batch_size", CATEGORICAL, choices=(32, 64, 128)),
 )
-PRETRAINED_MODELS = ("efficientnet_lite0",)  # as components.networks.pretrained.BACKBONES
 
 
 def search_space(model: str) -> tuple[Dimension, ...]:
     """The dimensions searched around a recipe of net ``model``."""
-    return PRETRAINED_SPACE if model in PRETRAINED_MODELS else SEARCH_SPACE
+    return PRETRAINED_SPACE if model in BACKBONES else SEARCH_SPACE
 
 
 def searched(fixed: dict[str, object], model: str) -> tuple[Dimension, ...]:
