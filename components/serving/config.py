@@ -47,8 +47,14 @@ class ServeConfig:
     max_connections: int = setting(
         32,
         "requests served at once, each from its whole head to its answer's end (silent and "
-        "idle connections hold none); another is answered 503 at once, so the bodies held "
-        "stay under this times --max-body-mb",
+        "idle connections hold none); another is answered 503 at once",
+        role=LOCAL,
+    )
+    max_inflight_mb: float = setting(
+        48.0,
+        "MiB of request bodies served at once, all connections together (each holds several "
+        "times its body while served: with it the pretrained net's server stays under nine "
+        "tenths of its pod's 2 GiB); a request past it is answered 503 with Retry-After",
         role=LOCAL,
     )
     header_timeout_seconds: float = setting(
@@ -96,6 +102,11 @@ class ServeConfig:
             raise ValueError(
                 f"expected --max-body-mb above 0 and at most {MOST_BODY_MB:g}, found "
                 f"{self.max_body_mb}"
+            )
+        if not self.max_body_mb <= self.max_inflight_mb <= MOST_BODY_MB * MOST_COUNT:
+            raise ValueError(
+                f"expected --max-inflight-mb from --max-body-mb ({self.max_body_mb:g}) to "
+                f"{MOST_BODY_MB * MOST_COUNT:g}, found {self.max_inflight_mb}"
             )
         counts = (self.max_instances, self.max_batch, self.max_connections)
         if not all(1 <= count <= MOST_COUNT for count in counts):

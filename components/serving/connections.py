@@ -6,7 +6,11 @@ time a request's head or body may take nor its headers' size: a connection that 
 nothing, or trickles a byte every few seconds, keeps its slot of ``--max-connections``
 for ever, and headers grow the process as they come. This protocol, uvicorn's own with
 deadlines and counts added, answers 408 to a head or body not complete in time, and 431
-to a head over its size or header count, then closes the connection.
+to a head over its size or header count, then closes the connection. Every request in
+flight holds its body, its parsed JSON, its photos' bytes and their pixels (several times
+its body: benchmarks/serve_memory.py), so the bodies of the requests served at once are
+bounded together too: one that would take them over ``max_inflight_bytes`` is
+answered 503 with ``Retry-After``, whatever each alone may hold.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from dataclasses import dataclass
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+RETRY_AFTER_SECONDS = 1  # what a 503 asks a client to wait: a request is served in seconds
 REASONS = {
     408: b"Request Timeout",
     431: b"Request Header Fields Too Large",
@@ -25,10 +30,12 @@ REASONS = {
 
 @dataclass(frozen=True)
 class ConnectionLimits:
-    """How long a request's head and body may take, how large its head may be, and how
-    many connections are served at once (a request on one more is answered 503)."""
+    """How long a request's head and body may take, how large its head may be, how many
+    connections are served at once and how many body bytes they hold together (a request
+    past either is answered 503)."""
 
     max_connections: int = 32
+    max_inflight_bytes: int = 48 * 2**20
     header_seconds: float = 10.0
     body_seconds: float = 30.0
     max_header_bytes: int = 64 * 1024
@@ -44,6 +51,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         super().connection_made(transport)
         self._head_bytes, self._header_count, self._refusal = 0, 0, 0
         self._in_head, self._app_started, self._busy = True, False, False
+        self._body_bytes = 0  # this request's body so far; held while it is served
         self._deadline: asyncio.TimerHandle | None = None
         self._arm(self.limits.header_seconds)  # nothing sent yet counts too
 
@@ -59,7 +67,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self._head_bytes, self._header_count, self._in_head = 0, 0, True
-        self._app_started = False
+        self._app_started, self._body_bytes = False, 0
         if self._deadline is None:  # a kept-alive connection's next request
             self._arm(self.limits.header_seconds)
 
@@ -85,24 +93,33 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._busy = False  # kept alive, it waits for a next request: no slot held
         super().on_response_complete()
 
-    def _busy_elsewhere(self) -> int:
+    def _busy_elsewhere(self) -> list[GuardedHttpToolsProtocol]:
         """Other connections serving a request (from its whole body to its answer's end):
         a silent one, one trickling its head or body, or an idle kept-alive one holds no
         slot (its own deadline closes it), so a client that keeps reopening slow
         connections cannot keep everyone else at 503."""
-        return sum(
-            1 for other in self.connections if other is not self and getattr(other, "_busy", False)
-        )
+        return [
+            other
+            for other in self.connections
+            if isinstance(other, GuardedHttpToolsProtocol) and other is not self and other._busy
+        ]
 
     def on_body(self, body: bytes) -> None:
+        self._body_bytes += len(body)
         if not self._refusal:
             super().on_body(body)
 
     def on_message_complete(self) -> None:
         self._disarm()
-        if not self._refusal and self._busy_elsewhere() >= self.limits.max_connections:
-            # counted by connection alone: uvicorn's own limit also counts a kept-alive
-            # connection's finishing request beside its next one, and refused those
+        serving = self._busy_elsewhere()
+        held = sum(other._body_bytes for other in serving)
+        # counted by connection alone: uvicorn's own limit also counts a kept-alive
+        # connection's finishing request beside its next one, and refused those; a body
+        # alone over the bytes' bound is served when nothing else is (--max-body-mb bounds it)
+        if not self._refusal and (
+            len(serving) >= self.limits.max_connections
+            or (serving and held + self._body_bytes > self.limits.max_inflight_bytes)
+        ):
             self._refusal = 503
             self._refuse(503)
             return
@@ -133,17 +150,21 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def _refuse(self, status: int) -> None:
         """Answer ``status`` (unless the app has begun its own answer), then close."""
+        retry = b""
         if status == 503:
             self.logger.warning(
-                "over --max-connections (%d): answered 503", self.limits.max_connections
+                "over --max-connections (%d) or --max-inflight-mb (%d): answered 503",
+                self.limits.max_connections,
+                self.limits.max_inflight_bytes // 2**20,
             )
+            retry = b"retry-after: %d\r\n" % RETRY_AFTER_SECONDS
         self._disarm()
         if not (self._app_started and self.cycle and self.cycle.response_started):
             body = b'{"error": "' + REASONS[status].lower() + b'"}'
             self.transport.write(
-                b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\n"
+                b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\n%s"
                 b"content-length: %d\r\nconnection: close\r\n\r\n%s"
-                % (status, REASONS[status], len(body), body)
+                % (status, REASONS[status], retry, len(body), body)
             )
         self.transport.close()
 

@@ -82,6 +82,7 @@ def http_server(app: FastAPI, cfg: ServeConfig) -> uvicorn.Server:
     otherwise (one worker, no logging setup of uvicorn's own)."""
     limits = ConnectionLimits(
         max_connections=cfg.max_connections,
+        max_inflight_bytes=int(cfg.max_inflight_mb * 2**20),
         header_seconds=cfg.header_timeout_seconds,
         body_seconds=cfg.body_timeout_seconds,
         max_header_bytes=cfg.max_header_kb * 1024,

@@ -11,6 +11,7 @@ def test_defaults_listen_like_kserve_and_bound_a_request():
     cfg = ServeConfig(model="m")
     assert (cfg.host, cfg.port) == ("127.0.0.1", 8080)  # a pod passes --host=0.0.0.0
     assert cfg.max_body_bytes == 8 * 1024**2 and cfg.max_connections == 32
+    assert cfg.max_inflight_mb == 48
 
 
 @pytest.mark.parametrize(
@@ -22,6 +23,8 @@ def test_defaults_listen_like_kserve_and_bound_a_request():
         ({"max_body_mb": float("nan")}, "expected --max-body-mb above 0 and at most 1024"),
         ({"max_body_mb": 1e12}, "expected --max-body-mb above 0 and at most 1024"),
         ({"max_connections": 10**9}, "from 1 to 10000"),
+        ({"max_inflight_mb": 4}, r"expected --max-inflight-mb from --max-body-mb \(8\)"),
+        ({"max_inflight_mb": float("nan")}, "expected --max-inflight-mb from --max-body-mb"),
         ({"max_instances": 0}, "expected --max-instances, --max-batch and --max-connections"),
         ({"max_connections": 0}, "expected --max-instances, --max-batch and --max-connections"),
         ({"batch_wait_ms": -1}, "expected --batch-wait-ms from 0 to 1000"),

@@ -254,3 +254,33 @@ def test_uvicorns_protocol_still_has_what_the_connection_limits_hook():
         assert list(inspect.signature(hook).parameters) == parameters, name
     source = inspect.getsource(HttpToolsProtocol)
     assert [state for state in STATE if state not in source] == []
+
+
+def test_bodies_past_the_bound_in_flight_are_answered_503_with_retry_after(tmp_path, photo):
+    """Eight requests of over 0.5 MiB completed at the same moment under a 1 MiB bound on the
+    bodies served at once: one is served at a time, the others are told to come back;
+    a one-photo request afterwards is answered."""
+    model = seeded_model(tmp_path / "model")
+    bound = ("--max-body-mb", "1", "--max-inflight-mb", "1")
+    body = json.dumps({"instances": [{"image": {"b64": b64(photo)}}] * 64}).encode()
+    assert 2**19 < len(body) < 2**20  # two of them are over the bound
+    head = (
+        f"POST {V1} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    ).encode()
+    with ModelServerProcess(model, tmp_path, *bound) as server:
+        sockets = [connect(server) for _ in range(8)]
+        try:
+            for sock in sockets:  # all but each body's last byte
+                sock.sendall(head + body[:-1])
+            for sock in sockets:  # then the last bytes, back to back
+                sock.sendall(body[-1:])
+            replies = [read_reply(sock) for sock in sockets]
+        finally:
+            for sock in sockets:
+                sock.close()
+        statuses = [reply.split(" ", 2)[1] for reply in replies]
+        assert "200" in statuses and "503" in statuses, statuses
+        refused = [reply for reply in replies if reply.startswith("HTTP/1.1 503")]
+        assert all("retry-after: 1\r\n" in reply.lower() for reply in refused)
+        assert good_answer(server, photo)["class"] in ("cat", "dog")
