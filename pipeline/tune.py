@@ -10,6 +10,7 @@ fixed (no longer searched); the rest of the recipe comes from the preset or the 
 from __future__ import annotations
 
 import argparse
+import logging
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -226,6 +227,8 @@ def _search_here(
 ) -> None:
     first = tuple(_enqueued(text, space) for text in args.enqueue)  # before the heavy imports
     from pipeline.tune_here import search_and_register
+
+    logging.getLogger("mlflow").setLevel(logging.WARNING)  # MLflow sets INFO as it loads
 
     name = f"tune-{time.strftime('%Y%m%d-%H%M%S')}"
     workdir = args.workdir.resolve() / name

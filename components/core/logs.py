@@ -2,6 +2,7 @@
 
 import logging
 import os
+from pathlib import Path
 
 from components.core.uris import redact
 
@@ -34,3 +35,29 @@ def setup_logging(level: str = "INFO") -> None:
         for handler in getattr(logger, "handlers", []):
             if not any(isinstance(f, RedactCredentials) for f in handler.filters):
                 handler.addFilter(RedactCredentials())
+
+
+class Shown(logging.Filter):
+    """Warnings and errors, and the INFO lines of ``loggers``: what a terminal shows of a
+    long run whose whole log goes to a file."""
+
+    def __init__(self, loggers: tuple[str, ...]):
+        super().__init__()
+        self.loggers = loggers
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.WARNING or record.name in self.loggers
+
+
+def log_to_file(path: Path, shown: tuple[str, ...]) -> None:
+    """Everything at INFO into ``path``; on the terminal only what ``Shown`` lets through."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    setup_logging("INFO")
+    to_file = logging.FileHandler(path, encoding="utf-8")
+    to_file.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    to_file.addFilter(RedactCredentials())
+    root = logging.getLogger()
+    for handler in root.handlers:
+        handler.addFilter(Shown(shown))
+        handler.setFormatter(logging.Formatter("  %(message)s"))
+    root.addHandler(to_file)

@@ -54,6 +54,7 @@ def search(
         raise ValueError("expected at least one searched dimension, found every one fixed")
     recipe = trial_recipe(recipe, tune)
     parent = runs.open_space_search(recipe.experiment, OPTUNA_SEARCH, name, tune, space, tags={})
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # each trial is logged here
     study = optuna.create_study(
         study_name=name,
         direction="maximize",
@@ -77,6 +78,9 @@ def search(
             trial=trial_name,
             parent_run_id=parent,
         )
+        shown = " ".join(f"{key}={value:.4g}" if isinstance(value, float) else f"{key}={value}"
+                         for key, value in values.items())  # fmt: skip
+        log.info("trial %s started: %s", trial_name, shown)
         try:
             result = train(cfg, on_epoch=_pruner_of(trial))
         except optuna.TrialPruned as stopped:
@@ -96,6 +100,7 @@ def search(
             continue
         study.tell(trial, result.history[-1][OBJECTIVE])
         trials.append(runs.Trial(trial_name, str(result.run_id), stopped_early=False))
+        log.info("trial %s ended: %s %.4f", trial_name, OBJECTIVE, result.history[-1][OBJECTIVE])
     return runs.close_search(parent, trials), trials
 
 

@@ -4,6 +4,7 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
@@ -93,6 +94,13 @@ def test_the_readmes_tune_local_command_records_the_search_in_the_default_store(
     store = f"sqlite:///{tmp_path / 'runs/mlflow.db'}"
     assert f"MLflow UI:     mlflow ui --backend-store-uri {store}" in done.stdout
     assert "\nnext:          " in done.stdout  # what to serve, or how to pass the gate
+    # a line a trial and an epoch on the terminal, as run prints a line a task; the rest
+    # (the download's, preprocess's, MLflow's and Optuna's INFO lines) in the log it names
+    shown = done.stderr.splitlines()
+    assert len([line for line in shown if re.match(r"  trial \S+ started: lr=", line)]) == trials
+    assert not [line for line in shown if " INFO " in line or line.startswith("[I ")], shown
+    log = Path(re.search(r"full log: (\S+)", done.stdout)[1])
+    assert "components.preprocessing.build: found" in log.read_text()
     if "registered dogs-vs-cats version 1" in done.stdout:  # the gate's own word decides
         assert client.get_model_version_by_alias("dogs-vs-cats", "candidate").run_id == (
             best.info.run_id
