@@ -11,10 +11,9 @@ python -m pipeline tune --local --source ZIP --trials N [name=value ...]  # the 
 import argparse
 import logging
 import sys
-import time
 
 from components.core.errors import one_line_errors
-from components.core.logs import log_to_file, setup_logging
+from components.core.logs import setup_logging
 from components.core.shutdown import skip_final_collection
 from pipeline.arguments import (
     parse_arguments,
@@ -33,8 +32,6 @@ log = logging.getLogger(__name__)
 # on this machine a failed task fails the run at once (retries are for lost pods), and a
 # sweep's children train one after another (they would only share the same cores)
 LOCAL_TARGET = ClusterTarget(train_retries=0, sweep_parallelism=1)
-# what `tune --local` shows of its INFO lines: each trial's start and end, its epochs, the best
-TUNE_SHOWN = ("components.tuning.local", "components.training.loop", "components.tuning.runs")
 
 
 def run_here(args: argparse.Namespace) -> None:
@@ -82,12 +79,7 @@ def main(argv: list[str] | None = None) -> None:
         run_here(args)
         return
     if args.command == "tune":
-        if args.local:  # a line a trial, an epoch, the best: the rest to the log file
-            path = args.workdir.resolve() / "logs" / f"{time.strftime('%Y%m%d-%H%M%S')}.log"
-            log_to_file(path, TUNE_SHOWN)
-            print(f"searching on this machine; full log: {path}", flush=True)
-        else:
-            setup_logging("WARNING")
+        setup_logging("WARNING")
         with one_line_errors():
             run_tune(args)
         return

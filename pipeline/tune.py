@@ -20,6 +20,7 @@ import yaml
 
 from components.core import schema
 from components.core.atomic import atomic_file
+from components.core.logs import logged_to_file
 from components.core.schema import RECIPE
 from components.core.uris import split_credentials
 from components.recipes.recipe import recipe_name
@@ -32,6 +33,8 @@ from pipeline.road import BASELINE, add_placement_flags, placement_from
 from pipeline.target import CLUSTER_TRACKING_URI, GPU_IMAGE, IMAGE
 
 DEFAULT_NAME = "dogs-vs-cats-tune"
+# what `tune --local` shows of its INFO lines: each trial's start and end, its epochs, the best
+SHOWN = ("components.tuning.local", "components.training.loop", "components.tuning.runs")
 
 
 def add_tune_command(commands: Any, named_preset: str | None = None) -> None:
@@ -229,11 +232,13 @@ def _search_here(
     from pipeline.tune_here import search_and_register
 
     logging.getLogger("mlflow").setLevel(logging.WARNING)  # MLflow sets INFO as it loads
-
     name = f"tune-{time.strftime('%Y%m%d-%H%M%S')}"
     workdir = args.workdir.resolve() / name
     recipe = replace(recipe, output=str(workdir / "trials"))
-    print(search_and_register(arguments, tune, recipe, space, workdir, name, first))
+    log_path = workdir / "search.log"
+    print(f"searching on this machine; full log: {log_path}", flush=True)
+    with logged_to_file(log_path, SHOWN):  # a line a trial and an epoch; the rest: the log
+        print(search_and_register(arguments, tune, recipe, space, workdir, name, first))
 
 
 def _enqueued(text: str, space: tuple[Dimension, ...]) -> dict[str, Any]:

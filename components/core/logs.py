@@ -1,7 +1,9 @@
 """Logging set-up shared by the steps' command-line entry points."""
 
+import contextlib
 import logging
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 from components.core.uris import redact
@@ -49,15 +51,24 @@ class Shown(logging.Filter):
         return record.levelno >= logging.WARNING or record.name in self.loggers
 
 
-def log_to_file(path: Path, shown: tuple[str, ...]) -> None:
-    """Everything at INFO into ``path``; on the terminal only what ``Shown`` lets through."""
+@contextlib.contextmanager
+def logged_to_file(path: Path, shown: tuple[str, ...]) -> Iterator[None]:
+    """For a block: everything at INFO into ``path``, and on the terminal only warnings and
+    the INFO lines of ``shown`` loggers; the root logger's handlers and level come back
+    after it."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    setup_logging("INFO")
+    screen = logging.StreamHandler()
+    screen.setFormatter(logging.Formatter("  %(message)s"))
+    screen.addFilter(Shown(shown))
     to_file = logging.FileHandler(path, encoding="utf-8")
     to_file.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    to_file.addFilter(RedactCredentials())
     root = logging.getLogger()
-    for handler in root.handlers:
-        handler.addFilter(Shown(shown))
-        handler.setFormatter(logging.Formatter("  %(message)s"))
-    root.addHandler(to_file)
+    level, handlers = root.level, root.handlers[:]
+    for handler in (screen, to_file):
+        handler.addFilter(RedactCredentials())
+    root.handlers, root.level = [screen, to_file], logging.INFO
+    try:
+        yield
+    finally:
+        root.handlers, root.level = handlers, level
+        to_file.close()

@@ -24,3 +24,22 @@ def test_the_steps_logging_redacts_every_handlers_lines(capsys):
         root.handlers = saved
     err = capsys.readouterr().err
     assert "http://***@mlflow:5000" in err and "pw" not in err
+
+
+def test_a_long_runs_terminal_shows_its_chosen_lines_and_the_file_holds_them_all(
+    tmp_path, capsys
+):
+    from components.core.logs import logged_to_file
+
+    root = logging.getLogger()
+    before = root.handlers[:]
+    with logged_to_file(tmp_path / "run.log", ("shown.here",)):
+        logging.getLogger("shown.here").info("trial 1 started")
+        logging.getLogger("elsewhere").info("found 8000 image files")
+        logging.getLogger("elsewhere").warning("a warning at http://u:pw@host")
+    screen = capsys.readouterr().err
+    assert "  trial 1 started" in screen and "found 8000" not in screen
+    assert "a warning at http://***@host" in screen
+    kept = (tmp_path / "run.log").read_text()
+    assert "found 8000 image files" in kept and "pw@" not in kept
+    assert root.handlers == before
