@@ -20,7 +20,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 URI = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<authority>[^/?#\s]*)(?P<rest>\S*)")
 # a reference without a scheme, as a library's message shows a request: /api;p?q#f
 REFERENCE = re.compile(r"(?<!\S)/[^\s?#;]*[?#;]\S+")
-PARAMS, QUERY, FRAGMENT = re.compile(r";[^/?#]*"), re.compile(r"\?[^#]*"), re.compile(r"#.*")
+PARAMS = re.compile(r";[^/?#]*")  # a path segment's parameters: /api;jwt=S/health
 # outside such a URI, a query parameter that carries a secret: ?password=, &access_token=
 SECRET_QUERY = re.compile(
     r"(?i)([?&;][\w.-]*(?:pass|pwd|token|secret|key|auth|sig|credential)[\w.-]*=)[^&#;\s]*"
@@ -28,8 +28,9 @@ SECRET_QUERY = re.compile(
 
 
 def redact(text: str) -> str:
-    """``text`` with the user and password, the query and the fragment of every URI in it,
-    and every other query value that carries a secret, replaced by ``***``."""
+    """``text`` with the user and password, the path parameters, the query and the
+    fragment of every URI in it (and of every reference without a scheme), and every other
+    query value that carries a secret, replaced by ``***``."""
     text = URI.sub(_redact_uri, text)
     return SECRET_QUERY.sub(r"\1***", REFERENCE.sub(lambda m: _redact_path(m.group(0)), text))
 
@@ -45,12 +46,12 @@ def _redact_path(path: str) -> str:
     """``path`` (what follows an authority) with its parameters, query and fragment hidden."""
     path, hash_sign, _ = path.partition("#")
     path, question_mark, _ = path.partition("?")
-    return (
-        PARAMS.sub(";***", path)
-        + question_mark
-        + "***" * bool(question_mark)
-        + (hash_sign + "***" * bool(hash_sign))
-    )
+    hidden = PARAMS.sub(";***", path)
+    if question_mark:
+        hidden += "?***"
+    if hash_sign:
+        hidden += "#***"
+    return hidden
 
 
 def holds_credentials(uri: str) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import string
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -170,6 +171,13 @@ def load_split(directory: Path, split: str) -> tuple[np.ndarray, np.ndarray]:
             f"{held}: a model trained or judged on one class says nothing of the other"
         )
     return images, labels
+
+
+def photos_sha256(photos: Iterable[tuple[str, int]]) -> str:
+    """Which photos a split holds, with their labels, whatever their size or channels: the
+    sha256 of its files' sha256s and labels (``photos``: pairs of them), sorted."""
+    lines = sorted(f"{digest} {label}" for digest, label in photos)
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()
 
 
 def split_sha256(images: np.ndarray, labels: np.ndarray) -> str:

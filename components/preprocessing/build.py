@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import logging
 import multiprocessing
@@ -23,7 +22,7 @@ from components.core.cores import available_cores
 from components.core.names import CLASSES, DOWNLOAD_RECORD, TEST_PHOTOS_DIR
 from components.core.progress import progress as progress_bar
 from components.data import images
-from components.data.arrays import META, SPLITS, save_split
+from components.data.arrays import META, SPLITS, photos_sha256, save_split
 from components.data.layout import LabelledFiles, find_labelled_files
 from components.preprocessing.config import PreprocessConfig
 
@@ -125,14 +124,6 @@ def _keep_photos(folder: Path, files: list[Path], index: np.ndarray) -> None:
     folder.mkdir()
     for position, kept in enumerate(index):
         shutil.copyfile(files[kept], folder / f"{position:05d}")
-
-
-def photos_digest(digests: list[str], labels: np.ndarray, index: np.ndarray) -> str:
-    """Which photos a split holds, with their labels, whatever their size or channels: the
-    sha256 of its files' sha256s and labels, sorted. Models preprocessed at other sizes
-    from the same photos are scored on the same test split by it."""
-    lines = sorted(f"{digests[i]} {int(labels[i])}" for i in index)
-    return hashlib.sha256("\n".join(lines).encode()).hexdigest()
 
 
 def _check_memory(count: int, cfg: PreprocessConfig) -> None:
@@ -249,7 +240,7 @@ def _meta(
         "ignored": [found.name(p) for p in found.ignored],
         "duplicates_removed": decoded.duplicates_removed,
         "photos_sha256": {
-            split: photos_digest(decoded.digests, decoded.labels, index)
+            split: photos_sha256((decoded.digests[i], int(decoded.labels[i])) for i in index)
             for split, index in splits.items()
         },
         "mean": mean,

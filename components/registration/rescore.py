@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from components.core.names import TEST_PHOTOS_DIR
-from components.data.arrays import load_split
+from components.data.arrays import load_split, photos_sha256
 from components.data.images import decode_bytes
 
 log = logging.getLogger(__name__)
@@ -59,12 +59,12 @@ def score_holder(model_uri: str, data_dir: Path, photos: str) -> Rescored:
 
     files, labels = _test_photos(Path(data_dir))
     holder = load_scorer(model_uri, "onnx")
-    lines, correct = [], 0
+    read, correct = [], 0
     for start in range(0, len(files), BATCH):
         batch = [(file, _read(file)) for file in files[start : start + BATCH]]
         truth = labels[start : start + BATCH]
-        lines += [
-            f"{hashlib.sha256(data).hexdigest()} {int(label)}"
+        read += [
+            (hashlib.sha256(data).hexdigest(), int(label))
             for (_, data), label in zip(batch, truth, strict=True)
         ]
         pixels = np.stack(
@@ -72,7 +72,7 @@ def score_holder(model_uri: str, data_dir: Path, photos: str) -> Rescored:
         )
         dogs = class_probabilities(score_batches(holder.scorer, pixels))[:, 1] >= 0.5
         correct += int((dogs == truth.astype(bool)).sum())
-    found = hashlib.sha256("\n".join(sorted(lines)).encode()).hexdigest()
+    found = photos_sha256(read)
     if found != photos:
         raise ValueError(
             f"expected the test photos in {files[0].parent} to be the ones the training "

@@ -26,9 +26,7 @@ def test_the_steps_logging_redacts_every_handlers_lines(capsys):
     assert "http://***@mlflow:5000" in err and "pw" not in err
 
 
-def test_a_long_runs_terminal_shows_its_chosen_lines_and_the_file_holds_them_all(
-    tmp_path, capsys
-):
+def test_a_long_runs_terminal_shows_its_chosen_lines_and_the_file_holds_them_all(tmp_path, capsys):
     from components.core.logs import logged_to_file
 
     root = logging.getLogger()
