@@ -27,9 +27,11 @@ from components.core.names import (
     INT8_RUNTIME,
     ONNX_FILE,
     RUN_ID_FILE,
+    TEST_PHOTOS_DIR,
     WEIGHTS_FILE,
 )
 from components.data.arrays import load_split, read_meta, split_sha256
+from components.data.kept_photos import check_kept_photos
 from components.evaluation import metrics as scoring
 from components.evaluation import plots
 from components.evaluation.config import EvaluateConfig
@@ -80,9 +82,10 @@ def evaluate(cfg: EvaluateConfig) -> dict[str, Any]:
     images, labels = load_split(data_dir, cfg.split)
     # what was scored: these arrays, and which photos they hold at any size; the gate
     # compares models by them, so they must be the test split the training recorded
-    split, photos = split_sha256(images, labels), meta.get("photos_sha256", {}).get(cfg.split)
+    split, claimed = split_sha256(images, labels), meta.get("photos_sha256", {}).get(cfg.split)
     if run_id and cfg.split == "test":
-        _check_trained_beside(run_id, split, photos, labels, data_dir)
+        _check_trained_beside(run_id, split, claimed, labels, data_dir)
+    photos = _kept_photos(data_dir, cfg.split, images, labels, claimed)
     scores = class_probabilities(logits(images))[:, 1]
     classes = list(CLASSES)
     figures = _figures(classes, images, labels, scores)
@@ -112,6 +115,28 @@ def evaluate(cfg: EvaluateConfig) -> dict[str, Any]:
         log.warning("no MLflow run id given or recorded in %s; metrics not logged", model_dir)
     log.info("%s: %s", cfg.split, json.dumps(report["metrics"]))
     return report
+
+
+def _kept_photos(
+    data_dir: Path, split: str, images: np.ndarray, labels: np.ndarray, claimed: str | None
+) -> str | None:
+    """Which photos the scored test arrays hold, proven from the photo files preprocess
+    kept beside them (each decodes to its array's pixels; their digest is ``meta.json``'s
+    claim): the gate compares models of other sizes by it. None where none are kept.
+
+    Raises:
+        ValueError: the arrays are not the kept photos, or these not the ones claimed.
+    """
+    if split != "test" or not (data_dir / TEST_PHOTOS_DIR).is_dir():
+        return None
+    photos = check_kept_photos(data_dir, images, labels)
+    if photos != claimed:
+        raise ValueError(
+            f"expected the photos kept in {data_dir / TEST_PHOTOS_DIR} to be the ones "
+            f"{data_dir / 'meta.json'} names (photos sha256 {str(claimed)[:12]}…), found "
+            f"{photos[:12]}…"
+        )
+    return photos
 
 
 def _check_trained_beside(

@@ -12,21 +12,17 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from components.core.names import TEST_PHOTOS_DIR
 from components.data.arrays import load_split, photos_sha256
-from components.data.images import decode_bytes
+from components.data.kept_photos import decoded, kept_files, read_kept
 
 log = logging.getLogger(__name__)
 
 BATCH = 64  # photos decoded and scored at once: memory bounded whatever the split's size
-MOST_PHOTO_BYTES = 64 * 2**20  # as preprocess: a larger file is no photo
 
 
 @dataclass(frozen=True)
@@ -57,18 +53,19 @@ def score_holder(model_uri: str, data_dir: Path, photos: str) -> Rescored:
     from components.scoring.loading import load_scorer
     from components.scoring.scorers import class_probabilities, score_batches
 
-    files, labels = _test_photos(Path(data_dir))
+    _, labels = load_split(Path(data_dir), "test")
+    files = kept_files(Path(data_dir), len(labels))
     holder = load_scorer(model_uri, "onnx")
     read, correct = [], 0
     for start in range(0, len(files), BATCH):
-        batch = [(file, _read(file)) for file in files[start : start + BATCH]]
+        batch = [(file, read_kept(file)) for file in files[start : start + BATCH]]
         truth = labels[start : start + BATCH]
         read += [
             (hashlib.sha256(data).hexdigest(), int(label))
             for (_, data), label in zip(batch, truth, strict=True)
         ]
         pixels = np.stack(
-            [_decoded(data, file, holder.image_size, holder.channels) for file, data in batch]
+            [decoded(data, file, holder.image_size, holder.channels) for file, data in batch]
         )
         dogs = class_probabilities(score_batches(holder.scorer, pixels))[:, 1] >= 0.5
         correct += int((dogs == truth.astype(bool)).sum())
@@ -80,33 +77,3 @@ def score_holder(model_uri: str, data_dir: Path, photos: str) -> Rescored:
         )
     log.info("%s scored again on %d test photos: %d right", model_uri, len(files), correct)
     return Rescored(correct / len(files), len(files), photos)
-
-
-def _test_photos(data_dir: Path) -> tuple[list[Path], np.ndarray]:
-    """The kept test photos' files in split order, and their labels."""
-    _, labels = load_split(data_dir, "test")
-    folder = data_dir / TEST_PHOTOS_DIR
-    if not folder.is_dir() or folder.is_symlink():
-        raise FileNotFoundError(
-            f"expected the test split's photos in {folder} (written by the preprocess step), "
-            "found none: preprocess the photos again"
-        )
-    return [folder / f"{index:05d}" for index in range(len(labels))], labels
-
-
-def _read(file: Path) -> bytes:
-    """A kept photo's bytes: a regular file of its folder, at most a photo's size."""
-    info = file.lstat() if os.path.lexists(file) else None
-    if info is None or not stat.S_ISREG(info.st_mode) or info.st_size > MOST_PHOTO_BYTES:
-        raise ValueError(
-            f"expected {file} to be a kept test photo (a regular file of at most "
-            f"{MOST_PHOTO_BYTES // 2**20} MiB), found {'nothing' if info is None else 'another'}"
-        )
-    return file.read_bytes()
-
-
-def _decoded(data: bytes, file: Path, size: int, channels: int) -> np.ndarray:
-    try:
-        return decode_bytes(data, size, channels)
-    except ValueError as err:
-        raise ValueError(f"expected {file} to decode as it did in preprocess: {err}") from None

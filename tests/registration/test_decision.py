@@ -383,6 +383,20 @@ def test_a_photos_digest_edited_after_training_is_never_scored_or_read_as_code(
     assert not (tmp_path / "m-eval").exists()
 
 
+def test_arrays_forged_with_another_split_s_photos_kept_beside_them_are_never_scored(
+    sample_arrays, tmp_path, mlflow_store
+):
+    """Written before training, so the training records the forgery too: the test arrays
+    are of other photos than the files kept beside them, which the claim is made from."""
+    arrays = copied_arrays(sample_arrays, tmp_path / "arrays")
+    images, labels = load_split(arrays, "test")
+    save_split(arrays, "test", images[::-1].copy(), labels[::-1].copy())  # other pixels a place
+    trained(arrays, tmp_path / "m")
+    with pytest.raises(ValueError, match="to be the photo of its place in the test arrays"):
+        evaluated(arrays, tmp_path / "m")
+    assert not (tmp_path / "m-eval").exists()
+
+
 def test_a_report_naming_another_split_than_the_training_recorded_is_refused(
     small_arrays, tmp_path, mlflow_store
 ):

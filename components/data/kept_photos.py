@@ -1,0 +1,87 @@
+"""The test split's photo files that preprocess keeps beside the arrays (``test_photos/``,
+``00000``, ``00001``, … in the split's order): what binds the arrays to the photos they
+were decoded from, and what the gate scores the alias's holder on at its own size."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from pathlib import Path
+
+import numpy as np
+
+from components.core.names import TEST_PHOTOS_DIR
+from components.data.arrays import photos_sha256
+from components.data.images import MAX_FILE_BYTES, decode_bytes
+
+# a kept photo decoded again differs from its array by rounding at most; another photo,
+# by tens of grey levels on average
+MOST_MEAN_DIFFERENCE = 2.0
+
+
+def kept_files(directory: Path, count: int) -> list[Path]:
+    """The ``count`` kept test photos of the preprocess output ``directory``, in order.
+
+    Raises:
+        FileNotFoundError: it keeps none (an older preprocess output).
+    """
+    folder = Path(directory) / TEST_PHOTOS_DIR
+    if not folder.is_dir() or folder.is_symlink():
+        raise FileNotFoundError(
+            f"expected the test split's photos in {folder} (written by the preprocess step), "
+            "found none: preprocess the photos again"
+        )
+    return [folder / f"{index:05d}" for index in range(count)]
+
+
+def read_kept(file: Path) -> bytes:
+    """A kept photo's bytes: a regular file of its folder, at most a photo's size.
+
+    Raises:
+        ValueError: missing, a link, a folder or device, or larger than a photo.
+    """
+    info = file.lstat() if os.path.lexists(file) else None
+    if info is None or not stat.S_ISREG(info.st_mode) or info.st_size > MAX_FILE_BYTES:
+        raise ValueError(
+            f"expected {file} to be a kept test photo (a regular file of at most "
+            f"{MAX_FILE_BYTES // 2**20} MiB), found {'nothing' if info is None else 'another'}"
+        )
+    return file.read_bytes()
+
+
+def decoded(data: bytes, file: Path, size: int, channels: int) -> np.ndarray:
+    """A kept photo's pixels, as preprocess decodes them, at ``size`` and ``channels``.
+
+    Raises:
+        ValueError: it does not decode.
+    """
+    try:
+        return decode_bytes(data, size, channels)
+    except ValueError as err:
+        raise ValueError(f"expected {file} to decode as it did in preprocess: {err}") from None
+
+
+def check_kept_photos(directory: Path, images: np.ndarray, labels: np.ndarray) -> str:
+    """The photos digest of the kept test photos, once each decodes to its array's pixels:
+    the arrays scored are these photos, whatever ``meta.json`` says.
+
+    Raises:
+        FileNotFoundError: no kept photos.
+        ValueError: a kept photo that is not its array's (another photo, or none).
+    """
+    files = kept_files(directory, len(labels))
+    size, channels = images.shape[-1], images.shape[1]
+    read = []
+    for file, pixels, label in zip(files, images, labels, strict=True):
+        data = read_kept(file)
+        again = decoded(data, file, size, channels).astype(np.int16)
+        difference = float(np.abs(again - pixels.astype(np.int16)).mean())
+        if difference > MOST_MEAN_DIFFERENCE:
+            raise ValueError(
+                f"expected {file} to be the photo of its place in the test arrays, found one "
+                f"{difference:.0f} grey levels away on average: the arrays are not the photos "
+                "kept beside them"
+            )
+        read.append((hashlib.sha256(data).hexdigest(), int(label)))
+    return photos_sha256(read)
