@@ -120,8 +120,7 @@ def _scored_again(cfg: RegisterConfig, holder: Holder, photos: str | None) -> Re
         again = rescore.score_holder(model, Path(cfg.data), photos)
     except (OSError, ValueError, ModelIdentityError) as err:
         return f"it could not be scored again on this model's test photos: {err}"
-    metrics = {HOLDER_ACCURACY_METRIC: again.accuracy}
-    run_log.finish_run(cfg.mlflow_run_id, metrics, {}, status=None)
+    run_log.log_metrics_into(cfg.mlflow_run_id, {HOLDER_ACCURACY_METRIC: again.accuracy})
     return again
 
 

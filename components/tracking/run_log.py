@@ -231,13 +231,19 @@ def finish_run(
 ) -> None:
     """Log ``metrics`` and ``tags`` into a run and end it with ``status`` (or KILLED,
     FAILED); ``None`` leaves it to its owner (KFP ends the runs it made)."""
+    log_metrics_into(run_id, metrics)
     client = store.client()
-    for key, value in metrics.items():
-        client.log_metric(run_id, key, value)
     for key, text in tags.items():
         client.set_tag(run_id, key, text)
     if status:
         client.set_terminated(run_id, status)
+
+
+def log_metrics_into(run_id: str, metrics: dict[str, float]) -> None:
+    """Log ``metrics`` into a run that is not this process's, leaving its status."""
+    client = store.client()
+    for key, value in metrics.items():
+        client.log_metric(run_id, key, value)
 
 
 def run_metrics(run_id: str) -> dict[str, float]:
