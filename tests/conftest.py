@@ -92,6 +92,30 @@ def small_arrays(sample_arrays, tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def rgb_arrays(sample_images, tmp_path_factory) -> Path:
+    """The sample's photos as RGB 64×64 arrays, 160 train, 40 val and 40 test: for the
+    pretrained nets, quick at that size."""
+    whole = tmp_path_factory.mktemp("sample") / "rgb-whole"
+    build_arrays(
+        PreprocessConfig(
+            input=str(sample_images), output=str(whole), image_size=64, channels=3, workers=2
+        )
+    )
+    target = tmp_path_factory.mktemp("sample") / "rgb"
+    target.mkdir()
+    meta = json.loads((whole / "meta.json").read_text())
+    del meta["photos_sha256"]  # the whole sample's: these splits hold fewer photos
+    for split, count in (("train", 160), ("val", 40), ("test", 40)):
+        images, labels = load_split(whole, split)
+        save_split(target, split, images[:count], labels[:count])
+        meta["counts"][split] = {
+            name: int((labels[:count] == label).sum()) for label, name in enumerate(CLASSES)
+        }
+    (target / "meta.json").write_text(json.dumps(meta))
+    return target
+
+
+@pytest.fixture(scope="session")
 def empty_mlflow_db(tmp_path_factory) -> Path:
     """An MLflow SQLite database with its schema created, once: creating it takes seconds."""
     from mlflow.tracking import MlflowClient

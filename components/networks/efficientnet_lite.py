@@ -133,6 +133,7 @@ class EfficientNetLite(nn.Module):
         self._dropout = nn.Dropout(dropout)
         self._fc = nn.Linear(FEATURES, 2)
         self.frozen: list[nn.Module] = []
+        self.frozen_blocks = 0
 
     def freeze(self, blocks: int) -> None:
         """Fix the stem and the first ``blocks`` blocks (none at 0): their weights take no
@@ -142,6 +143,7 @@ class EfficientNetLite(nn.Module):
                 f"expected 0 to {len(self._blocks)} frozen blocks for {self.name}, found {blocks}"
             )
         self.frozen = [self._conv_stem, self._bn0, *self._blocks[:blocks]] if blocks else []
+        self.frozen_blocks = blocks
         for module in self.frozen:
             module.requires_grad_(False)
         self.train(self.training)
@@ -153,14 +155,22 @@ class EfficientNetLite(nn.Module):
             module.eval()
         return self
 
-    def features(self, x: torch.Tensor) -> torch.Tensor:
-        """The head conv's activations: N×1280×(H/32)×(W/32)."""
+    def frozen_part(self, x: torch.Tensor) -> torch.Tensor:
+        """What the frozen layers make of ``x``: the stem and the frozen blocks' output
+        (the stem's alone with nothing frozen)."""
         x = F.relu6(self._bn0(self._conv_stem(x)))
-        for block in self._blocks:
+        for block in self._blocks[: self.frozen_blocks]:
             x = block(x)
-        return F.relu6(self._bn1(self._conv_head(x)))
+        return x
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        pooled = self.features(x).mean((2, 3))
+    def from_frozen(self, x: torch.Tensor) -> torch.Tensor:
+        """The logits from ``frozen_part``'s output: the blocks that learn, the head conv,
+        pooling and the classifier."""
+        for block in self._blocks[self.frozen_blocks :]:
+            x = block(x)
+        pooled = F.relu6(self._bn1(self._conv_head(x))).mean((2, 3))
         logits: torch.Tensor = self._fc(self._dropout(pooled))
         return logits
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.from_frozen(self.frozen_part(x))

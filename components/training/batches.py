@@ -29,6 +29,15 @@ class DeviceSplit:
     def __len__(self) -> int:
         return len(self.labels)
 
+    def pick(self, count: int, seed: int) -> DeviceSplit:
+        """``count`` of the samples, drawn at random by ``seed`` and kept in order; all of
+        them at 0 or where ``count`` is the split's size or more."""
+        if not count or count >= len(self):
+            return self
+        drawn = torch.randperm(len(self), generator=torch.Generator().manual_seed(seed))
+        index = drawn[:count].sort().values.to(self.labels.device)
+        return DeviceSplit(self.images[index], self.labels[index])
+
     def shard(self, rank: int, world_size: int) -> DeviceSplit:
         """Every ``world_size``-th sample from ``rank``: this process's share."""
         return DeviceSplit(self.images[rank::world_size], self.labels[rank::world_size])

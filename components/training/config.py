@@ -66,6 +66,16 @@ class TrainConfig:
         + "), from the stem on, keep their pretrained weights and batch-norm statistics; "
         "0: all learn",
     )
+    cached_views: int = setting(
+        0,
+        "with frozen blocks: compute their output once per train photo, in 1 view (the "
+        "photo) or 2 (it and its mirror image, one drawn each epoch), and train the rest "
+        "of the net on it every epoch (no crops or CutMix then); the val split's once too; "
+        "0: the frozen blocks run every epoch",
+    )
+    train_photos: int = setting(
+        0, "train on this many of the train split's photos, picked at random by the seed; 0: all"
+    )
     mirror_average: bool = setting(
         False,
         "predict (validation, test, the logged model) with the mean of each image's and its "
@@ -175,12 +185,36 @@ class TrainConfig:
                 f"expected 0 to {most} frozen blocks for {self.model} (none but for a "
                 f"pretrained net: {', '.join(BACKBONES)}), found {self.frozen_blocks}"
             )
+        self._check_cached_views()
+        if self.train_photos < 0:
+            raise ValueError(f"expected train photos >= 0 (0: all), found {self.train_photos}")
         if not 0 <= self.cutmix <= 1:
             raise ValueError(f"expected a CutMix share from 0 to 1, found {self.cutmix}")
         check_checkpoint_uri(self.checkpoint_uri, "checkpoint_uri")
         check_seed(self.seed, "seed")
         if not 0 <= self.weight_decay < float("inf"):
             raise ValueError(f"expected a finite weight decay >= 0, found {self.weight_decay}")
+
+    def _check_cached_views(self) -> None:
+        """Cached features fit a recipe whose frozen blocks see each photo unchanged."""
+        if self.cached_views not in (0, 1, 2):
+            raise ValueError(
+                f"expected 0, 1 or 2 cached views (none, the photo, it and its mirror "
+                f"image), found {self.cached_views}"
+            )
+        pixel_changes = {
+            "cutmix": self.cutmix,
+            "min_crop_area": self.min_crop_area != 1,
+            "start_size": self.start_size,
+        }
+        changed = [name for name, value in pixel_changes.items() if value]
+        if self.cached_views and (not self.frozen_blocks or changed):
+            found = ", ".join(changed) if changed else "frozen_blocks 0"
+            raise ValueError(
+                "expected cached views with frozen blocks and none of cutmix, "
+                f"min_crop_area below 1 or start_size (they change the pixels every epoch), "
+                f"found {found}"
+            )
 
 
 def check_checkpoint_uri(uri: str | None, name: str) -> None:

@@ -20,9 +20,10 @@ from components.networks.backbones import BACKBONES
 from components.networks.efficientnet_lite import EfficientNetLite
 from components.networks.models import WANTS_CROPS, Classifier, build_model
 from components.scoring.scorers import pick_runtime, score_batches
-from components.training import runtime
+from components.training import frozen_features, runtime
 from components.training.batches import DeviceSplit, augment, cutmix, downscale, epoch_side
 from components.training.config import TrainConfig
+from components.training.frozen_features import LearnedPart
 from components.training.inference import autocast, predict_logits
 from components.training.onnx_graph import OnnxGraph
 from components.training.stopping import stop_if_asked
@@ -44,7 +45,8 @@ class Learner:
     """What training changes: the net (bare, and as trained), its optimiser and schedule."""
 
     model: Classifier
-    parallel: torch.nn.Module  # ``model`` wrapped for DDP, or ``model`` itself
+    parallel: torch.nn.Module  # what trains (``model``, or ``learned``) wrapped for DDP
+    learned: LearnedPart | None  # with cached views: the net's part from the frozen output
     optimizer: torch.optim.Optimizer
     scheduler: LRScheduler
     onnx: OnnxGraph | None  # what scores the val split on a CPU, where the runtime is onnx
@@ -90,10 +92,14 @@ def new_learner(
     mean, std = pretrained.normalisation(cfg.model, meta)
     model = Classifier(net, mean, std, channels_last, cfg.mirror_average, cfg.shift_average)
     model = model.to(device)
-    parallel = runtime.wrap(model, workers, device)
+    learned = None
+    if cfg.cached_views and isinstance(net, EfficientNetLite):  # frozen blocks: a backbone
+        learned = LearnedPart(net, model.layout)
+    parallel = runtime.wrap(learned or model, workers, device)
     compiled = cast(torch.nn.Module, torch.compile(parallel)) if cfg.compile else parallel
     onnx = OnnxGraph() if pick_runtime(cfg.runtime, device.type) == "onnx" else None
-    return Learner(model, compiled, *make_optimizer(model, cfg, steps_per_epoch), onnx)
+    optimizer, scheduler = make_optimizer(model, cfg, steps_per_epoch)
+    return Learner(model, compiled, learned, optimizer, scheduler, onnx)
 
 
 def epoch_seed(seed: int, epoch: int) -> int:
@@ -189,11 +195,11 @@ def train_one_epoch(
     )
     for pixels, labels in batches:
         stop_if_asked()  # SIGTERM's stop, between batches
-        if cfg.augment:
-            inputs = augment(pixels, noise, crop, cfg.min_crop_area)
+        if learner.learned:  # cached frozen features: one of each photo's views
+            inputs = frozen_features.pick_views(pixels, noise)
         else:
-            inputs = pixels.float()
-        inputs = downscale(inputs, side)
+            inputs = augment(pixels, noise, crop, cfg.min_crop_area) if cfg.augment else pixels
+            inputs = downscale(inputs.float(), side)
         partner, own = None, 1.0
         if cfg.cutmix and mixing.random() < cfg.cutmix:
             inputs, partner, own = cutmix(inputs, noise, mixing)
@@ -221,9 +227,11 @@ def validate(
     learner: Learner, data: DeviceSplit, cfg: TrainConfig, workers: runtime.Workers
 ) -> tuple[float, float, float]:
     """Summed val loss, correct count and count over all ranks, each scoring its shard
-    (by ONNX Runtime where the learner has a graph, else by torch)."""
+    (from cached features, by ONNX Runtime where the learner has a graph, else by torch)."""
     shard = data.shard(workers.rank, workers.world_size)
-    if learner.onnx:
+    if learner.learned:
+        logits = frozen_features.predict_logits(learner.learned, shard, cfg.amp)
+    elif learner.onnx:
         scorer = learner.onnx.scorer(learner.model, shard.images)
         logits = torch.from_numpy(score_batches(scorer, shard.images.numpy()))
     else:

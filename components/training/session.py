@@ -50,7 +50,7 @@ from components.tracking.tags import (
     TEST_SPLIT_PARAM,
     TRIAL_TAG,
 )
-from components.training import checkpoints, runtime
+from components.training import checkpoints, frozen_features, runtime
 from components.training.batches import DeviceSplit
 from components.training.config import TrainConfig
 from components.training.loop import DivergedError, new_learner, run_epoch
@@ -132,7 +132,7 @@ def _train(
         log.info("nothing to resume: MLflow run %s trained all %d epochs; its model is %s",
                  run_id, cfg.epochs, finished)  # fmt: skip
         return TrainResult(run_id, found["history"] if found else [], finished)
-    train_data = DeviceSplit.load(Path(cfg.data), "train", device)
+    train_data = DeviceSplit.load(Path(cfg.data), "train", device).pick(cfg.train_photos, cfg.seed)
     val_data = DeviceSplit.load(Path(cfg.data), "val", device)
     if cfg.int8:
         from components.scoring import int8  # the quantiser's imports: only when asked for
@@ -144,6 +144,11 @@ def _train(
     if state:
         checkpoints.restore(state, learner)
     history = state["history"] if state else []
+    fitted = (train_data, val_data)  # what the epochs train on and score: photos or features
+    if cfg.cached_views:
+        fitted = frozen_features.cache_splits(
+            model, train_data, val_data, cfg.cached_views, cfg.amp
+        )
     run_id = state["mlflow_run_id"] if state else cfg.mlflow_run_id
     tracked = (
         run_log.start_run(cfg.experiment, run_id=run_id, run_name=run_name(cfg), tags=_tags(cfg))
@@ -162,7 +167,7 @@ def _train(
             run_log.set_run_tags(run_id, {EPOCHS_TAG: _extension(cfg, state)})
         for epoch in range(len(history) + 1, cfg.epochs + 1):
             try:
-                metrics = run_epoch(learner, train_data, val_data, cfg, epoch, workers)
+                metrics = run_epoch(learner, *fitted, cfg, epoch, workers)
             except DivergedError as err:
                 if run_id:  # rank 0: a retry of this KFP run reads it and stops at once
                     run_log.set_run_tags(run_id, {DIVERGED_TAG: str(err)})

@@ -230,6 +230,14 @@ def test_resume_refuses_a_change_to_any_recipe_field_the_schema_declares(schedul
     state = {"config": dataclasses.asdict(cfg), "data_shape": [3, 40], "epoch": 1}
     checkpoints.check_resumable(state, cfg, meta)  # the same recipe resumes
     for field in schema.fields_of(TrainConfig, RECIPE):
+        if field.name == "cached_views":  # valid only without crops: a recipe of its own
+            cached = dataclasses.replace(cfg, min_crop_area=1.0, start_size=0, frozen_blocks=2)
+            cached_state = {**state, "config": dataclasses.asdict(cached)}
+            with pytest.raises(ValueError, match="the checkpoint has cached_views=0"):
+                checkpoints.check_resumable(
+                    cached_state, dataclasses.replace(cached, cached_views=2), meta
+                )
+            continue
         other = dataclasses.replace(cfg, **{field.name: changed(getattr(cfg, field.name))})
         if field.name == "epochs" and schedule == "constant":
             checkpoints.check_resumable(state, other, meta)  # a constant schedule extends
