@@ -4,7 +4,6 @@ as its family's builder makes the net, and an entry all that adding a backbone t
 from __future__ import annotations
 
 import io
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -13,29 +12,12 @@ import pytest
 import torch
 from mlflow.tracking import MlflowClient
 
-from components import preprocess
 from components.networks import pretrained
 from components.networks.backbones import BACKBONES
 from components.networks.models import build_model
 from components.training import session
 from components.training.config import TrainConfig
 from tests.support.processes import HANG_SECONDS
-
-
-@pytest.fixture(scope="module")
-def rgb_arrays(sample_images, tmp_path_factory):
-    """40 photos a class at RGB 64×64: a backbone's path, not its accuracy."""
-    folder = tmp_path_factory.mktemp("backbones")
-    for kind in ("Cat", "Dog"):
-        (folder / "few" / kind).mkdir(parents=True)
-        for photo in sorted((sample_images / "PetImages" / kind).glob("*.jpg"))[:40]:
-            shutil.copyfile(photo, folder / "few" / kind / photo.name)
-    arrays = folder / "rgb"
-    preprocess.main(
-        ["--input", str(folder / "few"), "--output", str(arrays), "--image-size", "64"]
-        + ["--channels", "3", "--workers", "2"]
-    )
-    return arrays
 
 
 @pytest.mark.parametrize("name", BACKBONES)

@@ -82,10 +82,10 @@ def test_a_recipe_file_starts_from_its_preset_and_its_settings_win(tmp_path):
 
 def test_a_recipe_file_that_moves_to_a_gpu_takes_the_gpus_placement(tmp_path):
     recipe = tmp_path / "on-gpu.yml"
-    recipe.write_text("preset: pretrained\nhardware: gpu\nfrozen_blocks: 0\n")
+    recipe.write_text("preset: pretrained\nhardware: gpu\nfrozen_blocks: 0\ncached_views: 0\n")
     values = recipe_values(str(recipe))
     assert placement_of(values, {}) == Placement()
-    assert values["model"] == "efficientnet_lite0" and values["frozen_blocks"] == 0
+    assert values["model"] == "efficientnet_lite2" and values["frozen_blocks"] == 0
 
 
 @pytest.mark.parametrize(
@@ -97,7 +97,7 @@ def test_a_recipe_file_that_moves_to_a_gpu_takes_the_gpus_placement(tmp_path):
         ("hardware: tpu\n", "expected hardware as one of gpu, cpu, found 'tpu'"),
         ("preset: fastest\n", "expected preset: one of baseline"),
         ("preset: [cpu]\n", "expected preset: one of baseline"),
-        ("preset: pretrained\nmodel: bn_cnn\n", "frozen_blocks: expected"),
+        ("preset: pretrained\nmodel: bn_cnn\n", "frozen_blocks, cached_views: expected 0 to 0"),
         ("epochs: [1, 2]\n", "expected epochs to be one value"),
         ("- epochs\n", "expected YAML settings (name: value), found a list of 1 items"),
         ("epochs: 0\n", "epochs: expected epochs >= 1"),

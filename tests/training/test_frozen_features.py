@@ -104,18 +104,3 @@ def test_training_on_cached_features_learns_only_the_unfrozen_layers_and_resumes
     params = MlflowClient(mlflow_store).get_run(whole.run_id).data.params
     assert params["cached_views"] == "2" and params["train_photos"] == "96"
     assert (tmp_path / "whole/model.onnx").is_file()  # exported, and checked against torch
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name", BACKBONES)
-def test_each_backbone_trains_from_its_own_package_with_its_digest_on_the_run(
-    name, rgb_arrays, tmp_path, mlflow_store
-):
-    blocks = BACKBONES[name].blocks
-    cfg = cached_recipe(rgb_arrays, tmp_path / name, model=name, frozen_blocks=blocks, epochs=1,
-                        train_photos=32, dry_run=True)  # fmt: skip
-    result = session.train(cfg)
-    params = MlflowClient(mlflow_store).get_run(result.run_id).data.params
-    assert params["backbone_package"] == BACKBONES[name].package
-    assert params["backbone_sha256"] == BACKBONES[name].sha256
-    assert params["frozen_blocks"] == str(blocks)

