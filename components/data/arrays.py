@@ -22,14 +22,28 @@ IMAGE_FIELDS = ("classes", "channels", "image_size", "mean", "std")
 HEX = frozenset(string.hexdigits.lower())
 
 
-def save_split(directory: Path, split: str, images: np.ndarray, labels: np.ndarray) -> None:
-    """Save ``{split}_images.npy`` (uint8 N×C×H×W) and ``{split}_labels.npy`` (int64 N)."""
-    np.save(
-        directory / f"{split}_images.npy",
-        np.ascontiguousarray(images, np.uint8),
-        allow_pickle=False,
+def save_split(
+    directory: Path,
+    split: str,
+    images: np.ndarray,
+    labels: np.ndarray,
+    rows: np.ndarray | None = None,
+    chunk: int = 1024,
+) -> None:
+    """Save ``{split}_images.npy`` (uint8 N×C×H×W) and ``{split}_labels.npy`` (int64 N):
+    the ``rows`` of ``images`` and ``labels`` (all without), copied ``chunk`` images at a
+    time, so saving a split never holds a second copy of it."""
+    rows = np.arange(len(images)) if rows is None else rows
+    saved = np.lib.format.open_memmap(
+        directory / f"{split}_images.npy", "w+", np.uint8, (len(rows), *images.shape[1:])
     )
-    np.save(directory / f"{split}_labels.npy", np.asarray(labels, np.int64), allow_pickle=False)
+    for start in range(0, len(rows), chunk):
+        saved[start : start + chunk] = images[rows[start : start + chunk]]
+    saved.flush()
+    del saved
+    np.save(
+        directory / f"{split}_labels.npy", np.asarray(labels[rows], np.int64), allow_pickle=False
+    )
 
 
 def read_meta(directory: Path) -> dict[str, Any]:

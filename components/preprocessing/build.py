@@ -19,6 +19,7 @@ import numpy as np
 from components.core import schema
 from components.core.atomic import atomic_directory, check_replaceable, write_json
 from components.core.cores import available_cores
+from components.core.memory import memory_limit
 from components.core.names import CLASSES, DOWNLOAD_RECORD, TEST_PHOTOS_DIR
 from components.core.progress import progress as progress_bar
 from components.data import images
@@ -60,7 +61,7 @@ def build_arrays(cfg: PreprocessConfig) -> dict[str, Any]:
     decoded = decode_unique(found, cfg)
     _check_both_classes(decoded, input_dir)
     splits = split_indices(decoded.labels, cfg.val_fraction, cfg.test_fraction, cfg.split_seed)
-    mean, std = channel_stats(decoded.pixels[np.sort(splits["train"])])
+    mean, std = channel_stats(decoded.pixels, np.sort(splits["train"]))
     if min(std) == 0:  # every training image one colour: nothing to learn, nothing to scale
         raise ValueError(
             f"expected photos that vary, found every training image under {input_dir} one "
@@ -69,7 +70,7 @@ def build_arrays(cfg: PreprocessConfig) -> dict[str, Any]:
     meta = _meta(found, decoded, splits, cfg, mean, std)
     with atomic_directory(output_dir, "preprocess") as staging:
         for split, index in splits.items():
-            save_split(staging, split, decoded.pixels[index], decoded.labels[index])
+            save_split(staging, split, decoded.pixels, decoded.labels, index)
         _keep_photos(staging / TEST_PHOTOS_DIR, decoded.files, splits["test"])
         write_json(staging / META, meta)
     log.info(
@@ -112,10 +113,13 @@ def decode_unique(found: LabelledFiles, cfg: PreprocessConfig) -> DecodedImages:
         keep.append(copies[0])
         duplicates += len(copies) - 1
     keep.sort()
+    for position, index in enumerate(keep):  # the kept images to the front, in place
+        if position != index:
+            pixels[position] = pixels[index]
     digest_of = {copies[0]: sha for sha, copies in first_seen.items() if sha}
     digests = [digest_of[i] for i in keep]
     files = [paths[i] for i in keep]
-    return DecodedImages(pixels[keep], labels[keep], digests, files, skipped, duplicates)
+    return DecodedImages(pixels[: len(keep)], labels[keep], digests, files, skipped, duplicates)
 
 
 def _keep_photos(folder: Path, files: list[Path], index: np.ndarray) -> None:
@@ -127,10 +131,11 @@ def _keep_photos(folder: Path, files: list[Path], index: np.ndarray) -> None:
 
 
 def _check_memory(count: int, cfg: PreprocessConfig) -> None:
-    """Refuse, before decoding, arrays that would not fit in the memory available."""
-    needed = 2 * count * cfg.channels * cfg.image_size**2  # the decoded array, then the splits
-    available = available_memory()
-    if available is not None and needed > 0.8 * available:
+    """Refuse, before decoding, arrays that would not fit in the memory available: the
+    machine's, or the container's limit where lower."""
+    needed = count * cfg.channels * cfg.image_size**2  # the decoded array; splits are copied
+    available = min(available_memory() or memory_limit(), memory_limit())  # a chunk at a time
+    if needed > 0.8 * available:
         raise MemoryError(
             f"expected arrays that fit in memory: {count} images at {cfg.channels}×"
             f"{cfg.image_size}×{cfg.image_size} need about {needed / 2**30:.1f} GiB, "
@@ -198,14 +203,18 @@ def split_indices(
     return {split: rng.permutation(np.concatenate(p)) for split, p in parts.items()}
 
 
-def channel_stats(pixels: np.ndarray, chunk: int = 2048) -> tuple[list[float], list[float]]:
-    """Per-channel mean and std of uint8 N×C×H×W pixels, scaled to [0, 1]: from each
-    channel's histogram of the 256 values, exact and without a float copy of the pixels."""
-    if len(pixels) == 0:
+def channel_stats(
+    pixels: np.ndarray, rows: np.ndarray | None = None, chunk: int = 2048
+) -> tuple[list[float], list[float]]:
+    """Per-channel mean and std of the ``rows`` (all without) of uint8 N×C×H×W pixels,
+    scaled to [0, 1]: from each channel's histogram of the 256 values, exact, without a
+    float copy of the pixels or a copy of the rows."""
+    rows = np.arange(len(pixels)) if rows is None else rows
+    if len(rows) == 0:
         raise ValueError("expected at least one training image, found none")
     counts = np.zeros((pixels.shape[1], 256), np.int64)
-    for start in range(0, len(pixels), chunk):
-        block = pixels[start : start + chunk]
+    for start in range(0, len(rows), chunk):
+        block = pixels[rows[start : start + chunk]]
         for channel in range(pixels.shape[1]):
             counts[channel] += np.bincount(block[:, channel].reshape(-1), minlength=256)
     values = np.arange(256) / 255.0

@@ -22,6 +22,10 @@ if TYPE_CHECKING:  # torch loads only where a TorchScorer is made: ONNX scoring 
 
 CPU_BATCH = 64  # photos a call on a CPU: its caches then hold the activations
 VIEWS_A_CALL = 64  # views (photos × views of each) a session call scores: the cache's fill
+# and at most as many pixels as 64 views of 128×128: fewer views of larger photos, whose
+# activations grow with their area (two views of 32 photos of 260×260 through
+# EfficientNet-Lite2 ask for 415 MB in one tensor)
+PIXELS_A_CALL = VIEWS_A_CALL * 128 * 128
 # the memory ONNX Runtime may hold for scoring, all sessions of a process together: the
 # tutorial preset's ten views at 64 photos a batch use about 250 MB; a graph that asks
 # for more (a crafted model) fails its call, the process stays within its bound
@@ -104,13 +108,15 @@ def score_batches(
     return np.concatenate(chunks) if chunks else np.empty((0, 2), np.float32)
 
 
-def photos_a_call(views_said: object) -> int:
-    """The photos one call may score so that it scores at most ``VIEWS_A_CALL`` views,
-    from the views of each photo a model's metadata says: a number of up to three digits,
-    anything else counts as one view (a file may say anything)."""
+def photos_a_call(views_said: object, side: int) -> int:
+    """The photos of ``side``×``side`` one call may score so that it scores at most
+    ``VIEWS_A_CALL`` views and ``PIXELS_A_CALL`` pixels, from the views of each photo a
+    model's metadata says: a number of up to three digits, anything else counts as one
+    view (a file may say anything)."""
     said = str(views_said)
     views = int(said) if said.isdigit() and len(said) < 4 else 1
-    return max(1, VIEWS_A_CALL // max(1, views))
+    views_a_call = min(VIEWS_A_CALL, PIXELS_A_CALL // max(1, side * side))
+    return max(1, views_a_call // max(1, views))
 
 
 class TorchScorer:
@@ -118,19 +124,19 @@ class TorchScorer:
 
     ``views_said``: the views of each photo one call of ``model`` puts through its net at
     once, as a logged program's metadata says; each call scores at most ``VIEWS_A_CALL``
-    views, which bounds its memory as ONNX Runtime's.
+    views and ``PIXELS_A_CALL`` pixels, which bounds its memory as ONNX Runtime's.
     """
 
     runtime = "torch"
 
     def __init__(self, model: torch.nn.Module, views_said: object = 1):
         self.model = model
-        self.photos_a_call = photos_a_call(views_said)
+        self.views_said = views_said
 
     def __call__(self, pixels: np.ndarray) -> np.ndarray:
         import torch
 
-        step = self.photos_a_call
+        step = photos_a_call(self.views_said, pixels.shape[-1])
         with torch.no_grad():
             chunks = [
                 self.model(torch.from_numpy(pixels[start : start + step]).float()).numpy()
@@ -144,7 +150,8 @@ class OnnxScorer:
     """An ONNX model (checked bytes, see ``onnx_file.read_onnx``) in ONNX Runtime.
 
     Safe to call from several threads at once; each call runs on ``threads`` cores and
-    scores at most ``VIEWS_A_CALL`` views at a time, which bounds its memory.
+    scores at most ``VIEWS_A_CALL`` views and ``PIXELS_A_CALL`` pixels at a time, which
+    bounds its memory.
     """
 
     runtime = "onnx"
@@ -166,12 +173,11 @@ class OnnxScorer:
         except Exception as err:  # ONNX Runtime's own error kinds, not Python's
             reason = (str(err).splitlines() or [type(err).__name__])[0]
             raise ValueError(f"ONNX Runtime refused the graph: {reason:.300}") from err
-        said = self.session.get_modelmeta().custom_metadata_map.get(VIEWS, "1")
-        self.photos_a_call = photos_a_call(said)
+        self.views_said = self.session.get_modelmeta().custom_metadata_map.get(VIEWS, "1")
 
     def __call__(self, pixels: np.ndarray) -> np.ndarray:
         pixels = np.ascontiguousarray(pixels, dtype=np.float32)
-        step = self.photos_a_call
+        step = photos_a_call(self.views_said, pixels.shape[-1])
         chunks = [self._run(pixels[start : start + step]) for start in range(0, len(pixels), step)]
         logits: np.ndarray = np.concatenate(chunks) if chunks else np.empty((0, 2), np.float32)
         return logits

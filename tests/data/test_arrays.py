@@ -9,7 +9,7 @@ import shutil
 import numpy as np
 import pytest
 
-from components.data.arrays import load_split, read_meta
+from components.data.arrays import load_split, read_meta, save_split
 
 
 @pytest.fixture
@@ -103,3 +103,13 @@ def test_a_split_of_one_class_is_refused_naming_what_it_holds(arrays):
         ValueError, match=rf"both classes in the test split .*found 0 cats, {dogs.sum()} dogs"
     ):
         load_split(arrays, "test")
+
+
+def test_a_split_saved_by_rows_holds_those_rows_in_their_order(tmp_path):
+    images = np.arange(7 * 3 * 2 * 2, dtype=np.uint8).reshape(7, 3, 2, 2)
+    labels = np.array([0, 1, 0, 1, 1, 0, 1])
+    rows = np.array([5, 0, 3, 6])
+    save_split(tmp_path, "val", images, labels, rows, chunk=3)  # chunks of 3, one of 1
+    saved = np.load(tmp_path / "val_images.npy")
+    assert np.array_equal(saved, images[rows]) and saved.dtype == np.uint8
+    assert np.array_equal(np.load(tmp_path / "val_labels.npy"), labels[rows])

@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -18,6 +20,7 @@ from components.preprocessing import build as building
 from components.preprocessing.build import build_arrays
 from components.preprocessing.config import PreprocessConfig
 from tests.support.helpers import write_jpeg
+from tests.support.processes import HANG_SECONDS
 
 BROKEN = {
     "PetImages/Cat/666.jpg": "empty file",
@@ -365,3 +368,35 @@ def test_the_arrays_record_where_their_photos_came_from(sample_images, sample_ar
     assert meta["source"] == {k: download[k] for k in ("source", "sha256", "bytes")}
     no_record = build(make_kaggle_folder(tmp_path / "in"), tmp_path / "out", **SMALL)
     assert no_record["source"] is None  # a folder no download step wrote
+
+
+def test_channel_stats_of_rows_are_those_of_the_rows_copied():
+    pixels = np.random.default_rng(0).integers(0, 256, (50, 3, 8, 8), dtype=np.uint8)
+    rows = np.array([1, 4, 9, 16, 25, 36, 49])
+    assert building.channel_stats(pixels, rows, chunk=3) == building.channel_stats(pixels[rows])
+
+
+@pytest.mark.slow
+def test_preprocess_holds_the_arrays_once_not_a_copy_per_split(sample_images, tmp_path):
+    """The decoded photos are compacted in place, the statistics and the splits read a chunk
+    at a time: the peak grows by about the arrays' size, not twice or three times it."""
+
+    def peak_bytes(side: int) -> int:
+        probe = (
+            "import resource, sys\n"
+            "from components.preprocessing.build import build_arrays\n"
+            "from components.preprocessing.config import PreprocessConfig\n"
+            f"build_arrays(PreprocessConfig(input={str(sample_images)!r}, "
+            f"output={str(tmp_path / str(side))!r}, image_size={side}, channels=3, workers=2))\n"
+            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)\n"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", probe], capture_output=True, text=True, timeout=HANG_SECONDS
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        return int(done.stdout.split()[-1])
+
+    large, small = peak_bytes(192), peak_bytes(24)
+    arrays = sum(path.stat().st_size for path in (tmp_path / "192").glob("*_images.npy"))
+    grown = large - small
+    assert arrays > 150e6 and grown < 1.4 * arrays, (grown, arrays)

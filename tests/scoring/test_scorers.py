@@ -86,4 +86,10 @@ def test_a_graph_that_asks_for_more_memory_than_the_bound_fails_its_call_not_the
 def test_a_call_scores_at_most_64_views_whatever_a_models_metadata_says(said, photos):
     """The views a model's metadata says (an ONNX graph's or a logged program's), read as a
     number of up to three digits; anything else counts as one view."""
-    assert scorers.photos_a_call(said) == photos
+    assert scorers.photos_a_call(said, 96) == photos
+
+
+@pytest.mark.parametrize("side, photos", [(50, 32), (128, 32), (192, 14), (260, 7), (2000, 1)])
+def test_a_call_of_large_photos_scores_fewer_of_them(side, photos):
+    """Two views a photo: 64 views up to 128×128, then as many pixels as those."""
+    assert scorers.photos_a_call("2", side) == photos

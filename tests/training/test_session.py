@@ -186,7 +186,7 @@ def test_a_ten_view_model_is_logged_as_one_program_holding_its_net_once(
     convolutions = [node for node in calls if "conv" in str(node.target)]
     assert len(convolutions) == sum(isinstance(m, torch.nn.Conv2d) for m in saved.net.modules())
     scorer = load_scorer(result.model_uri, "torch").scorer
-    assert isinstance(scorer, TorchScorer) and scorer.photos_a_call == 64 // 10
+    assert isinstance(scorer, TorchScorer) and scorer.views_said == "10"
     pixels = torch.randint(0, 256, (13, 1, 40, 40), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         expected = saved(pixels.float()).numpy()
