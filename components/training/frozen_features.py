@@ -47,7 +47,7 @@ class LearnedPart(nn.Module):
 
 def train_views(count: int) -> Views:
     """A train photo's cached views: the photo alone (1), or it and its mirror image (2)."""
-    return lambda images: [images, images.flip(3)][:count]
+    return lambda images: [images] if count == 1 else [images, images.flip(3)]
 
 
 def predicted_views(model: Classifier) -> Views:
