@@ -1,7 +1,7 @@
 """The model server's speed and memory, with components.predict on the same photos beside it.
 
 python -m benchmarks.serve --sample ../shared/data/petimages-sample.zip [--photos 256]
-    [--preset tutorial]
+    [--preset tutorial|pretrained|RECIPE.yaml]
 
 Serves a preset's net at its image size with its views (by default the cpu preset's:
 stem16_residual_cnn, RGB 96×96; the tutorial preset's: five_conv_cnn, grey 50×50; ten views both;
@@ -213,9 +213,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=18090)
     parser.add_argument(
         "--preset",
-        choices=["cpu", "tutorial", "pretrained"],
         default="cpu",
-        help="whose net to serve",
+        help="whose net to serve: a preset's name or a recipe file (default: cpu)",
     )
     parser.add_argument(
         "--serve-flags",
