@@ -124,7 +124,8 @@ PRESETS: dict[str, dict[str, object]] = {
     },
     # accuracy first, for a GPU node: ImageNet-pretrained EfficientNet-Lite0 fine-tuned
     # whole at its native 224×224, random resized crops, label smoothing, mirrored views;
-    # not yet measured on a GPU, so its gate is the pretrained preset's
+    # not yet measured on a GPU: its gate is set below what one epoch of it scored on 2 CPU
+    # cores (docs/BENCHMARKS.md)
     "accurate": {
         "image_size": 224,
         "channels": 3,
@@ -138,7 +139,7 @@ PRESETS: dict[str, dict[str, object]] = {
         "min_crop_area": 0.25,
         "label_smoothing": 0.1,
         "mirror_average": True,
-        "min_accuracy": 0.97,
+        "min_accuracy": 0.98,
         **ON_GPU,
     },
 }
