@@ -42,7 +42,7 @@ def test_cached_features_score_as_the_classifier_scores_its_photos(rgb_arrays):
         LearnedPart(model.net, model.layout), val_features, amp=False
     )
     assert torch.allclose(from_features, from_photos, atol=1e-4)
-    assert torch.allclose(train_features.images[:4, 1], mirrored, atol=1e-5)
+    assert torch.allclose(train_features.images[:4, 1], mirrored, atol=1e-3)
 
 
 def test_each_epoch_draws_one_of_each_photos_views():
