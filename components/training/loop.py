@@ -46,10 +46,10 @@ class Learner:
 
     model: Classifier
     parallel: torch.nn.Module  # what trains (``model``, or ``learned``) wrapped for DDP
-    learned: LearnedPart | None  # with cached views: the net's part from the frozen output
     optimizer: torch.optim.Optimizer
     scheduler: LRScheduler
     onnx: OnnxGraph | None  # what scores the val split on a CPU, where the runtime is onnx
+    learned: LearnedPart | None = None  # cached views: the net's part from the frozen output
 
 
 def make_optimizer(
@@ -99,7 +99,7 @@ def new_learner(
     compiled = cast(torch.nn.Module, torch.compile(parallel)) if cfg.compile else parallel
     onnx = OnnxGraph() if pick_runtime(cfg.runtime, device.type) == "onnx" else None
     optimizer, scheduler = make_optimizer(model, cfg, steps_per_epoch)
-    return Learner(model, compiled, learned, optimizer, scheduler, onnx)
+    return Learner(model, compiled, optimizer, scheduler, onnx, learned)
 
 
 def epoch_seed(seed: int, epoch: int) -> int:

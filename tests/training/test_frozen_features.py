@@ -10,9 +10,11 @@ from mlflow.tracking import MlflowClient
 from components.networks import pretrained
 from components.networks.backbones import BACKBONES
 from components.networks.models import Classifier, build_model
-from components.training import frozen_features, session
+from components.training import frozen_features, runtime, session
 from components.training.batches import DeviceSplit
+from components.training.config import TrainConfig
 from components.training.frozen_features import LearnedPart
+from components.training.loop import Learner, make_optimizer, train_one_epoch
 from tests.support.helpers import train_config as config
 
 CPU = torch.device("cpu")
@@ -104,3 +106,29 @@ def test_training_on_cached_features_learns_only_the_unfrozen_layers_and_resumes
     params = MlflowClient(mlflow_store).get_run(whole.run_id).data.params
     assert params["cached_views"] == "2" and params["train_photos"] == "96"
     assert (tmp_path / "whole/model.onnx").is_file()  # exported, and checked against torch
+
+
+@pytest.mark.gpu
+def test_cached_features_train_an_epoch_on_the_gpu(rgb_arrays):
+    device = torch.device("cuda")
+    model = lite0().to(device)
+    train = DeviceSplit.load(rgb_arrays, "train", device)
+    val = DeviceSplit.load(rgb_arrays, "val", device)
+    train_features, val_features = frozen_features.cache_splits(model, train, val, 2, amp=True)
+    assert train_features.images.is_cuda and train_features.images.dtype == torch.bfloat16
+    cfg = TrainConfig(
+        data="unused",
+        output="unused",
+        model="efficientnet_lite0",
+        frozen_blocks=16,
+        cached_views=2,
+        mirror_average=True,
+        batch_size=32,
+    )
+    learned = LearnedPart(model.net, model.layout)
+    optimizer, scheduler = make_optimizer(model, cfg, steps_per_epoch=5)
+    learner = Learner(model, learned, optimizer, scheduler, onnx=None, learned=learned)
+    sums = train_one_epoch(learner, train_features, cfg, 1, runtime.Workers())
+    assert sums[2].item() == len(train)
+    logits = frozen_features.predict_logits(learned, val_features, amp=True)
+    assert logits.shape == (len(val), 2) and bool(torch.isfinite(logits).all())
