@@ -74,21 +74,27 @@ def sample_arrays(sample_images, tmp_path_factory) -> Path:
     return target
 
 
-@pytest.fixture(scope="session")
-def small_arrays(sample_arrays, tmp_path_factory) -> Path:
-    """400 train images (4 global batches of 100, split evenly over 2 ranks), 100 val."""
-    target = tmp_path_factory.mktemp("sample") / "small"
+def first_of_each_split(source: Path, target: Path, counts: dict[str, int]) -> Path:
+    """The first ``counts[split]`` images of each of ``source``'s splits, as arrays in
+    ``target`` with their own counts in ``meta.json``."""
     target.mkdir()
-    meta = json.loads((sample_arrays / "meta.json").read_text())
-    del meta["photos_sha256"]  # the whole sample's: these splits hold fewer photos
-    for split, count in (("train", 400), ("val", 100), ("test", 100)):
-        images, labels = load_split(sample_arrays, split)
+    meta = json.loads((source / "meta.json").read_text())
+    del meta["photos_sha256"]  # the whole set's: these splits hold fewer photos
+    for split, count in counts.items():
+        images, labels = load_split(source, split)
         save_split(target, split, images[:count], labels[:count])
         meta["counts"][split] = {
             name: int((labels[:count] == label).sum()) for label, name in enumerate(CLASSES)
         }
     (target / "meta.json").write_text(json.dumps(meta))
     return target
+
+
+@pytest.fixture(scope="session")
+def small_arrays(sample_arrays, tmp_path_factory) -> Path:
+    """400 train images (4 global batches of 100, split evenly over 2 ranks), 100 val."""
+    target = tmp_path_factory.mktemp("sample") / "small"
+    return first_of_each_split(sample_arrays, target, {"train": 400, "val": 100, "test": 100})
 
 
 @pytest.fixture(scope="session")
@@ -102,17 +108,7 @@ def rgb_arrays(sample_images, tmp_path_factory) -> Path:
         )
     )
     target = tmp_path_factory.mktemp("sample") / "rgb"
-    target.mkdir()
-    meta = json.loads((whole / "meta.json").read_text())
-    del meta["photos_sha256"]  # the whole sample's: these splits hold fewer photos
-    for split, count in (("train", 160), ("val", 40), ("test", 40)):
-        images, labels = load_split(whole, split)
-        save_split(target, split, images[:count], labels[:count])
-        meta["counts"][split] = {
-            name: int((labels[:count] == label).sum()) for label, name in enumerate(CLASSES)
-        }
-    (target / "meta.json").write_text(json.dumps(meta))
-    return target
+    return first_of_each_split(whole, target, {"train": 160, "val": 40, "test": 40})
 
 
 @pytest.fixture(scope="session")
