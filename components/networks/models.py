@@ -264,8 +264,12 @@ class Classifier(nn.Module):
         self.register_buffer("scale", 1.0 / (255.0 * torch.tensor(std).view(1, -1, 1, 1)))
         self.register_buffer("shift", torch.tensor(mean).view(1, -1, 1, 1) * 255.0)
 
+    def normalised(self, pixels: torch.Tensor) -> torch.Tensor:
+        """0–255 pixels as the net takes them: scaled by the mean and std, in its layout."""
+        return ((pixels.float() - self.shift) * self.scale).contiguous(memory_format=self.layout)
+
     def forward(self, pixels: torch.Tensor) -> torch.Tensor:
-        inputs = ((pixels.float() - self.shift) * self.scale).contiguous(memory_format=self.layout)
+        inputs = self.normalised(pixels)
         if self.training or not (self.mirror_average or self.shift_average):
             logits: torch.Tensor = self.net(inputs)
             return logits

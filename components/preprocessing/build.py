@@ -133,8 +133,9 @@ def _keep_photos(folder: Path, files: list[Path], index: np.ndarray) -> None:
 def _check_memory(count: int, cfg: PreprocessConfig) -> None:
     """Refuse, before decoding, arrays that would not fit in the memory available: the
     machine's, or the container's limit where lower."""
-    needed = count * cfg.channels * cfg.image_size**2  # the decoded array; splits are copied
-    available = min(available_memory() or memory_limit(), memory_limit())  # a chunk at a time
+    needed = count * cfg.channels * cfg.image_size**2  # the decoded array, held once
+    limit = memory_limit()
+    available = min(available_memory() or limit, limit)
     if needed > 0.8 * available:
         raise MemoryError(
             f"expected arrays that fit in memory: {count} images at {cfg.channels}×"

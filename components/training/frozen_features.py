@@ -101,7 +101,7 @@ class _Plan:
         self.model, self.net, self.split, self.views = model, net, split, views
         self.in_bf16, self.name = in_bf16, name
         with torch.no_grad():
-            one = views(_normalised(model, split.images[:1]))
+            one = views(model.normalised(split.images[:1]))
             self.view_count = len(one)
             self.shape = tuple(net.eval().frozen_part(one[0]).shape[1:])
         self.dtype = torch.bfloat16 if in_bf16 else torch.float32
@@ -134,7 +134,7 @@ class _Plan:
         start = 0
         for pixels, _ in batches:
             with autocast(device, on_cpu=self.in_bf16, enabled=self.in_bf16):
-                for index, view in enumerate(self.views(_normalised(self.model, pixels))):
+                for index, view in enumerate(self.views(self.model.normalised(pixels))):
                     features[start : start + len(pixels), index] = self.net.frozen_part(view)
             start += len(pixels)
         self.model.train(was_training)
@@ -162,9 +162,3 @@ def pick_views(features: torch.Tensor, generator: torch.Generator) -> torch.Tens
     count, view_count = features.shape[:2]
     drawn = torch.randint(view_count, (count,), generator=generator, device=features.device)
     return features[torch.arange(count, device=features.device), drawn]
-
-
-def _normalised(model: Classifier, pixels: torch.Tensor) -> torch.Tensor:
-    """The pixels as ``model`` feeds them to its net."""
-    inputs = (pixels.float() - model.shift) * model.scale
-    return inputs.contiguous(memory_format=model.layout)

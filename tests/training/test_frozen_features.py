@@ -37,9 +37,7 @@ def test_cached_features_score_as_the_classifier_scores_its_photos(rgb_arrays):
     assert train_features.images.shape[:2] == (24, 2) and val_features.images.shape[:2] == (40, 2)
     with torch.no_grad():
         from_photos = model.eval()(val.images)
-        mirrored = model.net.frozen_part(
-            frozen_features._normalised(model, train.images[:4]).flip(3)
-        )
+        mirrored = model.net.frozen_part(model.normalised(train.images[:4]).flip(3))
     from_features = frozen_features.predict_logits(
         LearnedPart(model.net, model.layout), val_features, amp=False
     )
