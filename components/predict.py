@@ -35,8 +35,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--runtime",
         choices=SCORING_RUNTIMES,
         default="auto",
-        help="onnx (ONNX Runtime) or torch; auto (the default): onnx, this being a CPU; "
-        "onnx-int8: the model's int8 graph (trained with --int8)",
+        help="onnx (ONNX Runtime, the float32 graph) or torch; onnx-int8: the model's int8 "
+        "graph (trained with --int8); auto (the default): the int8 graph where the model "
+        "has one and this CPU has int8 dot products (VNNI), else the float32 graph",
     )
     parser.add_argument("images", nargs="+", type=Path, help="image files (JPEG, PNG, ...)")
     return parser

@@ -26,6 +26,3 @@ RUNTIMES = ("auto", "onnx", "torch")
 RUNTIME_HELP = "onnx (ONNX Runtime) or torch; auto: onnx on a CPU, torch on a GPU"
 INT8_RUNTIME = "onnx-int8"  # the model's int8 graph in ONNX Runtime, where it has one
 SCORING_RUNTIMES = (*RUNTIMES, INT8_RUNTIME)  # what predict, evaluate and serve take
-SCORING_RUNTIME_HELP = (
-    f"{RUNTIME_HELP}; {INT8_RUNTIME}: the model's int8 graph (trained with --int8) in ONNX Runtime"
-)

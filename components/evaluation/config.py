@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from components.core.names import DEFAULT_EXPERIMENT, SCORING_RUNTIME_HELP, SCORING_RUNTIMES
+from components.core.names import DEFAULT_EXPERIMENT, SCORING_RUNTIMES
 from components.core.schema import LOCAL, PER_RUN, setting
 from components.data.arrays import SPLITS
 
@@ -22,4 +22,11 @@ class EvaluateConfig:
         None, "MLflow run to log into (default: the one in MODEL/mlflow_run_id)", role=LOCAL
     )
     device: str = setting("auto", "auto, cpu, cuda or cuda:N", role=LOCAL)
-    runtime: str = setting("auto", SCORING_RUNTIME_HELP, choices=SCORING_RUNTIMES, role=LOCAL)
+    runtime: str = setting(
+        "auto",
+        "onnx (ONNX Runtime, the float32 graph), onnx-int8 (the model's int8 graph) or torch; "
+        "auto: on a CPU the float32 graph and, where the model has one, the int8 graph too "
+        "(its report in int8/; the gate judges both), on a GPU torch",
+        choices=SCORING_RUNTIMES,
+        role=LOCAL,
+    )

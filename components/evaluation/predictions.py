@@ -36,7 +36,8 @@ def predict_files(model: str, files: list[Path], runtime: str = "auto") -> Predi
     Args:
         model: a train output directory or an MLflow model URI.
         files: the images.
-        runtime: onnx, onnx-int8, torch or auto (onnx: this is a CPU).
+        runtime: onnx, onnx-int8, torch or auto (``load_scorer``: the int8 graph where
+            the model has one and this CPU multiplies int8 exactly, else the float32 one).
     """
     loaded = load_scorer(model, runtime)
     size, channels = loaded.image_size, loaded.channels

@@ -48,6 +48,10 @@ log = logging.getLogger(__name__)
 def evaluate(cfg: EvaluateConfig) -> dict[str, Any]:
     """Score the model on a split; write metrics.json, roc.json and PNGs; log them to MLflow.
 
+    On a CPU, ``--runtime auto`` scores every graph the model may be served by: its
+    float32 graph, and its int8 graph where it has one (its report in ``int8/`` of the
+    output, its figures logged as ``{split}_int8_*``): the gate judges both.
+
     Args:
         cfg: the model directory (the train step's output), the data (the preprocess step's), the
             output for the report files, the split, device and MLflow run; the MLflow run
@@ -55,30 +59,22 @@ def evaluate(cfg: EvaluateConfig) -> dict[str, Any]:
             neither nothing is logged.
 
     Returns:
-        The report: metrics, confusion matrix and ROC points.
+        The report of the first graph scored (the float32 one, where both are): metrics,
+        confusion matrix and ROC points.
     """
     model_dir, data_dir, output_dir = Path(cfg.model_dir), Path(cfg.data), Path(cfg.output)
     check_replaceable(output_dir, "evaluate")  # at once, not after the scoring
     run_id = cfg.mlflow_run_id or _recorded_run_id(model_dir)
-    runtime = pick_runtime(cfg.runtime, _device_type(cfg.device))
-    if runtime == INT8_RUNTIME and not (model_dir / INT8_FILE).is_file():
-        raise FileNotFoundError(
-            f"expected {INT8_FILE} in {model_dir} for --runtime {INT8_RUNTIME} (train with "
-            "--int8), found none"
-        )
+    runtimes = _runtimes_to_score(cfg, model_dir)
     if not (model_dir / WEIGHTS_FILE).is_file():
         raise FileNotFoundError(
             f"expected {WEIGHTS_FILE} from the train step at {model_dir}, found none"
         )
     model_id, record = _run_model(run_id) if run_id else (None, None)
-    scored = (
-        WEIGHTS_FILE if runtime == "torch" else INT8_FILE if runtime == INT8_RUNTIME else ONNX_FILE
-    )
     record = record or folder_record(model_dir)
-    files = record.check(model_dir, [WEIGHTS_FILE, scored])  # before anything is read
-    takes, logits = _model(model_dir, runtime, cfg.device)
+    for runtime in runtimes:  # before anything is read
+        record.check(model_dir, [WEIGHTS_FILE, _scored_file(runtime)])
     meta = read_meta(data_dir)
-    _check_inputs_fit(takes, meta, data_dir)
     images, labels = load_split(data_dir, cfg.split)
     # what was scored: these arrays, and which photos they hold at any size; the gate
     # compares models by them, so they must be the test split the training recorded
@@ -86,35 +82,80 @@ def evaluate(cfg: EvaluateConfig) -> dict[str, Any]:
     if run_id and cfg.split == "test":
         _check_trained_beside(run_id, split, claimed, labels, data_dir)
     photos = _kept_photos(data_dir, cfg.split, images, labels, claimed)
-    scores = class_probabilities(logits(images))[:, 1]
     classes = list(CLASSES)
-    figures = _figures(classes, images, labels, scores)
-    scoring_record = {
-        "model_id": model_id,
-        "scored": scored,
-        "sha256": files,
-        "split_sha256": split,
-        "photos": photos,
-    }
-    report = _write_report(output_dir, classes, labels, scores, scoring_record, figures)
+    scored_graphs = []
+    for runtime in runtimes:
+        scored = _scored_file(runtime)
+        files = record.check(model_dir, [WEIGHTS_FILE, scored])
+        takes, logits = _model(model_dir, runtime, cfg.device)
+        _check_inputs_fit(takes, meta, data_dir)
+        scores = class_probabilities(logits(images))[:, 1]
+        scoring_record = {
+            "model_id": model_id,
+            "scored": scored,
+            "sha256": files,
+            "split_sha256": split,
+            "photos": photos,
+        }
+        report = _report(classes, labels, scores, scoring_record)
+        scored_graphs.append((report, scores, _figures(classes, images, labels, scores)))
+        log.info("%s (%s): %s", cfg.split, scored, json.dumps(report["metrics"]))
+    folders = _write_reports(output_dir, labels, scored_graphs)
     if run_id and model_id:  # the run, and its model is the one scored
-        # the int8 graph's figures apart: the registration gate reads the float32 model's
-        prefix = f"{cfg.split}_int8" if runtime == INT8_RUNTIME else cfg.split
-        where = f"evaluation/{prefix}"
-        # logged into the finished training run without reopening it: its status stays
-        # FINISHED whatever stops this step; the report's digest goes into the tracking
-        # store, which the gate checks the report against
-        run_log.log_evaluation_into(
-            run_id, cfg.split, report["metrics"], model_id, images, labels, prefix=prefix
-        )
-        written = [output_dir / name for name in ("metrics.json", "roc.json", *figures)]
-        run_log.log_artifacts_into(run_id, written, where)
-        digest = sha256_of(output_dir / "metrics.json")
-        run_log.set_run_tags(run_id, {EVALUATION_DIGEST_TAG.format(prefix=prefix): digest})
+        for runtime, folder, (report, _, figures) in zip(
+            runtimes, folders, scored_graphs, strict=True
+        ):
+            _log_report(run_id, cfg.split, runtime, report, images, labels, folder, figures)
     else:
         log.warning("no MLflow run id given or recorded in %s; metrics not logged", model_dir)
-    log.info("%s: %s", cfg.split, json.dumps(report["metrics"]))
-    return report
+    return scored_graphs[0][0]
+
+
+def _runtimes_to_score(cfg: EvaluateConfig, model_dir: Path) -> list[str]:
+    """The runtimes ``cfg`` scores the model by: the one asked for, and with ``auto`` on
+    a CPU the float32 graph's and, where the model has one, the int8 graph's.
+
+    Raises:
+        FileNotFoundError: onnx-int8 asked for, and the model has no int8 graph.
+    """
+    runtime = pick_runtime(cfg.runtime, _device_type(cfg.device))
+    has_int8 = (model_dir / INT8_FILE).is_file()
+    if runtime == INT8_RUNTIME and not has_int8:
+        raise FileNotFoundError(
+            f"expected {INT8_FILE} in {model_dir} for --runtime {INT8_RUNTIME} (train with "
+            "--int8), found none"
+        )
+    if cfg.runtime == "auto" and runtime == "onnx" and has_int8:
+        return ["onnx", INT8_RUNTIME]
+    return [runtime]
+
+
+def _scored_file(runtime: str) -> str:
+    """The model file a runtime scores."""
+    return {"torch": WEIGHTS_FILE, INT8_RUNTIME: INT8_FILE}.get(runtime, ONNX_FILE)
+
+
+def _log_report(
+    run_id: str,
+    split: str,
+    runtime: str,
+    report: dict[str, Any],
+    images: np.ndarray,
+    labels: np.ndarray,
+    folder: Path,
+    figures: dict[str, Figure],
+) -> None:
+    """Log a report into the finished training run without reopening it (its status stays
+    FINISHED whatever stops this step), and its digest into the tracking store, which
+    the gate checks the report against; the int8 graph's figures apart (``{split}_int8``)."""
+    prefix = f"{split}_int8" if runtime == INT8_RUNTIME else split
+    run_log.log_evaluation_into(
+        run_id, split, report["metrics"], report["model_id"], images, labels, prefix=prefix
+    )
+    written = [folder / name for name in ("metrics.json", "roc.json", *figures)]
+    run_log.log_artifacts_into(run_id, written, f"evaluation/{prefix}")
+    digest = sha256_of(folder / "metrics.json")
+    run_log.set_run_tags(run_id, {EVALUATION_DIGEST_TAG.format(prefix=prefix): digest})
 
 
 def _kept_photos(
@@ -234,32 +275,39 @@ def _figures(
     }
 
 
-def _write_report(
-    output_dir: Path,
-    classes: list[str],
-    labels: np.ndarray,
-    scores: np.ndarray,
-    scoring_record: dict[str, Any],
-    figures: dict[str, Figure],
+def _report(
+    classes: list[str], labels: np.ndarray, scores: np.ndarray, scoring_record: dict[str, Any]
 ) -> dict[str, Any]:
-    """The report files, written into ``output_dir`` whole (a folder this step wrote, or none).
-
-    ``scoring_record`` (the logged model's id, the file scored and the digests of the
-    files read) is recorded with the metrics: the gate registers a model only on an
+    """A graph's report: ``scoring_record`` (the logged model's id, the file scored and the
+    digests of the files read) with the metrics; the gate registers a model only on an
     evaluation of its own files."""
-    report = {
+    return {
         **scoring_record,
         "metrics": scoring.classification_metrics(labels, scores),
         "confusion_matrix": scoring.confusion_matrix(labels, (scores >= 0.5).astype(np.int64)),
         "classes": classes,
         "count": int(len(labels)),
     }
+
+
+def _write_reports(
+    output_dir: Path,
+    labels: np.ndarray,
+    scored_graphs: list[tuple[dict[str, Any], np.ndarray, dict[str, Figure]]],
+) -> list[Path]:
+    """Each graph's report, ROC points and figures, written into ``output_dir`` whole (a
+    folder this step wrote, or none): the first graph's there, a second's in ``int8/``.
+    Returns the folder of each."""
+    folders = [output_dir, output_dir / "int8"][: len(scored_graphs)]
     with atomic_directory(output_dir, "evaluate") as staging:
-        write_json(staging / "metrics.json", report)
-        write_json(staging / "roc.json", scoring.roc_curve(labels, scores))
-        for name, figure in figures.items():
-            figure.savefig(staging / name, dpi=100)
-    return report
+        for folder, (report, scores, figures) in zip(folders, scored_graphs, strict=True):
+            written = staging / folder.relative_to(output_dir)
+            written.mkdir(exist_ok=True)
+            write_json(written / "metrics.json", report)
+            write_json(written / "roc.json", scoring.roc_curve(labels, scores))
+            for name, figure in figures.items():
+                figure.savefig(written / name, dpi=100)
+    return folders
 
 
 def _recorded_run_id(model_dir: Path) -> str | None:

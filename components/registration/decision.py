@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from components.core.identity import ModelIdentityError, sha256_of_bytes
-from components.core.names import ONNX_FILE, WEIGHTS_FILE
+from components.core.names import INT8_FILE, ONNX_FILE, WEIGHTS_FILE
 from components.registration import rescore
 from components.registration.card import model_card
 from components.registration.challenge import Holder, challenge
@@ -22,7 +22,9 @@ log = logging.getLogger(__name__)
 
 ACCURACY_TOLERANCE = 1e-6  # a given accuracy that differs from the run's by more is refused
 DECISION_TAG = "quality_gate"  # the MLflow run tag that holds the decision and its reason
-EVALUATION = "evaluation/test/metrics.json"  # the evaluate step's report on the test split
+# the evaluate step's reports on the test split: the float32 graph's ("test") and, where
+# the model has one, the int8 graph's ("test_int8")
+EVALUATION = "evaluation/{prefix}/metrics.json"
 MOST_REPORT_BYTES = 2**20  # a report is a few KB: metrics, counts, digests
 # the challenger run's record of the holder's accuracy on its test photos, scored again
 HOLDER_ACCURACY_METRIC = "challenge_holder_test_accuracy"
@@ -59,14 +61,20 @@ def register_if_accurate(cfg: RegisterConfig) -> Decision:
     )
 
     store.check_server()  # one line at once, not a minute of retries
-    report = evaluation_report(cfg)
-    accuracy = float(report["metrics"]["accuracy"])
+    reports = evaluation_reports(cfg)
+    accuracies = [float(report["metrics"]["accuracy"]) for report in reports]
+    accuracy = min(accuracies)  # every graph the model may be served by must pass
     passed = accuracy >= cfg.min_accuracy
     comparison = (
         f"test accuracy {accuracy:.4f} {'>=' if passed else '<'} minimum {cfg.min_accuracy:.4f}"
     )
+    if len(accuracies) > 1:
+        comparison += (
+            f" (the lower of its float32 graph's {accuracies[0]:.4f} and its int8 graph's "
+            f"{accuracies[1]:.4f})"
+        )
     if passed:
-        decision = _register(cfg, report, accuracy, comparison)
+        decision = _register(cfg, reports[0], accuracy, comparison)
     else:
         decision = Decision(False, f"not registered: {comparison}")
     run_log.set_run_tags(cfg.mlflow_run_id, {DECISION_TAG: decision.reason})
@@ -124,9 +132,10 @@ def _scored_again(cfg: RegisterConfig, holder: Holder, photos: str | None) -> Re
     return again
 
 
-def evaluation_report(cfg: RegisterConfig) -> dict[str, Any]:
-    """The evaluation the evaluate step recorded in the run, once it is known to have
-    scored the very files of the model the run logged: its test accuracy is what is judged.
+def evaluation_reports(cfg: RegisterConfig) -> list[dict[str, Any]]:
+    """The evaluations the evaluate step recorded in the run, once each is known to have
+    scored the very files of the model the run logged: the float32 graph's, and the int8
+    graph's where the model has one. Their test accuracies are what is judged.
 
     Not the run's ``test_accuracy`` metric: anyone may log another value under that name
     later, into any run. The evaluate step's report (``evaluation/test/metrics.json``)
@@ -134,39 +143,63 @@ def evaluation_report(cfg: RegisterConfig) -> dict[str, Any]:
     records the digests of that model's files (``components.core.identity``).
 
     Raises:
-        LookupError: the run holds no evaluation on the test split (it was not evaluated).
-        ValueError: the evaluation scored other files than the run's model's, on a test
+        LookupError: the run holds no evaluation on the test split (it was not evaluated),
+            or none of the int8 graph its model has.
+        ValueError: an evaluation scored other files than the run's model's, on a test
             split without both classes, or ``cfg.test_accuracy`` is given and is not the
-            evaluation's.
+            float32 graph's.
     """
     from components.tracking import logged_models, run_log
 
     run = cfg.mlflow_run_id
     _check_finished(run_log.run_status(run), run)
-    report = _recorded_report(run)
     model_id = logged_models.logged_model_id(run)
-    scored = _scored_files(report, model_id)
     recorded = logged_models.recorded_identity(model_id)
+    params = run_log.run_params(run)
+    graphs = [("test", FLOAT_MODEL_FILES)] + (
+        [("test_int8", (INT8_FILE,))] if INT8_FILE in recorded else []
+    )
+    reports = [
+        _verified_report(run, model_id, recorded, params, prefix, files) for prefix, files in graphs
+    ]
+    accuracy = reports[0]["metrics"]["accuracy"]
+    if cfg.test_accuracy is not None and abs(cfg.test_accuracy - accuracy) > ACCURACY_TOLERANCE:
+        raise ValueError(
+            f"refusing to judge MLflow run {run} by a test accuracy of {cfg.test_accuracy}: "
+            f"the run's own, from the evaluate step, is {accuracy}"
+        )
+    return reports
+
+
+def _verified_report(
+    run: str,
+    model_id: str,
+    recorded: dict[str, str],
+    params: dict[str, str],
+    prefix: str,
+    model_files: tuple[str, ...],
+) -> dict[str, Any]:
+    """The run's report ``evaluation/{prefix}/metrics.json``, once it scored one of
+    ``model_files`` of the run's model, as the tracking store ``recorded`` them, on both
+    classes of the test split the training recorded (``params``)."""
+    report = _recorded_report(run, prefix)
+    where = EVALUATION.format(prefix=prefix)
+    scored = _scored_files(report, model_id, model_files, where)
     accuracy = report["metrics"].get("accuracy")
     if any(recorded.get(name) != digest for name, digest in scored.items()) or not _is_accuracy(
         accuracy
     ):
         raise ValueError(
-            f"refusing to judge MLflow run {run}: its recorded evaluation did not score the "
-            f"files of the model the run logged ({model_id}): "
+            f"refusing to judge MLflow run {run}: its recorded evaluation {where} did not "
+            f"score the files of the model the run logged ({model_id}): "
             + ", ".join(
                 f"{name} {digest[:12]}… scored, {str(recorded.get(name))[:12]}… logged"
                 for name, digest in sorted(scored.items())
             )
             + "; evaluate the run's own model"
         )
-    _check_both_classes(report, run)
-    _check_recorded_split(report, run_log.run_params(run), run)
-    if cfg.test_accuracy is not None and abs(cfg.test_accuracy - accuracy) > ACCURACY_TOLERANCE:
-        raise ValueError(
-            f"refusing to judge MLflow run {run} by a test accuracy of {cfg.test_accuracy}: "
-            f"the run's own, from the evaluate step, is {accuracy}"
-        )
+    _check_both_classes(report, run, where)
+    _check_recorded_split(report, params, run, where)
     return report
 
 
@@ -184,10 +217,10 @@ def _check_finished(status: str, run: str) -> None:
         )
 
 
-def _recorded_report(run: str) -> dict[str, Any]:
-    """The evaluate step's report in the run's artifacts, once its bytes are the ones whose
-    digest the evaluate step recorded in the tracking store: a report changed or planted
-    in the artifact store alone is refused.
+def _recorded_report(run: str, prefix: str) -> dict[str, Any]:
+    """The evaluate step's report ``evaluation/{prefix}/metrics.json`` in the run's
+    artifacts, once its bytes are the ones whose digest the evaluate step recorded in the
+    tracking store: a report changed or planted in the artifact store alone is refused.
 
     Raises:
         LookupError: the run holds no report, or no digest of one (it was not evaluated).
@@ -195,32 +228,39 @@ def _recorded_report(run: str) -> dict[str, Any]:
     """
     from components.tracking import run_log
 
-    tag = EVALUATION_DIGEST_TAG.format(prefix="test")
+    tag, where = EVALUATION_DIGEST_TAG.format(prefix=prefix), EVALUATION.format(prefix=prefix)
     recorded = run_log.run_tag(run, tag)
-    data = run_log.load_run_bytes(run, EVALUATION, MOST_REPORT_BYTES)
+    data = run_log.load_run_bytes(run, where, MOST_REPORT_BYTES)
     if data is None or recorded is None:
+        evaluate = (
+            "evaluate the model on a CPU (--runtime auto scores its int8 graph too)"
+            if prefix.endswith("int8")
+            else "evaluate the model first"
+        )
         raise LookupError(
-            f"expected the evaluate step's report {EVALUATION} in MLflow run {run} and its "
+            f"expected the evaluate step's report {where} in MLflow run {run} and its "
             f"digest in tag {tag}, found {'no report' if data is None else 'no digest'}: "
-            "evaluate the model first"
+            f"{evaluate}"
         )
     found = sha256_of_bytes(data)
     if found != recorded:
         raise ValueError(
-            f"refusing to judge MLflow run {run}: its report {EVALUATION} has sha256 "
+            f"refusing to judge MLflow run {run}: its report {where} has sha256 "
             f"{found[:12]}…, the evaluate step recorded {recorded[:12]}… in the tracking "
             "store; the artifact was changed after evaluation: evaluate the model again"
         )
     try:
         report: dict[str, Any] = json.loads(data)
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ValueError(f"expected a JSON report {EVALUATION} in run {run}: {err}") from err
+        raise ValueError(f"expected a JSON report {where} in run {run}: {err}") from err
     return report
 
 
-def _scored_files(report: object, model_id: str) -> dict[str, str]:
-    """The digests of the files the evaluation read, once it names ``model_id`` and a
-    float model's file among them.
+def _scored_files(
+    report: object, model_id: str, model_files: tuple[str, ...], where: str
+) -> dict[str, str]:
+    """The digests of the files the evaluation ``where`` read, once it names ``model_id``
+    and one of ``model_files`` among them.
 
     Raises:
         ValueError: a report of another model, or one that does not say what it scored.
@@ -229,7 +269,7 @@ def _scored_files(report: object, model_id: str) -> dict[str, str]:
         isinstance(report, dict)
         and isinstance(report.get("metrics"), dict)
         and report.get("model_id") == model_id
-        and report.get("scored") in FLOAT_MODEL_FILES
+        and report.get("scored") in model_files
         and isinstance(report.get("sha256"), dict)
         and report["scored"] in report["sha256"]
         and all(isinstance(digest, str) for digest in report["sha256"].values())
@@ -241,7 +281,7 @@ def _scored_files(report: object, model_id: str) -> dict[str, str]:
             else type(report).__name__
         )
         raise ValueError(
-            f"refusing to judge the run by {EVALUATION}: expected the evaluate step's report "
+            f"refusing to judge the run by {where}: expected the evaluate step's report "
             f"on logged model {model_id} naming the file it scored and its sha256, found "
             f"{str(found)[:200]}"
         )
@@ -249,7 +289,7 @@ def _scored_files(report: object, model_id: str) -> dict[str, str]:
     return dict(report["sha256"])
 
 
-def _check_both_classes(report: dict[str, Any], run: str) -> None:
+def _check_both_classes(report: dict[str, Any], run: str, where: str) -> None:
     """Refuse an evaluation on a test split that lacks a class: its accuracy says nothing
     of the class it lacks (a net that answers "dog" always scores 1.0 on dogs alone)."""
     matrix = report.get("confusion_matrix")
@@ -257,11 +297,13 @@ def _check_both_classes(report: dict[str, Any], run: str) -> None:
     if len(rows) != 2 or min(rows) <= 0:
         raise ValueError(
             f"refusing to judge MLflow run {run}: expected a test split holding cats and "
-            f"dogs, found {rows or 'no confusion matrix'} photos by class in {EVALUATION}"
+            f"dogs, found {rows or 'no confusion matrix'} photos by class in {where}"
         )
 
 
-def _check_recorded_split(report: dict[str, Any], params: dict[str, str], run: str) -> None:
+def _check_recorded_split(
+    report: dict[str, Any], params: dict[str, str], run: str, where: str
+) -> None:
     """Refuse a report on a test split other than the one the training run recorded (the
     arrays' sha256 and the photos'): the gate compares what evaluate scored, nothing else.
 
@@ -273,7 +315,7 @@ def _check_recorded_split(report: dict[str, Any], params: dict[str, str], run: s
     proven = scored[1] is None or scored[1] == recorded[1]  # None: no photo files were kept
     if scored[0] != recorded[0] or recorded[0] is None or not proven:
         raise ValueError(
-            f"refusing to judge MLflow run {run}: its report {EVALUATION} scored the test "
+            f"refusing to judge MLflow run {run}: its report {where} scored the test "
             f"split with arrays sha256 {str(scored[0])[:12]}… and photos {str(scored[1])[:12]}…, "
             f"its training recorded {str(recorded[0])[:12]}… and {str(recorded[1])[:12]}…; "
             "evaluate the model on the arrays it was trained beside"

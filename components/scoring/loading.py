@@ -13,6 +13,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from components.core import identity
+from components.core.int8_cpu import multiplies_int8_exactly
 from components.core.names import INT8_FILE, INT8_RUNTIME, ONNX_FILE, SPEC_FILE, WEIGHTS_FILE
 from components.data.arrays import shape_problems
 from components.networks.spec import read_spec
@@ -56,9 +57,10 @@ def load_scorer(model: str, runtime: str = "auto", passes: int = 1) -> LoadedMod
         model: a train output folder, an MLflow model's folder (what
             ``components.fetch_model`` writes) or an MLflow model URI (``runs:/``,
             ``models:/``, ``file:`` of a folder).
-        runtime: onnx, onnx-int8, torch or auto (onnx here); a model without an int8
-            graph is scored by its float32 one, one without an ONNX file by torch, and
-            the log says so.
+        runtime: onnx, onnx-int8, torch or auto: the int8 graph where the model has one
+            and this CPU multiplies int8 exactly (``components.core.int8_cpu``), else
+            the float32 one. A model without an int8 graph is scored by its float32
+            one, one without an ONNX file by torch, and the log says so.
         passes: forward passes that run at once, sharing the cores (ONNX Runtime).
 
     Raises:
@@ -68,7 +70,8 @@ def load_scorer(model: str, runtime: str = "auto", passes: int = 1) -> LoadedMod
         TrackingUnavailableError: a ``runs:/`` or ``models:/`` URI whose tracking server
             does not answer (at once, not after MLflow's retries).
     """
-    runtime = pick_runtime(runtime, "cpu")
+    if runtime != "auto":
+        runtime = pick_runtime(runtime, "cpu")
     if model.startswith("file:"):
         model = urlparse(model).path
     elif URI_SCHEME.match(model):
@@ -110,19 +113,41 @@ def _from_uri(uri: str, runtime: str, passes: int) -> LoadedModel:
 def _from_folder(
     folder: Path, runtime: str, passes: int, shown: str, record: Record
 ) -> LoadedModel:
-    """A model folder's ONNX graph in ONNX Runtime, its int8 one for ``onnx-int8`` where
-    it has one; its torch program for ``torch`` or where it has no ONNX file. ``shown``:
-    the model as the user named it, for the log."""
-    if runtime == "torch":
-        return _torch_from_folder(folder, record)
-    if runtime == INT8_RUNTIME and (folder / INT8_FILE).is_file():
-        return _from_onnx(folder, INT8_FILE, passes, record)
-    if runtime == INT8_RUNTIME:
-        log.warning("%s holds no %s: scoring its float32 graph", shown, INT8_FILE)
-    if (folder / ONNX_FILE).is_file():
-        return _from_onnx(folder, ONNX_FILE, passes, record)
-    log.warning("%s holds no %s: scoring with torch", shown, ONNX_FILE)
+    """A model folder's ONNX graph in ONNX Runtime (``graph_to_score``); its torch
+    program for ``torch`` or where it has no ONNX file. ``shown``: the model as the user
+    named it, for the log."""
+    graph = None if runtime == "torch" else graph_to_score(folder, runtime, shown)
+    if graph:
+        return _from_onnx(folder, graph, passes, record)
+    if runtime != "torch":
+        log.warning("%s holds no %s: scoring with torch", shown, ONNX_FILE)
     return _torch_from_folder(folder, record)
+
+
+def graph_to_score(folder: Path, runtime: str, shown: str) -> str | None:
+    """The ONNX file of ``folder`` that ``runtime`` (onnx, onnx-int8 or auto) scores: the
+    int8 graph for onnx-int8, and for auto where this CPU multiplies int8 exactly; else
+    the float32 graph; None where there is none. The log says why where the choice is
+    not the one asked for."""
+    has_int8 = (folder / INT8_FILE).is_file()
+    if runtime == INT8_RUNTIME and not has_int8:
+        log.warning("%s holds no %s: scoring its float32 graph", shown, INT8_FILE)
+    elif runtime != "onnx" and has_int8:
+        if multiplies_int8_exactly():
+            return INT8_FILE
+        if runtime == INT8_RUNTIME:
+            log.warning(
+                "scoring %s's int8 graph on a CPU without int8 dot products (VNNI): its "
+                "products may saturate, and its answers differ from those it was judged by",
+                shown,
+            )
+            return INT8_FILE
+        log.warning(
+            "scoring %s's float32 graph, not its int8 one: this CPU has no int8 dot "
+            "products (VNNI), without which int8 products may saturate",
+            shown,
+        )
+    return ONNX_FILE if (folder / ONNX_FILE).is_file() else None
 
 
 def _torch_from_folder(folder: Path, record: Record) -> LoadedModel:

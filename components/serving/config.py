@@ -89,8 +89,9 @@ class ServeConfig:
 
     runtime: str = setting(
         "auto",
-        "onnx (ONNX Runtime) or torch; auto: onnx (the server scores on its CPU); onnx-int8: "
-        "the model's int8 graph (trained with --int8)",
+        "onnx (ONNX Runtime, the float32 graph) or torch; onnx-int8: the model's int8 graph "
+        "(trained with --int8); auto: the int8 graph where the model has one and this CPU "
+        "has int8 dot products (VNNI), else the float32 graph",
         choices=SCORING_RUNTIMES,
         role=LOCAL,
     )

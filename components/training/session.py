@@ -134,10 +134,6 @@ def _train(
         return TrainResult(run_id, found["history"] if found else [], finished)
     train_data = DeviceSplit.load(Path(cfg.data), "train", device).pick(cfg.train_photos, cfg.seed)
     val_data = DeviceSplit.load(Path(cfg.data), "val", device)
-    if cfg.int8:
-        from components.scoring import int8  # the quantiser's imports: only when asked for
-
-        int8.check_enough_photos(len(train_data), len(val_data))
     learner = new_learner(cfg, meta, workers, device, math.ceil(len(train_data) / cfg.batch_size))
     model = learner.model
     state = runtime.share(workers, found)
@@ -387,15 +383,18 @@ def _write_outputs(
 def _write_int8(
     cfg: TrainConfig, float_graph: bytes, train_data: DeviceSplit, val_data: DeviceSplit
 ) -> bytes | None:
-    """With ``cfg.int8``, model.int8.onnx beside model.onnx where its val accuracy is within
-    ``int8.MOST_POINTS_LOST`` of the float32 graph's (logged as ``val_accuracy_int8``):
-    the graph written, or None. An earlier run's int8 file goes either way."""
+    """With ``cfg.int8``, model.int8.onnx beside model.onnx where enough val photos judge
+    it (``int8.judgeable``) and its val accuracy is within ``int8.MOST_POINTS_LOST`` of the
+    float32 graph's (logged as ``val_accuracy_int8``): the graph written, or None. An
+    earlier run's int8 file goes either way."""
     output = Path(cfg.output)
     (output / INT8_FILE).unlink(missing_ok=True)  # this step's own, of another model
     if not cfg.int8:
         return None
     from components.scoring import int8  # the quantiser's imports: only when asked for
 
+    if not int8.judgeable(len(train_data), len(val_data)):
+        return None
     picked = int8.calibration_picks(len(train_data), cfg.seed)
     calibration = train_data.images[picked].cpu().numpy()
     int8_graph = int8.quantise(float_graph, calibration)

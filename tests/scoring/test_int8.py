@@ -1,9 +1,11 @@
 """Training with ``--int8``: the quantised graph written and logged with the model where it
-keeps the val accuracy, gone where it does not; predicted and evaluated by name."""
+keeps the val accuracy, gone where it does not; served by default where the CPU multiplies
+int8 exactly; evaluated beside the float32 graph, and both judged by the gate."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import shutil
 
@@ -12,12 +14,14 @@ import onnx
 import pytest
 from mlflow.tracking import MlflowClient
 
-from components.core.identity import ModelIdentityError
+from components.core.identity import ModelIdentityError, sha256_of
 from components.core.names import INT8_FILE, ONNX_FILE
 from components.data.arrays import load_split
 from components.evaluation.config import EvaluateConfig
 from components.evaluation.report import evaluate
-from components.scoring import int8
+from components.registration.config import RegisterConfig
+from components.registration.decision import register_if_accurate
+from components.scoring import int8, loading
 from components.scoring.loading import load_scorer
 from components.scoring.onnx_file import read_onnx
 from components.tracking import logged_models
@@ -79,18 +83,21 @@ def test_int8_answers_as_float32_on_the_val_photos_and_the_log_names_the_file(
     assert np.abs(_dog(found) - _dog(expected)).max() < 0.1
 
 
-def test_evaluate_by_int8_logs_its_figures_apart_from_the_float_models(
+def test_evaluate_on_a_cpu_scores_both_graphs_and_logs_the_int8_ones_figures_apart(
     in_its_store, sample_arrays, tmp_path
 ):
     output, result = in_its_store
     cfg = EvaluateConfig(
         model_dir=str(output), data=str(sample_arrays), output=str(tmp_path / "eval")
     )
-    evaluate(cfg)
-    evaluate(
-        EvaluateConfig(**{**vars(cfg), "output": str(tmp_path / "int8"), "runtime": "onnx-int8"})
-    )
+    report = evaluate(cfg)  # --runtime auto: the float32 graph, then the int8 one
+    assert report["scored"] == ONNX_FILE
+    int8_report = json.loads((tmp_path / "eval" / "int8" / "metrics.json").read_text())
+    assert int8_report["scored"] == INT8_FILE
+    assert int8_report["sha256"][INT8_FILE] == sha256_of(output / INT8_FILE)
     metrics = MlflowClient().get_run(result.run_id).data.metrics
+    assert metrics["test_accuracy"] == report["metrics"]["accuracy"]
+    assert metrics["test_int8_accuracy"] == int8_report["metrics"]["accuracy"]
     assert abs(metrics["test_int8_accuracy"] - metrics["test_accuracy"]) <= 0.05
     copied = tmp_path / "float-only"
     shutil.copytree(output, copied)
@@ -99,6 +106,56 @@ def test_evaluate_by_int8_logs_its_figures_apart_from_the_float_models(
         FileNotFoundError, match=r"expected model.int8.onnx in .* \(train with --int8\), found none"
     ):
         evaluate(EvaluateConfig(**{**vars(cfg), "model_dir": str(copied), "runtime": "onnx-int8"}))
+
+
+def test_the_gate_judges_the_lower_of_the_two_graphs_and_wants_both_evaluated(
+    sample_arrays, tmp_path, mlflow_store, monkeypatch
+):
+    """A model with an int8 graph may be served by it (the default runtime on CPUs with
+    VNNI) or by its float32 graph: each must pass, and each must have been scored."""
+    monkeypatch.setattr(int8, "MOST_POINTS_LOST", 100.0)
+    trained = TrainConfig(
+        data=str(sample_arrays), output=str(tmp_path / "m"), dry_run=True, int8=True
+    )
+    result = session.train(trained)
+    cfg = EvaluateConfig(
+        model_dir=trained.output, data=str(sample_arrays), output=str(tmp_path / "eval")
+    )
+    evaluate(dataclasses.replace(cfg, runtime="onnx"))  # the float32 graph alone
+    with pytest.raises(
+        LookupError, match=r"evaluation/test_int8/metrics.json .* \(--runtime auto scores its int8"
+    ):
+        register_if_accurate(RegisterConfig(mlflow_run_id=result.run_id, min_accuracy=0.0))
+    evaluate(cfg)
+    metrics = MlflowClient().get_run(result.run_id).data.metrics
+    lower = min(metrics["test_accuracy"], metrics["test_int8_accuracy"])
+    decision = register_if_accurate(
+        RegisterConfig(mlflow_run_id=result.run_id, min_accuracy=lower + 1e-9)
+    )
+    assert not decision.registered
+    assert f"test accuracy {lower:.4f} < minimum" in decision.reason
+    assert f"its int8 graph's {metrics['test_int8_accuracy']:.4f}" in decision.reason
+    decision = register_if_accurate(RegisterConfig(mlflow_run_id=result.run_id, min_accuracy=lower))
+    assert decision.registered
+
+
+def test_the_default_runtime_serves_the_int8_graph_where_the_cpu_multiplies_int8_exactly(
+    in_its_store, monkeypatch, caplog
+):
+    output, _ = in_its_store
+    monkeypatch.setattr(loading, "multiplies_int8_exactly", lambda: True)
+    with caplog.at_level(logging.INFO):
+        assert INT8_FILE in load_scorer(str(output)).files
+        assert INT8_FILE not in load_scorer(str(output), "onnx").files
+    monkeypatch.setattr(loading, "multiplies_int8_exactly", lambda: False)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        assert INT8_FILE not in load_scorer(str(output)).files
+    assert "float32 graph, not its int8 one: this CPU has no int8 dot products" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        assert INT8_FILE in load_scorer(str(output), "onnx-int8").files  # asked for by name
+    assert "int8 graph on a CPU without int8 dot products (VNNI)" in caplog.text
 
 
 def test_a_graph_that_loses_val_accuracy_in_int8_is_not_kept_and_an_earlier_one_goes(
@@ -124,21 +181,23 @@ def _dog(logits: np.ndarray) -> np.ndarray:
     return shifted[:, 1] / shifted.sum(axis=1)
 
 
-def test_int8_on_too_few_val_photos_to_tell_its_loss_is_refused_before_training(
+def test_int8_on_too_few_val_photos_to_tell_its_loss_is_not_made_and_the_log_says_why(
     small_arrays, tmp_path, mlflow_store, caplog
 ):
-    """100 val photos: one photo is a whole point, five times the 0.2 the gate allows."""
+    """100 val photos: one photo is a whole point, five times the 0.2 the gate allows. A
+    preset that asks for int8 still trains on them, without the int8 graph."""
     cfg = TrainConfig(data=str(small_arrays), output=str(tmp_path / "m"), epochs=1, int8=True)
-    with pytest.raises(ValueError, match="--int8 needs at least 500 val photos .* found 100"):
-        session.train(cfg)
-    client = MlflowClient(mlflow_store)
-    assert client.search_runs([e.experiment_id for e in client.search_experiments()]) == []
-
-
-def test_few_calibration_photos_are_said_plainly(monkeypatch, caplog):
     with caplog.at_level(logging.WARNING):
-        int8.check_enough_photos(20, 500)
-    assert "--int8: 20 train photos set the int8 ranges, fewer than the 512" in caplog.text
+        session.train(cfg)
+    assert (tmp_path / "m" / ONNX_FILE).is_file()
+    assert not (tmp_path / "m" / INT8_FILE).exists()
+    assert "no int8 graph: 100 val photos cannot tell a loss of 0.2 points" in caplog.text
+
+
+def test_few_calibration_photos_are_said_plainly(caplog):
+    with caplog.at_level(logging.WARNING):
+        assert int8.judgeable(20, 500)
+    assert "int8: 20 train photos set the int8 ranges, fewer than the 512" in caplog.text
 
 
 def test_an_int8_graph_swapped_for_another_is_never_scored_as_the_runs(
