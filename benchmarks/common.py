@@ -68,7 +68,7 @@ def cpu_model() -> str:
     fields = {key.strip(): value.strip() for key, value in pairs}
     name = " ".join(fields.get("model name", platform.machine()).split())
     flags = set(fields.get("flags", "").split())
-    wanted = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
+    wanted = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "avx_vnni", "amx_bf16", "amx_tile")
     return f"{name} ({', '.join(f for f in wanted if f in flags) or 'no AVX2'})"
 
 

@@ -1,9 +1,10 @@
 """The model server's resident memory under the heaviest load its defaults admit.
 
 python -m benchmarks.serve_memory --sample ../shared/data/petimages-sample.zip
-    [--preset pretrained] [--clients 32] [--requests 2] [--photos 64]
+    [--preset pretrained | --model DIR] [--clients 32] [--requests 2] [--photos 64]
 
-Serves a preset's net at its image size (random weights: memory does not depend on them)
+Serves a preset's net at its image size (random weights: memory does not depend on them),
+or a train output (``--model``, the graph its default runtime picks),
 with ``python -m components.serve`` on 127.0.0.1, then ``--clients`` clients each post
 ``--requests`` V1 requests of ``--photos`` JPEGs of ``--width``×``--height`` (sample photos
 scaled up, at JPEG quality ``--quality``, progressive with ``--progressive``) at once, and
@@ -29,6 +30,7 @@ from PIL import Image
 from benchmarks import load
 from benchmarks.common import machine
 from benchmarks.serve import PREDICT, Server, preset_model, rss_mb, sample_photos, v1_body
+from components.core.names import SPEC_FILE
 from components.recipes.recipe import recipe_values
 
 POD_LIMIT_MB = 2048  # manifests/serving: the model server's memory limit
@@ -72,6 +74,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sample", type=Path, required=True)
     parser.add_argument("--preset", default="pretrained")
+    parser.add_argument(
+        "--model",
+        type=Path,
+        help="a train output to serve (its default runtime's graph) instead of the preset's "
+        "net with random weights",
+    )
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--requests", type=int, default=2)
     parser.add_argument("--photos", type=int, default=64)
@@ -82,18 +90,21 @@ def main() -> None:
     parser.add_argument("--serve-flags", default="", help="more flags for components.serve")
     args = parser.parse_args()
     size = int(recipe_values(args.preset)["image_size"])
+    if args.model:
+        size = int(json.loads((args.model / SPEC_FILE).read_text())["image_size"])
     shape = (args.width, args.height)
     photos = large_photos(args.sample, args.photos, shape, args.quality, args.progressive)
     body = v1_body(photos)
     print(machine())
     kind = "progressive JPEGs" if args.progressive else "JPEGs"
+    served = args.model or f"{args.preset} net"
     print(
-        f"{args.preset} net at {size}×{size}; a request: {args.photos} {kind} of "
+        f"{served} at {size}×{size}; a request: {args.photos} {kind} of "
         f"{args.width}×{args.height}, {len(body) / 2**20:.1f} MiB of body; server flags: "
         f"{args.serve_flags or 'none'}"
     )
     with tempfile.TemporaryDirectory() as scratch:
-        model = preset_model(Path(scratch) / "model", args.preset, size)
+        model = args.model or preset_model(Path(scratch) / "model", args.preset, size)
         flags = shlex.split(args.serve_flags)
         server = Server(model, 18433, Path(scratch) / "server.log", flags)
         try:
@@ -110,6 +121,9 @@ def main() -> None:
             peak = rss_mb(server.process.pid, "VmHWM")
         finally:
             server.stop()
+        scoring = [line for line in (Path(scratch) / "server.log").read_text().splitlines()
+                   if "scoring with ONNX Runtime" in line]  # fmt: skip
+    print("\n".join(scoring))
     print(f"answers in {seconds:.1f} s: {dict(statuses)}")
     print(f"one photo afterwards: {one}")
     print(f"server resident memory: idle {idle:.0f} MiB, peak {peak:.0f} MiB "

@@ -170,6 +170,7 @@ def test_the_image_serves_the_registered_model_as_the_inference_service_runs_it(
         answer = requests.post(f"{url}:predict", json=body, timeout=60)
         assert answer.status_code == 200, (tmp_path / "serve.log").read_text()[-3000:]
         assert answer.json()["predictions"][0]["class"] in ("cat", "dog")
-        assert "scoring with ONNX Runtime (model.onnx)" in (tmp_path / "serve.log").read_text()
+        served = (tmp_path / "serve.log").read_text()
+        assert "scoring with ONNX Runtime (model.onnx, sha256 " in served
     finally:
         stop_process_group(server)

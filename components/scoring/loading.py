@@ -189,8 +189,8 @@ def _from_onnx(folder: Path, name: str, passes: int, record: Record) -> LoadedMo
             f"({'; '.join(problems)}), found {found!s:.300}"
         )
     log.info(
-        "scoring with ONNX Runtime (%s): %d forward passes at once, %d threads each",
-        path.name, passes, threads,
+        "scoring with ONNX Runtime (%s, sha256 %s…): %d forward passes at once, %d threads each",
+        path.name, files[name][:12], passes, threads,
     )  # fmt: skip
     if (folder / WEIGHTS_FILE).is_file():  # a train output: the graph is of its weights
         files |= record.check(folder, [WEIGHTS_FILE])

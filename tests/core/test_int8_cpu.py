@@ -7,7 +7,7 @@ import pytest
 
 from components.core.int8_cpu import cpu_flags, multiplies_int8_exactly
 
-X86 = "processor\t: 0\nvendor_id\t: AuthenticAMD\nflags\t\t: fpu sse2 avx2 {extra}\n\nprocessor\t: 1\n"
+X86 = "processor\t: 0\nvendor_id\t: AuthenticAMD\nflags\t\t: fpu avx2 {extra}\n\nprocessor\t: 1\n"
 ARM = "processor\t: 0\nBogoMIPS\t: 50.00\nFeatures\t: fp asimd {extra} crc32\n"
 
 

@@ -76,7 +76,7 @@ def test_int8_answers_as_float32_on_the_val_photos_and_the_log_names_the_file(
     images, _ = load_split(sample_arrays, "val")
     with caplog.at_level(logging.INFO):
         quantised = load_scorer(str(output), "onnx-int8").scorer
-    assert "scoring with ONNX Runtime (model.int8.onnx)" in caplog.text
+    assert "scoring with ONNX Runtime (model.int8.onnx, sha256 " in caplog.text
     pixels = images.astype(np.float32)
     found, expected = quantised(pixels), load_scorer(str(output), "onnx").scorer(pixels)
     assert (found.argmax(1) == expected.argmax(1)).mean() >= 0.95

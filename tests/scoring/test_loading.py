@@ -59,7 +59,7 @@ def test_a_model_without_an_int8_graph_is_scored_by_its_float_one_and_the_log_sa
     assert isinstance(loaded.scorer, OnnxScorer)
     said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert said == [f"{folder} holds no {INT8_FILE}: scoring its float32 graph"]
-    assert "scoring with ONNX Runtime (model.onnx)" in caplog.text
+    assert "scoring with ONNX Runtime (model.onnx, sha256 " in caplog.text
 
 
 def test_an_onnx_model_outside_the_data_contract_is_refused(tmp_path):

@@ -18,6 +18,8 @@ import requests
 from mlflow.tracking import MlflowClient
 
 from components import fetch_model, serve
+from components.core.int8_cpu import multiplies_int8_exactly
+from components.core.names import INT8_FILE, ONNX_FILE
 from components.evaluation.predictions import predict_files
 from components.scoring import int8
 from components.tracking import logged_models
@@ -93,14 +95,14 @@ def test_a_registered_model_is_served_as_predict_classifies_it(
 def test_onnx_runtime_and_torch_answer_alike_for_every_photo_of_the_sample(
     registered, sample_images, tmp_path, monkeypatch, caplog
 ):
-    """``models:/NAME@candidate`` through the tracking server: ``predict`` by ONNX Runtime
-    (its default here) and by torch, and the server (ONNX Runtime), agree on each photo's
+    """``models:/NAME@candidate`` through the tracking server: ``predict`` by ONNX Runtime's
+    float32 graph and by torch, and the server (the float32 graph), agree on each photo's
     class, their probabilities within 1e-4."""
     _, tracking_url = registered
     uri = f"models:/{NAME}@candidate"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", tracking_url)
     photos = sorted(sample_images.glob("PetImages/*/*"))
-    by_onnx = predict_files(uri, photos).classified
+    by_onnx = predict_files(uri, photos, "onnx").classified
     assert "holds no model.onnx" not in caplog.text  # the registry's model carries it
     by_torch = predict_files(uri, photos, "torch").classified
     assert len(by_onnx) == len(by_torch) > 1900  # the sample's broken files skipped alike
@@ -108,39 +110,46 @@ def test_onnx_runtime_and_torch_answer_alike_for_every_photo_of_the_sample(
     onnx_p, torch_p = (np.array([p for *_, p in rows]) for rows in (by_onnx, by_torch))
     assert np.abs(onnx_p - torch_p).max() <= 1e-4
     env = {k: v for k, v in os.environ.items() if k not in S3_KEYS and k != "MLFLOW_RUN_ID"}
-    served = served_answers(uri, [f for f, *_ in by_onnx], tmp_path, env, per_request=64)
+    served = served_answers(
+        uri, [f for f, *_ in by_onnx], tmp_path, env, "--runtime", "onnx", per_request=64
+    )
     assert [a["class"] for a in served] == [c for _, c, _ in by_torch]
     assert np.abs(np.array([a["probability"] for a in served]) - torch_p).max() <= 1e-4
 
 
-def test_the_registered_int8_graph_is_predicted_and_served_by_name(
+def test_the_registered_int8_graph_is_predicted_and_served_by_default_where_the_cpu_allows(
     registered, photos, tmp_path, monkeypatch
 ):
-    """``--runtime onnx-int8`` with ``models:/NAME@candidate`` through the tracking server:
-    predict's command line and the server score the int8 graph logged with the model,
-    alike, and near the float32 graph's answers."""
+    """``components.predict --model models:/NAME@candidate`` and the server, as typed,
+    through the tracking server: on a CPU with int8 dot products both score the int8 graph
+    logged with the model, alike, and near the float32 graph's answers; on one without,
+    the float32 graph, and the log says why."""
     _, tracking_url = registered
     uri = f"models:/{NAME}@candidate"
     env = {k: v for k, v in os.environ.items() if k not in S3_KEYS and k != "MLFLOW_RUN_ID"}
     env["MLFLOW_TRACKING_URI"] = tracking_url
     done = subprocess.run(
-        [sys.executable, "-m", "components.predict", "--model", uri, "--runtime", "onnx-int8",
-         *map(str, photos)],
+        [sys.executable, "-m", "components.predict", "--model", uri, *map(str, photos)],
         env=env, capture_output=True, text=True, timeout=HANG_SECONDS,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "scoring with ONNX Runtime (model.int8.onnx)" in done.stderr
+    graph = INT8_FILE if multiplies_int8_exactly() else ONNX_FILE
+    scoring = f"scoring with ONNX Runtime ({graph}, sha256 "
+    assert scoring in done.stderr
+    if graph == ONNX_FILE:
+        assert "this CPU has no int8 dot products (VNNI)" in done.stderr
     predicted = [line.split("\t") for line in done.stdout.splitlines()]
     assert [path for path, *_ in predicted] == list(map(str, photos))
-    served = served_answers(uri, photos, tmp_path, env, "--runtime", "onnx-int8")
-    assert "scoring with ONNX Runtime (model.int8.onnx)" in (tmp_path / "serve.log").read_text()
+    served = served_answers(uri, photos, tmp_path, env)
+    assert scoring in (tmp_path / "serve.log").read_text()
     assert [a["class"] for a in served] == [label for _, label, _ in predicted]
-    int8_dog = np.array([_dog(label, float(p)) for _, label, p in predicted])
+    predicted_dog = np.array([_dog(label, float(p)) for _, label, p in predicted])
     served_dog = np.array([_dog(a["class"], a["probability"]) for a in served])
-    assert np.abs(served_dog - int8_dog).max() <= 1e-4
+    assert np.abs(served_dog - predicted_dog).max() <= 1e-4
     monkeypatch.setenv("MLFLOW_TRACKING_URI", tracking_url)
-    float_dog = np.array([_dog(label, p) for _, label, p in predict_files(uri, photos).classified])
-    assert np.abs(float_dog - int8_dog).max() < 0.1
+    by_float = predict_files(uri, photos, "onnx").classified
+    float_dog = np.array([_dog(label, p) for _, label, p in by_float])
+    assert np.abs(float_dog - predicted_dog).max() < 0.1
 
 
 def _dog(label: str, probability: float) -> float:
