@@ -6,6 +6,7 @@ import functools
 import json
 import logging
 import multiprocessing
+import os
 import shutil
 import threading
 from collections.abc import Iterator
@@ -124,10 +125,19 @@ def decode_unique(found: LabelledFiles, cfg: PreprocessConfig) -> DecodedImages:
 
 def _keep_photos(folder: Path, files: list[Path], index: np.ndarray) -> None:
     """A split's photo files, in its order (``00000``, ``00001``, …): the gate scores the
-    alias's holder on the test split's, decoded at that model's own size."""
+    alias's holder on the test split's, decoded at that model's own size.
+
+    Each is a hard link to its input file where both are on one file system and the
+    system allows it (the same bytes, written once: a tenth of the copies' time), else a
+    copy. Nothing writes to a kept photo, and a photo changed since preprocess no longer
+    matches the digest ``meta.json`` records, which evaluate checks."""
     folder.mkdir()
     for position, kept in enumerate(index):
-        shutil.copyfile(files[kept], folder / f"{position:05d}")
+        target = folder / f"{position:05d}"
+        try:
+            os.link(files[kept], target)
+        except OSError:  # another file system, or links refused (protected_hardlinks)
+            shutil.copyfile(files[kept], target)
 
 
 def _check_memory(count: int, cfg: PreprocessConfig) -> None:

@@ -14,6 +14,7 @@ from PIL import Image
 
 from components import preprocess
 from components.core.atomic import MARKER, RETIRED, STAGING, leftover_record, write_json
+from components.core.names import TEST_PHOTOS_DIR
 from components.data.arrays import SPLITS, load_split, read_meta
 from components.data.images import decode_bytes
 from components.preprocessing import build as building
@@ -400,3 +401,25 @@ def test_preprocess_holds_the_arrays_once_not_a_copy_per_split(sample_images, tm
     arrays = sum(path.stat().st_size for path in (tmp_path / "192").glob("*_images.npy"))
     grown = large - small
     assert arrays > 150e6 and grown < 1.4 * arrays, (grown, arrays)
+
+
+def test_kept_test_photos_are_links_where_the_file_system_allows_else_copies(tmp_path, monkeypatch):
+    """Either way each kept photo holds its input's bytes, and the photos digest is the
+    same; a link refused (another file system, protected_hardlinks) falls back to a copy."""
+    root = make_kaggle_folder(tmp_path / "in")
+    split = dict(workers=1, val_fraction=0.2, test_fraction=0.2)
+    linked = build(root, tmp_path / "linked", **split)
+
+    def refused(source, target):
+        raise OSError(18, "Invalid cross-device link")
+
+    monkeypatch.setattr(building.os, "link", refused)
+    copied = build(root, tmp_path / "copied", **split)
+    assert linked["photos_sha256"] == copied["photos_sha256"]
+    inputs = {path.stat().st_ino: path.read_bytes() for path in (root / "train").iterdir()}
+    for name in ("linked", "copied"):
+        kept = sorted((tmp_path / name / TEST_PHOTOS_DIR).iterdir())
+        assert len(kept) == sum(linked["counts"]["test"].values()) > 0
+        shared = [photo.stat().st_ino in inputs for photo in kept]
+        assert all(shared) if name == "linked" else not any(shared)
+        assert all(photo.read_bytes() in inputs.values() for photo in kept)
