@@ -15,9 +15,15 @@ def publish_evaluation(
     classification: Any,
     report: Any,
 ) -> None:
-    """Fill the KFP ``Metrics``, ``ClassificationMetrics`` and ``Markdown`` output artifacts."""
+    """Fill the KFP ``Metrics``, ``ClassificationMetrics`` and ``Markdown`` output artifacts;
+    where the model's int8 graph was scored too (``int8/metrics.json``), its figures as
+    ``int8_*`` metrics beside the float32 graph's."""
     for name, value in result["metrics"].items():
         metrics.log_metric(name, value)
+    int8_report = Path(evaluation_dir) / "int8" / "metrics.json"
+    if int8_report.is_file():
+        for name, value in json.loads(int8_report.read_text())["metrics"].items():
+            metrics.log_metric(f"int8_{name}", value)
     metrics.metadata["mlflow_run_id"] = mlflow_run_id
     classification.log_confusion_matrix(result["classes"], result["confusion_matrix"])
     roc = json.loads((Path(evaluation_dir) / "roc.json").read_text())

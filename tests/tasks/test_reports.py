@@ -36,3 +36,17 @@ def test_the_report_names_the_run_and_counts_each_cell():
     assert "test split (20 images)" in text and "`run-7`" in text
     assert "| accuracy | 0.8500 |" in text
     assert "| cat | 9 | 1 |" in text and "| dog | 2 | 8 |" in text
+
+
+def test_the_int8_graphs_figures_sit_beside_the_float_ones(tmp_path):
+    (tmp_path / "roc.json").write_text(
+        json.dumps({"fpr": [0.0, 1.0], "tpr": [0.0, 1.0], "thresholds": [1.0, 0.0]})
+    )
+    (tmp_path / "int8").mkdir()
+    (tmp_path / "int8" / "metrics.json").write_text(json.dumps({"metrics": {"accuracy": 0.84}}))
+    metrics = Metrics(name="metrics", uri=str(tmp_path / "m"), metadata={})
+    classification = ClassificationMetrics(name="c", uri=str(tmp_path / "c"), metadata={})
+    report = Markdown(name="report", uri=str(tmp_path / "report.md"), metadata={})
+    publish_evaluation(RESULT, str(tmp_path), "run-7", metrics, classification, report)
+    assert metrics.metadata["accuracy"] == 0.85
+    assert metrics.metadata["int8_accuracy"] == 0.84
