@@ -72,8 +72,10 @@ def evaluate(cfg: EvaluateConfig) -> dict[str, Any]:
         )
     model_id, record = _run_model(run_id) if run_id else (None, None)
     record = record or folder_record(model_dir)
-    for runtime in runtimes:  # before anything is read
-        record.check(model_dir, [WEIGHTS_FILE, _scored_file(runtime)])
+    checked = {  # before anything is read
+        runtime: record.check(model_dir, [WEIGHTS_FILE, _scored_file(runtime)])
+        for runtime in runtimes
+    }
     meta = read_meta(data_dir)
     images, labels = load_split(data_dir, cfg.split)
     # what was scored: these arrays, and which photos they hold at any size; the gate
@@ -86,14 +88,13 @@ def evaluate(cfg: EvaluateConfig) -> dict[str, Any]:
     scored_graphs = []
     for runtime in runtimes:
         scored = _scored_file(runtime)
-        files = record.check(model_dir, [WEIGHTS_FILE, scored])
         takes, logits = _model(model_dir, runtime, cfg.device)
         _check_inputs_fit(takes, meta, data_dir)
         scores = class_probabilities(logits(images))[:, 1]
         scoring_record = {
             "model_id": model_id,
             "scored": scored,
-            "sha256": files,
+            "sha256": checked[runtime],
             "split_sha256": split,
             "photos": photos,
         }
