@@ -134,25 +134,35 @@ class EfficientNetLite(nn.Module):
         self._fc = nn.Linear(FEATURES, 2)
         self.frozen: list[nn.Module] = []
         self.frozen_blocks = 0
+        self.frozen_statistics = False
 
-    def freeze(self, blocks: int) -> None:
+    def freeze(self, blocks: int, statistics: bool = False) -> None:
         """Fix the stem and the first ``blocks`` blocks (none at 0): their weights take no
-        gradient and their batch norm keeps its statistics in training mode too."""
+        gradient and their batch norm keeps its statistics in training mode too. With
+        ``statistics``, every batch norm keeps its statistics, its scale and shift still
+        learning: a short fine-tune's small batches then normalise as the pretrained net
+        did, not by their own mean and variance."""
         if not 0 <= blocks <= len(self._blocks):
             raise ValueError(
                 f"expected 0 to {len(self._blocks)} frozen blocks for {self.name}, found {blocks}"
             )
         self.frozen = [self._conv_stem, self._bn0, *self._blocks[:blocks]] if blocks else []
         self.frozen_blocks = blocks
+        self.frozen_statistics = statistics
         for module in self.frozen:
             module.requires_grad_(False)
         self.train(self.training)
 
     def train(self, mode: bool = True) -> EfficientNetLite:
-        """Training mode for the layers that learn; the frozen ones stay in eval mode."""
+        """Training mode for the layers that learn; the frozen ones, and every batch norm
+        where its statistics are frozen, stay in eval mode."""
         super().train(mode)
         for module in self.frozen:
             module.eval()
+        if self.frozen_statistics:
+            for module in self.modules():
+                if isinstance(module, nn.BatchNorm2d):
+                    module.eval()
         return self
 
     def frozen_part(self, x: torch.Tensor) -> torch.Tensor:
@@ -166,11 +176,17 @@ class EfficientNetLite(nn.Module):
     def from_frozen(self, x: torch.Tensor) -> torch.Tensor:
         """The logits from ``frozen_part``'s output: the blocks that learn, the head conv,
         pooling and the classifier."""
+        logits: torch.Tensor = self._fc(self._dropout(self._pooled_from_frozen(x)))
+        return logits
+
+    def pooled(self, x: torch.Tensor) -> torch.Tensor:
+        """What the classifier sees: the head conv's output, averaged over the image."""
+        return self._pooled_from_frozen(self.frozen_part(x))
+
+    def _pooled_from_frozen(self, x: torch.Tensor) -> torch.Tensor:
         for block in self._blocks[self.frozen_blocks :]:
             x = block(x)
-        pooled = F.relu6(self._bn1(self._conv_head(x))).mean((2, 3))
-        logits: torch.Tensor = self._fc(self._dropout(pooled))
-        return logits
+        return F.relu6(self._bn1(self._conv_head(x))).mean((2, 3))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.from_frozen(self.frozen_part(x))

@@ -38,6 +38,8 @@ PRESETS: dict[str, dict[str, object]] = {
         "channels": 1,
         "model": "tutorial_cnn",
         "frozen_blocks": 0,
+        "frozen_statistics": False,
+        "probe_photos": 0,
         "cached_views": 0,
         "train_photos": 0,
         "int8": False,

@@ -66,6 +66,12 @@ class TrainConfig:
         + "), from the stem on, keep their pretrained weights and batch-norm statistics; "
         "0: all learn",
     )
+    frozen_statistics: bool = setting(
+        False,
+        "pretrained nets: every batch-norm layer keeps its pretrained statistics, in "
+        "training too, while its scale and shift learn (a short fine-tune's batches then "
+        "normalise as the pretrained net does)",
+    )
     cached_views: int = setting(
         0,
         "with frozen blocks: compute their output once per train photo, in 1 view (the "
@@ -75,6 +81,12 @@ class TrainConfig:
     )
     train_photos: int = setting(
         0, "train on this many of the train split's photos, picked at random by the seed; 0: all"
+    )
+    probe_photos: int = setting(
+        0,
+        "pretrained nets: before training, fit the classifier alone as a logistic "
+        "regression on the pooled features of this many train photos (a linear probe), so "
+        "that fine-tuning starts from a head that tells the classes apart; 0: a random head",
     )
     mirror_average: bool = setting(
         False,
@@ -186,6 +198,19 @@ class TrainConfig:
                 f"expected 0 to {most} frozen blocks for {self.model} (none but for a "
                 f"pretrained net: {', '.join(BACKBONES)}), found {self.frozen_blocks}"
             )
+        pretrained_only = {
+            "frozen_statistics": self.frozen_statistics,
+            "probe_photos": self.probe_photos,
+        }
+        asked = [name for name, value in pretrained_only.items() if value]
+        if asked and self.model not in BACKBONES:
+            raise ValueError(
+                f"expected {' and '.join(asked)} with a pretrained net "
+                f"({', '.join(BACKBONES)}), found {self.model}, which has no pretrained "
+                "features or statistics"
+            )
+        if self.probe_photos < 0:
+            raise ValueError(f"expected probe photos >= 0 (0: none), found {self.probe_photos}")
         self._check_cached_views()
         if self.train_photos < 0:
             raise ValueError(f"expected train photos >= 0 (0: all), found {self.train_photos}")

@@ -88,7 +88,7 @@ def new_learner(
     if cfg.model in BACKBONES:
         pretrained.load_pretrained(net, cfg.model)
     if isinstance(net, EfficientNetLite):
-        net.freeze(cfg.frozen_blocks)
+        net.freeze(cfg.frozen_blocks, cfg.frozen_statistics)
     mean, std = pretrained.normalisation(cfg.model, meta)
     model = Classifier(net, mean, std, channels_last, cfg.mirror_average, cfg.shift_average)
     model = model.to(device)

@@ -50,7 +50,7 @@ from components.tracking.tags import (
     TEST_SPLIT_PARAM,
     TRIAL_TAG,
 )
-from components.training import checkpoints, frozen_features, runtime
+from components.training import checkpoints, frozen_features, linear_probe, runtime
 from components.training.batches import DeviceSplit
 from components.training.config import TrainConfig
 from components.training.loop import DivergedError, new_learner, run_epoch
@@ -139,6 +139,8 @@ def _train(
     state = runtime.share(workers, found)
     if state:
         checkpoints.restore(state, learner)
+    if cfg.probe_photos and not state:
+        _fit_the_classifier_first(cfg, model, train_data, workers)
     history = state["history"] if state else []
     fitted = (train_data, val_data)  # what the epochs train on and score: photos or features
     if cfg.cached_views:
@@ -190,6 +192,16 @@ def _train(
             else None
         )
     return TrainResult(run_id, history, model_uri)
+
+
+def _fit_the_classifier_first(
+    cfg: TrainConfig, model: Classifier, train_data: DeviceSplit, workers: Workers
+) -> None:
+    """A linear probe on rank 0 (``linear_probe``), its classifier then on every rank."""
+    head = {}
+    if workers.is_main:
+        head = linear_probe.fit_classifier(model, train_data.pick(cfg.probe_photos, cfg.seed))
+    linear_probe.set_classifier(model, runtime.share(workers, head))
 
 
 def _finished_model_uri(cfg: TrainConfig, state: dict[str, Any]) -> str | None:

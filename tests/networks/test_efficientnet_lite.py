@@ -68,6 +68,19 @@ def test_frozen_blocks_take_no_gradient_and_keep_their_statistics():
     assert net._conv_head.weight.grad is not None and net._bn1.training
 
 
+def test_frozen_statistics_keep_every_batch_norms_while_all_weights_learn():
+    net = build_model("efficientnet_lite0", 3, 64)
+    assert isinstance(net, EfficientNetLite)
+    net.freeze(0, statistics=True)
+    net.train()
+    norms = [m for m in net.modules() if isinstance(m, torch.nn.BatchNorm2d)]
+    before = [m.running_var.clone() for m in norms]
+    net(torch.rand(4, 3, 64, 64)).sum().backward()
+    assert all(torch.equal(m.running_var, kept) for m, kept in zip(norms, before, strict=True))
+    assert all(p.grad is not None for p in net.parameters())
+    assert net.training and net._dropout.training and not any(m.training for m in norms)
+
+
 def test_frozen_blocks_beyond_the_net_are_refused():
     net = build_model("efficientnet_lite0", 3, 64)
     assert isinstance(net, EfficientNetLite)
