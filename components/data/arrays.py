@@ -28,19 +28,18 @@ def save_split(
     images: np.ndarray,
     labels: np.ndarray,
     rows: np.ndarray | None = None,
-    chunk: int = 1024,
+    chunk_bytes: int = 8 * 2**20,
 ) -> None:
     """Save ``{split}_images.npy`` (uint8 N×C×H×W) and ``{split}_labels.npy`` (int64 N):
-    the ``rows`` of ``images`` and ``labels`` (all without), copied ``chunk`` images at a
-    time, so saving a split never holds a second copy of it."""
+    the ``rows`` of ``images`` and ``labels`` (all without), written about ``chunk_bytes``
+    at a time, so saving a split never holds a second copy of it."""
     rows = np.arange(len(images)) if rows is None else rows
-    saved = np.lib.format.open_memmap(
-        directory / f"{split}_images.npy", "w+", np.uint8, (len(rows), *images.shape[1:])
-    )
-    for start in range(0, len(rows), chunk):
-        saved[start : start + chunk] = images[rows[start : start + chunk]]
-    saved.flush()
-    del saved
+    chunk = max(1, chunk_bytes // max(1, int(np.prod(images.shape[1:]))))
+    header = {"descr": "|u1", "fortran_order": False, "shape": (len(rows), *images.shape[1:])}
+    with open(directory / f"{split}_images.npy", "wb") as handle:
+        np.lib.format.write_array_header_1_0(handle, header)
+        for start in range(0, len(rows), chunk):
+            handle.write(np.ascontiguousarray(images[rows[start : start + chunk]], np.uint8))
     np.save(
         directory / f"{split}_labels.npy", np.asarray(labels[rows], np.int64), allow_pickle=False
     )

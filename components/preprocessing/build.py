@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import mmap
 import multiprocessing
 import os
 import shutil
@@ -88,15 +89,16 @@ def decode_unique(found: LabelledFiles, cfg: PreprocessConfig) -> DecodedImages:
     """Decode all files in parallel; drop broken ones and exact duplicates (same bytes)."""
     paths = [path for path, _ in found.files]
     _check_memory(len(paths), cfg)
-    pixels = np.empty((len(paths), cfg.channels, cfg.image_size, cfg.image_size), np.uint8)
+    pixels = _output_array((len(paths), cfg.channels, cfg.image_size, cfg.image_size))
     keep: list[int] = []
     skipped: list[dict[str, Any]] = []
     first_seen: dict[str | None, list[int]] = {}
-    for i, result in enumerate(_decode_in_order(paths, cfg)):
-        if result.pixels is None:
+    for i, result in enumerate(_decode_in_order(paths, cfg, pixels)):
+        if result.reason is not None:
             skipped.append({"file": found.name(paths[i]), "reason": result.reason})
             continue
-        pixels[i] = result.pixels
+        if result.pixels is not None:  # else a forked worker wrote them in place
+            pixels[i] = result.pixels
         first_seen.setdefault(result.sha256, []).append(i)
     labels = np.array([label for _, label in found.files], np.int64)
     duplicates = 0
@@ -175,27 +177,63 @@ def _check_both_classes(decoded: DecodedImages, input_dir: Path) -> None:
         )
 
 
-def _decode_in_order(paths: list[Path], cfg: PreprocessConfig) -> Iterator[images.Decoded]:
-    work = functools.partial(images.decode_file, size=cfg.image_size, channels=cfg.channels)
+def _output_array(shape: tuple[int, int, int, int]) -> np.ndarray:
+    """The decoded images' uint8 array, in anonymous shared memory: workers forked from this
+    process write their photos straight into it (no /dev/shm, whose size a pod limits)."""
+    size = int(np.prod(shape))
+    if size == 0:
+        return np.empty(shape, np.uint8)
+    return np.frombuffer(mmap.mmap(-1, size), np.uint8).reshape(shape)
+
+
+_OUTPUT: np.ndarray | None = None  # a forked worker's view of the decoded images' array
+
+
+def _share_output(pixels: np.ndarray) -> None:
+    global _OUTPUT
+    _OUTPUT = pixels
+
+
+def _decode_to_output(item: tuple[int, Path], size: int, channels: int) -> images.Decoded:
+    """Decode one file; a worker that shares the output array puts the pixels in their row
+    and returns only the digest, so that no pixels travel back through a pipe."""
+    index, path = item
+    decoded = images.decode_file(path, size, channels)
+    if _OUTPUT is None or decoded.pixels is None:
+        return decoded
+    _OUTPUT[index] = decoded.pixels
+    return images.Decoded(None, decoded.sha256)
+
+
+def _decode_in_order(
+    paths: list[Path], cfg: PreprocessConfig, pixels: np.ndarray
+) -> Iterator[images.Decoded]:
+    work = functools.partial(_decode_to_output, size=cfg.image_size, channels=cfg.channels)
     progress = functools.partial(progress_bar, total=len(paths), unit="img", desc="decode")
     workers = min(cfg.workers or available_cores(), available_cores())  # no more than the cores
     if workers <= 1:
-        yield from progress(map(work, paths))
+        yield from progress(map(work, enumerate(paths)))
         return
     # chunks small enough that no core idles long at the end
     chunksize = max(1, min(256, len(paths) // (workers * 32)))
     # a worker that dies raises BrokenProcessPool here instead of leaving the run waiting
     # for ever. Workers fork from this process when it runs no other thread (the step's own
-    # process: no interpreter to start, 3-8% of the step); else from a forkserver, safe when
-    # the caller has threads (fork is not), which imports the decoder once for all.
-    context: multiprocessing.context.BaseContext
+    # process: no interpreter to start, 3-8% of the step), and write into the shared array;
+    # else they start from a forkserver, safe when the caller has threads (fork is not),
+    # which imports the decoder once for all, and send the pixels back.
     if threading.active_count() == 1:
-        context = multiprocessing.get_context("fork")
+        pool = ProcessPoolExecutor(
+            workers,
+            mp_context=multiprocessing.get_context("fork"),
+            initializer=_share_output,
+            initargs=(pixels,),
+        )
     else:
         context = multiprocessing.get_context("forkserver")
         context.set_forkserver_preload([images.__name__])
-    with ProcessPoolExecutor(workers, mp_context=context) as pool:
-        yield from progress(pool.map(work, paths, chunksize=chunksize))
+        pool = ProcessPoolExecutor(workers, mp_context=context)
+    with pool:
+        yield from progress(pool.map(work, enumerate(paths), chunksize=chunksize))
 
 
 def split_indices(
@@ -215,23 +253,29 @@ def split_indices(
 
 
 def channel_stats(
-    pixels: np.ndarray, rows: np.ndarray | None = None, chunk: int = 2048
+    pixels: np.ndarray, rows: np.ndarray | None = None, chunk_bytes: int = 2**20
 ) -> tuple[list[float], list[float]]:
     """Per-channel mean and std of the ``rows`` (all without) of uint8 N×C×H×W pixels,
-    scaled to [0, 1]: from each channel's histogram of the 256 values, exact, without a
-    float copy of the pixels or a copy of the rows."""
+    scaled to [0, 1]: from exact integer sums of the values and of their squares, a block
+    of about ``chunk_bytes`` at a time (one that stays in the cache), without a float copy
+    of the pixels or a copy of the rows."""
     rows = np.arange(len(pixels)) if rows is None else rows
     if len(rows) == 0:
         raise ValueError("expected at least one training image, found none")
-    counts = np.zeros((pixels.shape[1], 256), np.int64)
+    chunk = max(1, chunk_bytes // max(1, pixels[0].nbytes))
+    sums = np.zeros(pixels.shape[1], np.uint64)
+    squares = np.zeros(pixels.shape[1], np.uint64)
     for start in range(0, len(rows), chunk):
         block = pixels[rows[start : start + chunk]]
         for channel in range(pixels.shape[1]):
-            counts[channel] += np.bincount(block[:, channel].reshape(-1), minlength=256)
-    values = np.arange(256) / 255.0
-    total = counts.sum(axis=1)
-    mean = counts @ values / total
-    std = np.sqrt(np.maximum(counts @ values**2 / total - mean**2, 0.0))
+            values = block[:, channel]
+            sums[channel] += values.sum(dtype=np.uint64)
+            wide = values.astype(np.uint16)
+            wide *= wide  # 255² fits in 16 bits
+            squares[channel] += wide.sum(dtype=np.uint64)
+    count = len(rows) * pixels.shape[2] * pixels.shape[3]
+    mean = sums / count / 255.0
+    std = np.sqrt(np.maximum(squares / count / 255.0**2 - mean**2, 0.0))
     return mean.round(6).tolist(), std.round(6).tolist()
 
 

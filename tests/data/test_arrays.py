@@ -109,7 +109,7 @@ def test_a_split_saved_by_rows_holds_those_rows_in_their_order(tmp_path):
     images = np.arange(7 * 3 * 2 * 2, dtype=np.uint8).reshape(7, 3, 2, 2)
     labels = np.array([0, 1, 0, 1, 1, 0, 1])
     rows = np.array([5, 0, 3, 6])
-    save_split(tmp_path, "val", images, labels, rows, chunk=3)  # chunks of 3, one of 1
+    save_split(tmp_path, "val", images, labels, rows, chunk_bytes=3 * 12)  # 3 rows, then 1
     saved = np.load(tmp_path / "val_images.npy")
     assert np.array_equal(saved, images[rows]) and saved.dtype == np.uint8
     assert np.array_equal(np.load(tmp_path / "val_labels.npy"), labels[rows])

@@ -342,7 +342,9 @@ def test_more_workers_than_cores_start_no_more_processes_than_cores(tmp_path, mo
 def test_workers_fork_from_a_process_of_one_thread_else_from_a_forkserver(
     tmp_path, monkeypatch, threads, method
 ):
-    """fork copies other threads' held locks into the child: only a lone thread forks."""
+    """fork copies other threads' held locks into the child: only a lone thread forks. Forked
+    workers write the pixels into the shared array, others send them back: the same arrays
+    as one process's either way."""
     root = make_kaggle_folder(tmp_path / "in")
     methods = []
     real_pool = building.ProcessPoolExecutor
@@ -350,8 +352,9 @@ def test_workers_fork_from_a_process_of_one_thread_else_from_a_forkserver(
     monkeypatch.setattr(
         building,
         "ProcessPoolExecutor",
-        lambda n, mp_context: (
-            methods.append(mp_context.get_start_method()) or real_pool(n, mp_context=mp_context)
+        lambda n, mp_context, **shared: (
+            methods.append(mp_context.get_start_method())
+            or real_pool(n, mp_context=mp_context, **shared)
         ),
     )
     meta = build(root, tmp_path / "out", image_size=16, workers=2)
@@ -374,7 +377,10 @@ def test_the_arrays_record_where_their_photos_came_from(sample_images, sample_ar
 def test_channel_stats_of_rows_are_those_of_the_rows_copied():
     pixels = np.random.default_rng(0).integers(0, 256, (50, 3, 8, 8), dtype=np.uint8)
     rows = np.array([1, 4, 9, 16, 25, 36, 49])
-    assert building.channel_stats(pixels, rows, chunk=3) == building.channel_stats(pixels[rows])
+    by_rows = building.channel_stats(pixels, rows, chunk_bytes=3 * pixels[0].nbytes)
+    assert by_rows == building.channel_stats(pixels[rows])
+    chosen = pixels[rows].transpose(1, 0, 2, 3).reshape(3, -1) / 255.0
+    assert by_rows == (chosen.mean(axis=1).round(6).tolist(), chosen.std(axis=1).round(6).tolist())
 
 
 @pytest.mark.slow
