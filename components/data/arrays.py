@@ -39,7 +39,7 @@ def save_split(
     with open(directory / f"{split}_images.npy", "wb") as handle:
         np.lib.format.write_array_header_1_0(handle, header)
         for start in range(0, len(rows), chunk):
-            handle.write(np.ascontiguousarray(images[rows[start : start + chunk]], np.uint8))
+            handle.write(np.ascontiguousarray(images[rows[start : start + chunk]], np.uint8).data)
     np.save(
         directory / f"{split}_labels.npy", np.asarray(labels[rows], np.int64), allow_pickle=False
     )
