@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
 import string
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -32,17 +34,26 @@ def save_split(
 ) -> None:
     """Save ``{split}_images.npy`` (uint8 N×C×H×W) and ``{split}_labels.npy`` (int64 N):
     the ``rows`` of ``images`` and ``labels`` (all without), written about ``chunk_bytes``
-    at a time, so saving a split never holds a second copy of it."""
+    at a time, so saving a split never holds a second copy of it, and synced to disk."""
     rows = np.arange(len(images)) if rows is None else rows
     chunk = max(1, chunk_bytes // max(1, int(np.prod(images.shape[1:]))))
     header = {"descr": "|u1", "fortran_order": False, "shape": (len(rows), *images.shape[1:])}
-    with open(directory / f"{split}_images.npy", "wb") as handle:
+    with _synced(directory / f"{split}_images.npy") as handle:
         np.lib.format.write_array_header_1_0(handle, header)
         for start in range(0, len(rows), chunk):
             handle.write(np.ascontiguousarray(images[rows[start : start + chunk]], np.uint8).data)
-    np.save(
-        directory / f"{split}_labels.npy", np.asarray(labels[rows], np.int64), allow_pickle=False
-    )
+    with _synced(directory / f"{split}_labels.npy") as handle:
+        np.save(handle, np.asarray(labels[rows], np.int64), allow_pickle=False)
+
+
+@contextlib.contextmanager
+def _synced(path: Path) -> Iterator[BinaryIO]:
+    """``path`` opened for writing, and on disk when the block ends: before the step's
+    folder is renamed into place."""
+    with open(path, "wb") as handle:
+        yield handle
+        handle.flush()
+        os.fsync(handle.fileno())
 
 
 def read_meta(directory: Path) -> dict[str, Any]:
