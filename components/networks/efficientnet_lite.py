@@ -179,6 +179,11 @@ class EfficientNetLite(nn.Module):
         logits: torch.Tensor = self._fc(self._dropout(self._pooled_from_frozen(x)))
         return logits
 
+    @property
+    def classifier(self) -> nn.Linear:
+        """The two-class layer on the pooled features."""
+        return self._fc
+
     def pooled(self, x: torch.Tensor) -> torch.Tensor:
         """What the classifier sees: the head conv's output, averaged over the image."""
         return self._pooled_from_frozen(self.frozen_part(x))

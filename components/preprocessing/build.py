@@ -190,6 +190,7 @@ _OUTPUT: np.ndarray | None = None  # a forked worker's view of the decoded image
 
 
 def _share_output(pixels: np.ndarray) -> None:
+    """A forked worker's start: the array it writes its photos into."""
     global _OUTPUT
     _OUTPUT = pixels
 

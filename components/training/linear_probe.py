@@ -46,7 +46,8 @@ def pooled_features(model: Classifier, photos: DeviceSplit) -> torch.Tensor:
 
 def fit_classifier(model: Classifier, photos: DeviceSplit) -> dict[str, torch.Tensor]:
     """The logistic regression of ``model``'s pooled features of ``photos`` (L-BFGS, an L2
-    penalty of ``WEIGHT_PENALTY``), as its classifier's weight and bias, on the CPU."""
+    penalty of ``WEIGHT_PENALTY``), fitted on their device and returned on the CPU as the
+    classifier's weight and bias."""
     features = pooled_features(model, photos)
     labels = photos.labels
     weight = torch.zeros(2, features.shape[1], device=features.device, requires_grad=True)
@@ -80,4 +81,4 @@ def set_classifier(model: Classifier, head: dict[str, torch.Tensor]) -> None:
     net = model.net
     if not isinstance(net, EfficientNetLite):
         raise ValueError(f"expected a pretrained net, found {type(net).__name__}")
-    net._fc.load_state_dict(head)
+    net.classifier.load_state_dict(head)
