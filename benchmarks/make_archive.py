@@ -4,7 +4,7 @@ The sample holds 1,000 photos per class; each is re-encoded under several new na
 with a different crop, so sizes and decode costs match the full archive (most photos
 there are near 500×375). Good for speed figures, not accuracy ones: the images repeat.
 
-    python -m benchmarks.make_archive --sample ../shared/data/petimages-sample.zip \\
+    python -m benchmarks.make_archive --sample tests/fixtures/petimages-sample.zip \\
         --output runs/bench/archive --per-class 12500
 """
 

@@ -1,6 +1,6 @@
 """The whole local pipeline against the same four steps run directly: orchestration overhead.
 
-python -m benchmarks.pipeline --sample ../shared/data/petimages-sample.zip
+python -m benchmarks.pipeline --sample tests/fixtures/petimages-sample.zip
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The model server's speed and memory, with components.predict on the same photos beside it.
 
-python -m benchmarks.serve --sample ../shared/data/petimages-sample.zip [--photos 256]
+python -m benchmarks.serve --sample tests/fixtures/petimages-sample.zip [--photos 256]
     [--preset tutorial|pretrained|RECIPE.yaml]
 
 Serves a preset's net at its image size with its views (by default the cpu preset's:
@@ -200,7 +200,7 @@ def describe(name: str, row: dict) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    sample = REPO.parent / "shared/data/petimages-sample.zip"
+    sample = REPO / "tests/fixtures/petimages-sample.zip"
     parser.add_argument("--sample", type=Path, default=sample)
     parser.add_argument("--photos", type=int, default=256)
     parser.add_argument(

@@ -1,6 +1,6 @@
 """The model server's resident memory under the heaviest load its defaults admit.
 
-python -m benchmarks.serve_memory --sample ../shared/data/petimages-sample.zip
+python -m benchmarks.serve_memory --sample tests/fixtures/petimages-sample.zip
     [--preset pretrained | --model DIR] [--clients 32] [--requests 2] [--photos 64]
 
 Serves a preset's net at its image size (random weights: memory does not depend on them),

@@ -4,7 +4,7 @@ Throughput on a full-size archive; time to the tutorial's final validation accur
 the PetImages sample (whose photos are all distinct, unlike the stand-in archive's).
 
     python -m benchmarks.train --images runs/bench/archive \\
-        --sample ../shared/data/petimages-sample.zip
+        --sample tests/fixtures/petimages-sample.zip
 """
 
 from __future__ import annotations

@@ -28,15 +28,11 @@ STACK_FIXTURE = "running_server"  # that plugin's fixture that starts a stack
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL_SAMPLE_PER_CLASS = 200  # photos of each class in ``small_sample_zip``
-SAMPLE_ZIP = Path(
-    os.environ.get("PETIMAGES_SAMPLE", REPO.parent / "shared/data/petimages-sample.zip")
-)
+SAMPLE_ZIP = REPO / "tests/fixtures/petimages-sample.zip"  # in the repository: nothing beside it
 
 
 @pytest.fixture(scope="session")
 def sample_zip() -> Path:
-    if not SAMPLE_ZIP.is_file():
-        pytest.skip(f"the PetImages sample is not at {SAMPLE_ZIP} (set PETIMAGES_SAMPLE)")
     return SAMPLE_ZIP
 
 

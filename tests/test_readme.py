@@ -20,8 +20,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
 def test_the_step_by_step_tour_runs_as_typed(small_sample_zip, tmp_path):
     tour = readme_block("Run the steps one at a time")
-    assert "../shared/data/petimages-sample.zip" in tour and "--preset tutorial" in tour
-    script = tour.replace("../shared/data/petimages-sample.zip", str(small_sample_zip))
+    assert "tests/fixtures/petimages-sample.zip" in tour and "--preset tutorial" in tour
+    script = tour.replace("tests/fixtures/petimages-sample.zip", str(small_sample_zip))
     env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
     env["MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING"] = "false"  # the store is the default one
     done = subprocess.run(

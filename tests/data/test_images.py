@@ -133,10 +133,21 @@ def test_decodes_at_once_share_one_memory_budget():
     with budget.hold(70):
         waiting = threading.Thread(target=second)
         waiting.start()
-        time.sleep(0.2)
-        order.append("first done")  # the second waits while 70 + 50 > 100
+        wait_until_blocked(budget, waiting)
+        assert order == [] and budget.used == 70  # the second waits while 70 + 50 > 100
+        order.append("first done")
     waiting.join(timeout=START_HANG_SECONDS)  # a deadlock, not a busy machine, reaches it
     assert order == ["first done", "second"] and budget.used == 0
+
+
+def wait_until_blocked(budget: images.MemoryBudget, thread: threading.Thread) -> None:
+    """Return once ``thread`` waits on ``budget``'s condition (CPython keeps a lock for
+    each waiter); fail if it ends first or does not wait within the hang bound."""
+    deadline = time.monotonic() + START_HANG_SECONDS
+    while not budget._changed._waiters:  # type: ignore[attr-defined]
+        assert thread.is_alive(), "the second decode ran without waiting for its share"
+        assert time.monotonic() < deadline, "the second decode never reached the budget"
+        time.sleep(0.01)
 
 
 def test_the_pixels_a_decode_makes_are_read_from_the_header_a_jpeg_at_its_reduced_size():

@@ -125,7 +125,7 @@ def readme_serve_block(zip_path: Path, port: int) -> str:
     text = (REPO / "README.md").read_text()
     start = text.index("# 4. serve the registered model")
     end = text.index("kill %1", start) + len("kill %1")
-    block = text[start:end].replace("../shared/data/petimages-sample.zip", str(zip_path))
+    block = text[start:end].replace("tests/fixtures/petimages-sample.zip", str(zip_path))
     return block.replace("8080", str(port))
 
 

@@ -74,7 +74,7 @@ def test_the_readmes_tune_local_command_records_the_search_in_the_default_store(
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     typed = readme_command("Compare recipes, search them", "python -m pipeline tune --local")
     trials = int(re.search(r"--trials (\d+)", typed)[1])
-    command = typed.replace("../shared/data/petimages-sample.zip", str(small_sample_zip))
+    command = typed.replace("tests/fixtures/petimages-sample.zip", str(small_sample_zip))
     assert command != typed
     done = subprocess.run(
         ["bash", "-euo", "pipefail", "-c", command],

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 
 import numpy as np
 
@@ -92,28 +91,37 @@ def test_passes_run_at_once_each_thread_set_up_first():
     assert len(set(set_up)) == 2  # once in each of the two threads
 
 
-def test_requests_that_find_others_waiting_go_at_once_without_the_wait():
+def test_requests_that_find_others_waiting_go_at_once_without_the_wait(monkeypatch):
     calls: list[int] = []
-    started: list[float] = []
+    started = threading.Event()
     release = threading.Event()
+    batch_waits: list[float] = []
+    sleep = asyncio.sleep
+
+    async def counted_sleep(delay: float) -> None:
+        if delay == batcher.wait:  # the batcher's own wait for others to join
+            batch_waits.append(delay)
+        await sleep(delay)
 
     def held(pixels):
-        started.append(time.monotonic())
-        if len(started) == 1:
-            release.wait(10)  # the first pass runs while three more requests queue
+        if not started.is_set():
+            started.set()
+            release.wait(START_HANG_SECONDS)  # the first pass runs while three more queue
         return doubled(pixels, calls)
 
-    batcher = MicroBatcher(held, max_batch=64, wait=2.0, passes=1)
+    batcher = MicroBatcher(held, max_batch=64, wait=0.05, passes=1)
+    monkeypatch.setattr(asyncio, "sleep", counted_sleep)
 
     async def scenario():
         first = asyncio.ensure_future(batcher.run(requests(1)[0]))
-        while not started:
-            await asyncio.sleep(0.01)
+        while not started.is_set():
+            await sleep(0.01)
         queued = [asyncio.ensure_future(batcher.run(a)) for a in requests(1, 1, 1)]
-        await asyncio.sleep(0.1)
+        while batcher._queue.qsize() < 2:  # one is taken for the next batch, two wait
+            await sleep(0.01)
         release.set()
         await asyncio.gather(first, *queued)
 
     asyncio.run(scenario())
     assert calls == [1, 3]  # the first alone, after the wait; the queued three as one
-    assert started[1] - started[0] < 1.0  # no second 2 s wait: they were already waiting
+    assert batch_waits == [0.05]  # no second wait: they were already waiting
