@@ -44,9 +44,7 @@ def predict_rate(model: Path, runtime: str, files: list[Path]) -> float:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", type=named_model, action="append", required=True)
-    parser.add_argument(
-        "--sample", type=Path, default=REPO / "tests/fixtures/petimages-sample.zip"
-    )
+    parser.add_argument("--sample", type=Path, default=REPO / "tests/fixtures/petimages-sample.zip")
     parser.add_argument("--photos", type=int, default=512)
     parser.add_argument("--port", type=int, default=18091)
     args = parser.parse_args(argv)

@@ -15,13 +15,15 @@ import sys
 from components.core.errors import one_line_errors
 from components.core.logs import setup_logging
 from components.core.shutdown import skip_final_collection
+from components.recipes.presets import CLUSTER_PRESET, DEFAULT_PRESET
+from components.recipes.recipe import Recipe, load_recipe, preset_in
 from pipeline.arguments import (
     parse_arguments,
     refuse_credentials,
     refuse_missing_source,
     sweep_arguments,
 )
-from pipeline.cli import build_parser
+from pipeline.cli import CLUSTER_COMMANDS, PROG, build_parser
 from pipeline.parameters import parameters_of
 from pipeline.road import placement_from
 from pipeline.submit import Destination, submit
@@ -34,8 +36,9 @@ log = logging.getLogger(__name__)
 LOCAL_TARGET = ClusterTarget(train_retries=0, sweep_parallelism=1)
 
 
-def run_here(args: argparse.Namespace) -> None:
-    """The whole pipeline on this machine; a line per task, then where everything is.
+def run_here(args: argparse.Namespace, recipe: Recipe) -> None:
+    """The whole pipeline on this machine, of ``recipe``; a line per task, then where
+    everything is.
 
     The settings and a local source are checked before kfp, torch or MLflow load.
     """
@@ -48,7 +51,8 @@ def run_here(args: argparse.Namespace) -> None:
         )
     refuse_missing_source(args.source)
     parse = sweep_arguments if sweep else parse_arguments
-    arguments = parse(args.arguments, parameters_of(sweep), args.preset)
+    on_gpu = LOCAL_TARGET.training.on_gpu
+    arguments = parse(args.arguments, parameters_of(sweep, recipe=recipe, on_gpu=on_gpu), recipe)
     if args.source:
         if any(pair.startswith("source=") for pair in args.arguments):
             raise SystemExit("expected the source once, found both --source and source=")
@@ -73,16 +77,20 @@ def run_here(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     words = sys.argv[1:] if argv is None else argv
-    args = build_parser(__doc__.splitlines()[0], words).parse_args(words)
+    named = preset_in(words, PROG)  # the one reading of --preset: refused in two lines
+    here = named or load_recipe(DEFAULT_PRESET)
+    cluster = named or load_recipe(CLUSTER_PRESET)
+    args = build_parser(__doc__.splitlines()[0], here, cluster).parse_args(words)
     skip_final_collection()
     if args.command in ("run", "sweep"):
-        run_here(args)
+        run_here(args, here)
         return
     if args.command == "tune":
         setup_logging("WARNING")
         with one_line_errors():
-            run_tune(args)
+            run_tune(args, here)
         return
+    assert args.command in CLUSTER_COMMANDS
     setup_logging()
     with one_line_errors():
         target = ClusterTarget(
@@ -90,14 +98,14 @@ def main(argv: list[str] | None = None) -> None:
             gpu_image=args.gpu_image,
             nodes=args.nodes,
             trainer_runtime=args.trainer_runtime,
-            training=placement_from(args),
+            training=placement_from(args, cluster),
             kfp_backend=args.kfp_backend,
         )
         if args.command == "compile":
             from pipeline.spec import compile_pipeline  # kfp: loaded only to compile
 
-            spec = compile_pipeline(args.output, target, args.sweep, args.tune, args.preset)
-            log.info("wrote %s (its defaults: the %s preset's)", spec, args.preset)
+            spec = compile_pipeline(args.output, target, args.sweep, args.tune, cluster)
+            log.info("wrote %s (its defaults: %s's)", spec, cluster.name)
             return
         destination = Destination(
             host=args.host,
@@ -108,7 +116,7 @@ def main(argv: list[str] | None = None) -> None:
             service_account=args.service_account,
             timeout_seconds=args.timeout_seconds,
         )
-        run = submit(destination, args.arguments, target, args.sweep, args.preset, args.tune)
+        run = submit(destination, args.arguments, target, args.sweep, cluster, args.tune)
     print(f"submitted run {run.run_id}: {run.url}")
 
 

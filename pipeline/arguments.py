@@ -7,7 +7,7 @@ from typing import Any
 from components.core import schema
 from components.core.uris import holds_credentials, redact
 from components.data.sources import check_local_source
-from components.recipes.recipe import recipe_values
+from components.recipes.recipe import Recipe
 from components.training.config import TrainConfig
 from components.tuning.config import TuneConfig, check_search
 from components.tuning.grid import SWEEPABLE, grid, split_pairs
@@ -18,15 +18,15 @@ Parameters = dict[str, tuple[type, Any]]  # {name: (type, default)}, as pipeline
 
 
 def parse_arguments(
-    pairs: list[str], parameters: Parameters, preset: str | None = None
+    pairs: list[str], parameters: Parameters, recipe: Recipe | None = None
 ) -> dict[str, Any]:
     """``name=value`` pairs, each value converted to the type of the pipeline's parameter.
 
-    A ``preset``'s values come first; explicit pairs override them. Every step's settings
+    A ``recipe``'s values come first; explicit pairs override them. Every step's settings
     are then checked (``SystemExit`` with the step's own message).
     """
-    recipe = recipe_values(preset) if preset else {}
-    arguments = {name: value for name, value in recipe.items() if name in parameters}
+    values = recipe.values if recipe else {}
+    arguments = {name: value for name, value in values.items() if name in parameters}
     given: set[str] = set()
     for pair in pairs:
         name, value = typed_value(pair, parameters)
@@ -100,11 +100,11 @@ def check_arguments(arguments: dict[str, Any], parameters: Parameters) -> None:
 
 
 def sweep_arguments(
-    pairs: list[str], parameters: Parameters, preset: str | None = None
+    pairs: list[str], parameters: Parameters, recipe: Recipe | None = None
 ) -> dict[str, Any]:
     """The pipeline arguments of a sweep: ``name=v1,v2`` pairs become the ``grid``."""
     fixed, axes = split_pairs(pairs)
-    arguments = parse_arguments(fixed, parameters, preset)
+    arguments = parse_arguments(fixed, parameters, recipe)
     arguments["grid"] = grid(
         {
             name: [typed_value(f"{name}={value}", parameters)[1] for value in values]
@@ -112,9 +112,9 @@ def sweep_arguments(
         }
     )
     for combination in arguments["grid"]:  # refused now, not in a child an hour from now
-        recipe = {name: arguments.get(name, parameters[name][1]) for name in SWEEPABLE}
+        start = {name: arguments.get(name, parameters[name][1]) for name in SWEEPABLE}
         try:
-            TrainConfig(data="", output="", **{**recipe, **json.loads(combination)})
+            TrainConfig(data="", output="", **{**start, **json.loads(combination)})
         except ValueError as err:
             raise SystemExit(f"a sweep combination {combination} is refused: {err}") from None
     return arguments

@@ -6,19 +6,26 @@ import argparse
 import textwrap
 from pathlib import Path
 
-from components.recipes.presets import PRESETS
-from components.recipes.recipe import recipe_name, recipe_values
+from components.recipes.presets import DEFAULTS_SAID
+from components.recipes.recipe import Recipe, presets_table
 from pipeline.parameters import DESCRIPTIONS, parameters_of
-from pipeline.road import BASELINE, add_placement_flags
+from pipeline.road import add_placement_flags
 from pipeline.submit import DEFAULT_EXPERIMENT, SERVICE_ACCOUNT, TOKEN_ENV
-from pipeline.target import CLUSTER_PRESET, CURRENT_BACKEND, ClusterTarget
+from pipeline.target import CLUSTER_ONLY, CURRENT_BACKEND, LOCAL_TRACKING, ClusterTarget
 from pipeline.tune import add_tune_command
 
+PROG = "python -m pipeline"
+CLUSTER_COMMANDS = ("compile", "submit")  # their recipe without --preset: CLUSTER_PRESET
+CLUSTER_USAGE = {
+    "compile": "[--preset NAME|FILE.yaml] [--output FILE] [options]",
+    "submit": "--host URL [--preset NAME|FILE.yaml] [options] [name=value ...]",
+}
 
-def build_parser(description: str, argv: list[str] | None = None) -> argparse.ArgumentParser:
-    """The command line; ``--help`` shows the values of the preset ``argv`` names."""
-    named = _named_preset(argv)
-    parser = argparse.ArgumentParser(prog="python -m pipeline", description=description)
+
+def build_parser(description: str, here: Recipe, cluster: Recipe) -> argparse.ArgumentParser:
+    """The command line; ``--help`` shows the values each command will use: ``cluster``'s
+    for compile and submit, ``here``'s for the rest."""
+    parser = argparse.ArgumentParser(prog=PROG, description=description)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     summaries = {
         "compile": "write the pipeline spec for a cluster (for `kfp run submit -f`); runs nothing",
@@ -26,8 +33,8 @@ def build_parser(description: str, argv: list[str] | None = None) -> argparse.Ar
         "there, not here",
     }
     for name, summary in summaries.items():
-        sub = _add_command(commands, name, summary, preset=named or CLUSTER_PRESET)
-        _add_preset_flag(sub, default=CLUSTER_PRESET)
+        sub = _add_command(commands, name, summary, cluster)
+        _add_preset_flag(sub)
         sub.add_argument(
             "--sweep",
             action="store_true",
@@ -63,7 +70,7 @@ def build_parser(description: str, argv: list[str] | None = None) -> argparse.Ar
             default=ClusterTarget.trainer_runtime,
             help="the ClusterTrainingRuntime a multi-node TrainJob uses (default: %(default)s)",
         )
-        add_placement_flags(sub, named or CLUSTER_PRESET)
+        add_placement_flags(sub, cluster)
         sub.add_argument(
             "--kfp-backend",
             default=CURRENT_BACKEND,
@@ -108,15 +115,15 @@ def build_parser(description: str, argv: list[str] | None = None) -> argparse.Ar
         "(default: %(default)s)",
     )
     submit.add_argument("arguments", nargs="*", metavar="name=value")
-    here = {
+    local_commands = {
         "run": "run every step on this machine with kfp.local (--local: no Docker, no "
         "cluster); on a cluster: submit",
         "sweep": "run a grid of training recipes on this machine (--local), e.g. "
         "lr=0.001,0.003 model=tutorial_cnn,bn_cnn: one child MLflow run each, the best "
         "registered; on a cluster: submit --sweep",
     }
-    for name, summary in here.items():
-        run = _add_command(commands, name, summary, preset=named)
+    for name, summary in local_commands.items():
+        run = _add_command(commands, name, summary, here)
         run.add_argument(
             "--local",
             action="store_true",
@@ -139,7 +146,7 @@ def build_parser(description: str, argv: list[str] | None = None) -> argparse.Ar
         )
         run.add_argument("arguments", nargs="*", metavar="name=value")
         _add_preset_flag(run)
-    add_tune_command(commands, named)
+    _add_preset_flag(add_tune_command(commands, here))
     return parser
 
 
@@ -147,69 +154,57 @@ def _add_command(
     commands: argparse._SubParsersAction[argparse.ArgumentParser],
     name: str,
     summary: str,
-    preset: str | None = None,
+    recipe: Recipe,
 ) -> argparse.ArgumentParser:
-    """A subcommand whose help ends with the pipeline's parameters and their defaults:
-    ``preset``'s values where the command takes them without ``--preset``."""
+    """A subcommand whose help ends with the pipeline's parameters and the defaults it
+    will use: ``recipe``'s values, and a local run's own where it has them."""
     return commands.add_parser(
         name,
         help=summary,
         description=summary,
-        epilog=_parameters_epilog(name, preset),
+        # compile's and submit's flags would fill a screen: a refusal stays a few lines
+        usage=f"%(prog)s {CLUSTER_USAGE[name]}" if name in CLUSTER_USAGE else None,
+        epilog=_parameters_epilog(name, recipe),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
 
 
-def _parameters_epilog(command: str, preset: str | None) -> str:
+def _parameters_epilog(command: str, recipe: Recipe) -> str:
     """The pipeline's parameters and their defaults, for ``--help``: what the command
     takes as name=value, or, for compile, what the spec asks for when a run starts; the
-    defaults are ``preset``'s where it has the setting (what the compiled spec holds)."""
+    defaults are ``recipe``'s where it has the setting (what the compiled spec holds), and
+    a run here shows its own tracking store and none of the cluster's settings."""
+    here = command not in CLUSTER_COMMANDS
     heading = (
         "the spec's parameters (compile takes none: give them when a run starts, e.g. "
         "kfp run submit -f pipeline.yaml epochs=10):"
         if command == "compile"
         else "pipeline parameters (name=value):"
     )
-    if preset:
-        heading += f"\n  (defaults: the {preset} preset's; --preset NAME gives another's)"
+    heading += f"\n  (defaults: {recipe.name}'s; --preset NAME gives another's)"
     lines = [heading]
-    for name, (kind, default) in parameters_of(preset=preset).items():
-        lines.append(f"  {name}={default!r} ({kind.__name__})")
+    for name, (kind, default) in parameters_of(recipe=recipe).items():
+        if here and name in CLUSTER_ONLY:
+            continue
+        shown = LOCAL_TRACKING if here and name == "tracking_uri" else repr(default)
+        lines.append(f"  {name}={shown} ({kind.__name__})")
         lines += textwrap.wrap(
             DESCRIPTIONS[name], width=88, initial_indent=" " * 6, subsequent_indent=" " * 6
         )
     return "\n".join(lines)
 
 
-def _named_preset(argv: list[str] | None) -> str | None:
-    """The preset (or recipe file) ``--preset`` names in ``argv``, where it is one."""
-    words = list(argv or [])
-    for index, word in enumerate(words):
-        value = word.partition("=")[2] if word.startswith("--preset=") else None
-        if word == "--preset" and index + 1 < len(words):
-            value = words[index + 1]
-        if value:
-            try:
-                recipe_values(value)
-            except ValueError:
-                return None  # argparse says why, when it parses --preset
-            return value
-    return None
-
-
-def _add_preset_flag(parser: argparse.ArgumentParser, default: str | None = None) -> None:
-    on_cluster = (
-        f" (default: {default}, the one made for the GPU node; its values are the compiled "
-        "spec's defaults, and its hardware places the train task)"
-        if default
-        else f" (default: {BASELINE}, the schemas' defaults)"
-    )
+def _add_preset_flag(parser: argparse.ArgumentParser) -> None:
+    """``--preset``: read before the command line is (``preset_in``), listed here for
+    help, the presets a line each at the top of the epilog."""
     parser.add_argument(
         "--preset",
-        type=recipe_name,
-        default=default,
         metavar="NAME|FILE.yaml",
-        help=f"named settings ({', '.join(PRESETS)}: docs/reference.md compares them), or a "
-        f"recipe file of settings by name, checked as they are{on_cluster}; name=value pairs "
-        "override them",
+        help="named settings or a recipe file of settings by name (preset: NAME, then "
+        f"settings), checked as they are; name=value pairs override them ({DEFAULTS_SAID}). "
+        "The recipe's values are the parameters' defaults and its hardware places the train "
+        "task. The presets are listed below; docs/reference.md compares them",
     )
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    after = f"\n\n{parser.epilog}" if parser.epilog else ""
+    parser.epilog = f"presets:\n{presets_table()}{after}"

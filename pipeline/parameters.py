@@ -13,7 +13,7 @@ from components.deploying.config import DeployConfig
 from components.downloading.config import DownloadConfig
 from components.evaluation.config import EvaluateConfig
 from components.preprocessing.config import PreprocessConfig
-from components.recipes.recipe import recipe_values
+from components.recipes.recipe import Recipe
 from components.registration.config import RegisterConfig
 from components.training.config import TrainConfig
 from components.tuning.config import TuneConfig
@@ -42,17 +42,19 @@ DESCRIPTIONS = {
 
 
 def parameters_of(
-    sweep: bool = False, tune: bool = False, preset: str | None = None
+    sweep: bool = False, tune: bool = False, recipe: Recipe | None = None, on_gpu: bool = True
 ) -> dict[str, tuple[type, Any]]:
     """The parameters of the pipeline, the sweep (``grid`` added) or the search (the
-    search's settings added); with ``preset`` (a name or a recipe file), its values are
-    their defaults."""
+    search's settings added); with ``recipe``, its values are their defaults; ``gpus``
+    only where the train task runs ``on_gpu``."""
     parameters = dict(PARAMETERS)
+    if not on_gpu:
+        del parameters["gpus"]
     if sweep:
         parameters["grid"] = (list, [])
     if tune:
         parameters.update(TUNE_PARAMETERS)
-    for name, value in recipe_values(preset).items() if preset else ():
+    for name, value in recipe.values.items() if recipe else ():
         if name in parameters:  # the rest place the train task (compiled into the spec)
             parameters[name] = (parameters[name][0], value)
     return parameters

@@ -13,6 +13,7 @@ from typing import Any
 
 from kfp import dsl
 
+from components.recipes.recipe import Recipe
 from pipeline.parameters import DESCRIPTIONS, parameters_of
 from pipeline.target import ClusterTarget
 from pipeline.wiring import (
@@ -35,7 +36,7 @@ def build_pipeline(
     target: ClusterTarget | None = None,
     sweep: bool = False,
     tune: bool = False,
-    preset: str | None = None,
+    recipe: Recipe | None = None,
 ) -> Any:
     """The ``@dsl.pipeline`` function for ``target``: compile it, or call it under kfp.local.
 
@@ -43,10 +44,12 @@ def build_pipeline(
     objects of recipe fields), and trains and evaluates each combination as a child
     MLflow run under one parent; the best by validation accuracy is sent to registration.
     With ``tune``, the cluster's Katib searches the recipe (the search's settings added)
-    and the best trial's model is evaluated and sent to registration. With ``preset``, its
-    values are the parameters' defaults (else the step schemas' defaults are).
+    and the best trial's model is evaluated and sent to registration. With ``recipe``, its
+    values are the parameters' defaults (else the step schemas' defaults are); ``gpus`` is
+    a parameter only where ``target`` trains on a GPU.
     """
     target = target or ClusterTarget()
+    on_gpu = target.training.on_gpu
     if (sweep or tune) and target.nodes > 1:
         raise ValueError("expected a sweep or search on one node per trial, found --nodes > 1")
     if sweep and tune:
@@ -55,7 +58,7 @@ def build_pipeline(
         function = pipeline_function(
             "dogs_vs_cats_sweep",
             SWEEP_DESCRIPTION,
-            parameters_of(sweep=True, preset=preset),
+            parameters_of(sweep=True, recipe=recipe, on_gpu=on_gpu),
             SweepOutputs,
             lambda values: wire_sweep(Settings.of(values), values["grid"], target),
         )
@@ -64,7 +67,7 @@ def build_pipeline(
         function = pipeline_function(
             "dogs_vs_cats_tune",
             TUNE_DESCRIPTION,
-            parameters_of(tune=True, preset=preset),
+            parameters_of(tune=True, recipe=recipe, on_gpu=on_gpu),
             TuneOutputs,
             lambda values: wire_tune(Settings.of(values), Settings.search_of(values), target),
         )
@@ -72,7 +75,7 @@ def build_pipeline(
     function = pipeline_function(
         "dogs_vs_cats",
         DESCRIPTION,
-        parameters_of(preset=preset),
+        parameters_of(recipe=recipe, on_gpu=on_gpu),
         PipelineOutputs,
         lambda values: wire(Settings.of(values), target),
     )

@@ -1,28 +1,25 @@
 """Where a recipe trains on a cluster: the train task's placement flags of compile, submit
-and tune, each defaulting to the preset's (``components.recipes.presets``)."""
+and tune, each defaulting to the recipe's (``components.recipes.presets``)."""
 
 import argparse
 import dataclasses
 
 from components.cluster.placement import Placement
 from components.core import schema
-from components.recipes.recipe import placement_of, recipe_values
-
-BASELINE = "baseline"  # the recipe without --preset: the schemas' defaults
+from components.recipes.recipe import Recipe
 
 
-def add_placement_flags(parser: argparse.ArgumentParser, shown_preset: str) -> None:
-    """One flag per ``Placement`` field, unset unless given: the preset decides the rest;
-    the help shows ``shown_preset``'s values."""
+def add_placement_flags(parser: argparse.ArgumentParser, shown: Recipe) -> None:
+    """One flag per ``Placement`` field, unset unless given: the recipe decides the rest;
+    the help shows ``shown``'s values."""
     group = parser.add_argument_group(
-        f"where the train task runs (default: the preset's; shown: the {shown_preset} preset's)"
+        f"where the train task runs (default: the recipe's; shown: {shown.name}'s)"
     )
-    shown = placement_of(recipe_values(shown_preset), {})
-    schema.add_arguments(group, Placement, shown=dataclasses.asdict(shown))
+    schema.add_arguments(group, Placement, shown=dataclasses.asdict(shown.placement()))
 
 
-def placement_from(args: argparse.Namespace) -> Placement:
-    """The preset's placement (``args.preset``, else the baseline's), the flags given over it.
+def placement_from(args: argparse.Namespace, recipe: Recipe) -> Placement:
+    """``recipe``'s placement, the flags given in ``args`` over it.
 
     Raises:
         ValueError: a value ``Placement`` refuses.
@@ -32,4 +29,4 @@ def placement_from(args: argparse.Namespace) -> Placement:
         for field in dataclasses.fields(Placement)
         if getattr(args, field.name) is not None
     }
-    return placement_of(recipe_values(args.preset or BASELINE), explicit)
+    return recipe.placement(explicit)

@@ -6,8 +6,9 @@ from pathlib import Path
 import yaml
 from kfp import compiler
 
+from components.recipes.recipe import Recipe
 from pipeline.pipeline import build_pipeline
-from pipeline.target import CLUSTER_PRESET, ClusterTarget
+from pipeline.target import ClusterTarget
 
 log = logging.getLogger(__name__)
 
@@ -17,10 +18,10 @@ def compile_pipeline(
     target: ClusterTarget,
     sweep: bool = False,
     tune: bool = False,
-    preset: str | None = CLUSTER_PRESET,
+    recipe: Recipe | None = None,
 ) -> Path:
     """Compile the pipeline (or the sweep, or the search) for ``target``, as its oldest KFP
-    backend reads it, with ``preset``'s values as its parameters' defaults."""
+    backend reads it, with ``recipe``'s values as its parameters' defaults."""
     for image in {target.image, target.train_image}:
         if "@sha256:" not in image:
             log.warning(
@@ -28,7 +29,7 @@ def compile_pipeline(
                 "the tag named before; pin NAME@sha256:… (`make compile` does)",
                 image,
             )
-    compiler.Compiler().compile(build_pipeline(target, sweep, tune, preset), str(output))
+    compiler.Compiler().compile(build_pipeline(target, sweep, tune, recipe), str(output))
     if not target.optional_secrets:
         drop_secret_optionality(output)
     return output

@@ -18,6 +18,7 @@ import requests
 from components.cluster.object_names import is_dns_label, is_dns_subdomain
 from components.core.errors import printable
 from components.core.uris import is_http_url, redact, split_credentials
+from components.recipes.recipe import Recipe
 from components.training.config import TrainConfig
 from pipeline.arguments import parse_arguments, refuse_credentials, sweep_arguments
 from pipeline.parameters import parameters_of
@@ -94,24 +95,24 @@ def submit(
     pairs: list[str],
     target: ClusterTarget,
     sweep: bool,
-    preset: str | None,
+    recipe: Recipe,
     tune: bool = False,
 ) -> SubmittedRun:
-    """Check the arguments and the API, compile for ``target``, start a run."""
+    """Check the arguments and the API, compile ``recipe`` for ``target``, start a run."""
+    if not target.training.on_gpu and any(pair.startswith("gpus=") for pair in pairs):
+        raise SystemExit(
+            f"expected no gpus= on CPU hardware ({recipe.name}'s train task asks for no GPU, "
+            "and its spec has no gpus parameter): give --hardware gpu, or a GPU preset"
+        )
     parse = sweep_arguments if sweep else parse_arguments
-    compiled = parameters_of(sweep, tune, preset)  # the spec's defaults: the preset's values
-    checked = parse(pairs, compiled, preset)
+    # the spec's defaults: the recipe's values
+    compiled = parameters_of(sweep, tune, recipe, target.training.on_gpu)
+    checked = parse(pairs, compiled, recipe)
     # the run's parameters: what was typed (a sweep's grid built of it); the rest are the
     # spec's defaults, the preset's values
     typed = {pair.partition("=")[0] for pair in pairs} | {"grid"}
     arguments = {name: value for name, value in checked.items() if name in typed}
     refuse_credentials(arguments, ("source", "tracking_uri"))
-    if arguments.get("gpus", 1) > 1 and not target.training.on_gpu:
-        raise SystemExit(
-            f"expected gpus=1 on CPU hardware (the {preset or 'baseline'} preset's train "
-            f"task asks for no GPU), found gpus={arguments['gpus']}: give --hardware gpu, or "
-            "a GPU preset"
-        )
     import kfp  # loaded once the settings are known to be good
 
     from pipeline.spec import compile_pipeline
@@ -124,7 +125,7 @@ def submit(
             "with your profile's namespace"
         )
     with tempfile.TemporaryDirectory() as scratch:
-        package = compile_pipeline(Path(scratch) / "pipeline.yaml", target, sweep, tune, preset)
+        package = compile_pipeline(Path(scratch) / "pipeline.yaml", target, sweep, tune, recipe)
 
         def start_run() -> Any:
             client = kfp.Client(

@@ -15,10 +15,10 @@ REGISTRY = "ghcr.io/dogs-vs-cats"
 IMAGE = f"{REGISTRY}/dogs-vs-cats:{VERSION}"
 GPU_IMAGE = f"{REGISTRY}/dogs-vs-cats-cuda:{VERSION}"
 CLUSTER_TRACKING_URI = "http://mlflow.mlflow.svc.cluster.local:5000"
-# the compiled spec's recipe without --preset: the accurate preset, made for a GPU node
-# (docs/BENCHMARKS.md, "Presets"); its values are the spec's defaults, its placement the
-# train task's
-CLUSTER_PRESET = "accurate"
+# where a run on this machine logs (pipeline.local), as its help says it
+LOCAL_TRACKING = "$MLFLOW_TRACKING_URI, else sqlite:///runs/mlflow.db"
+# the parameters a run on this machine has no use for: no GPU, no KServe
+CLUSTER_ONLY = ("gpus", "deploy")
 
 
 OLDEST_BACKEND = (2, 5)  # tests/pipeline/test_spec.py parses the spec with its protos

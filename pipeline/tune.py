@@ -18,18 +18,19 @@ from typing import Any
 
 import yaml
 
+from components.cluster.placement import Placement
 from components.core import schema
 from components.core.atomic import atomic_file
 from components.core.logs import logged_to_file
 from components.core.schema import RECIPE
 from components.core.uris import split_credentials
-from components.recipes.recipe import recipe_name
+from components.recipes.recipe import Recipe
 from components.training.config import TrainConfig
 from components.tuning.config import TuneConfig, check_search, trial_recipe
 from components.tuning.search_space import Dimension, searched
 from pipeline.arguments import parse_arguments, refuse_credentials, refuse_missing_source
 from pipeline.parameters import PARAMETERS
-from pipeline.road import BASELINE, add_placement_flags, placement_from
+from pipeline.road import add_placement_flags, placement_from
 from pipeline.target import CLUSTER_TRACKING_URI, GPU_IMAGE, IMAGE
 
 DEFAULT_NAME = "dogs-vs-cats-tune"
@@ -37,8 +38,9 @@ DEFAULT_NAME = "dogs-vs-cats-tune"
 SHOWN = ("components.tuning.local", "components.training.loop", "components.tuning.runs")
 
 
-def add_tune_command(commands: Any, named_preset: str | None = None) -> None:
-    """The ``tune`` subcommand and its flags; its help shows ``named_preset``'s placement."""
+def add_tune_command(commands: Any, recipe: Recipe) -> argparse.ArgumentParser:
+    """The ``tune`` subcommand and its flags (``--preset`` aside); its help shows
+    ``recipe``'s placement."""
     tune = commands.add_parser(
         "tune",
         help="search the training recipe: write a Katib Experiment (--output) or run the "
@@ -56,12 +58,6 @@ def add_tune_command(commands: Any, named_preset: str | None = None) -> None:
         "--source",
         help="shorthand for source=URI: the archive to search on (with --local, or with "
         "--output and --data-job)",
-    )
-    tune.add_argument(
-        "--preset",
-        type=recipe_name,
-        metavar="NAME|FILE.yaml",
-        help=f"the recipe searched around, and where its trials train (default: {BASELINE})",
     )
     schema.add_arguments(tune.add_argument_group("the search"), TuneConfig)
     # unset: their defaults, or the trial count where there are fewer trials;
@@ -97,7 +93,7 @@ def add_tune_command(commands: Any, named_preset: str | None = None) -> None:
         help="ReadWriteMany claim holding NAME/arrays, the preprocess output "
         "(default: %(default)s)",
     )
-    add_placement_flags(tune, named_preset or BASELINE)
+    add_placement_flags(tune, recipe)
     here = tune.add_argument_group("with --local: this machine")
     here.add_argument(
         "--workdir", type=Path, default=Path("runs/tune"), help="(default: %(default)s)"
@@ -110,13 +106,15 @@ def add_tune_command(commands: Any, named_preset: str | None = None) -> None:
         help="a trial to try before the sampler's own (repeatable), e.g. the preset's values",
     )
     tune.add_argument("arguments", nargs="*", metavar="name=value")
+    return tune  # type: ignore[no-any-return]
 
 
-def run_tune(args: argparse.Namespace) -> None:
-    """Write the Experiment, or run the search here and register its best model."""
+def run_tune(args: argparse.Namespace, chosen: Recipe) -> None:
+    """Write the Experiment, or run the search here and register its best model, around
+    the ``chosen`` recipe."""
     if args.local:
         refuse_missing_source(args.source)
-    arguments = parse_arguments(args.arguments, PARAMETERS, args.preset)
+    arguments = parse_arguments(args.arguments, PARAMETERS, chosen)
     if args.source:
         arguments["source"] = args.source
     if args.local:
@@ -150,7 +148,7 @@ def run_tune(args: argparse.Namespace) -> None:
             f"{tune.start_step} on"
         )
     if args.output:
-        _write_experiment(args, arguments, tune, recipe, space)
+        _write_experiment(args, arguments, tune, recipe, space, placement_from(args, chosen))
     else:
         _search_here(args, arguments, tune, recipe, space)
 
@@ -161,12 +159,12 @@ def _write_experiment(
     tune: TuneConfig,
     recipe: TrainConfig,
     space: tuple[Dimension, ...],
+    placement: Placement,
 ) -> None:
     from components.tuning.experiment import ExperimentTarget, build_experiment, to_manifest
     from components.tuning.staging import staging_job
 
     tracking_uri, user, _ = split_credentials(args.tracking_uri)
-    placement = placement_from(args)
     target = ExperimentTarget(
         name=args.name,
         namespace=args.namespace,

@@ -84,7 +84,7 @@ class Settings:
             evaluate=pick(EvaluateConfig, values),
             register=pick(RegisterConfig, values),
             serving=pick(DeployConfig, values),
-            **pick(PipelineOnly, values),
+            **{"gpus": 1, **pick(PipelineOnly, values)},  # no gpus parameter: one process
         )
 
     @staticmethod

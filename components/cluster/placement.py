@@ -27,33 +27,33 @@ class Placement:
 
     Chosen when the pipeline is compiled: each preset names its own
     (``components.recipes.presets``), and flags override it (``--cpu 8 …``). The defaults
-    are the GPU presets' and fit a small GPU node (4 vCPUs, 16 GiB). Limits are twice the
+    are the default preset's: a CPU node's pod, 2 cores and 8 GiB. Limits are twice the
     CPU request and equal to the memory request (memory is not overcommitted: a pod above
     its request is the first one evicted). The secrets are optional: a cluster without
     them runs with the pod's own identity.
     """
 
     hardware: str = setting(
-        "gpu",
+        "cpu",
         "what the train pods run on: gpu (the CUDA image, a GPU asked for) or cpu (the CPU "
         "image, no GPU)",
         role=LOCAL,
         choices=HARDWARE,
     )
     node_selector: str = setting(
-        "nvidia.com/gpu.present=true",
-        "node label KEY=VALUE the train pods need (NVIDIA's GPU Operator sets this one); "
-        "empty: none",
+        "",
+        "node label KEY=VALUE the train pods need (the GPU presets: nvidia.com/gpu.present="
+        "true, which NVIDIA's GPU Operator sets); empty: none",
         role=LOCAL,
     )
     toleration_key: str = setting(
-        GPU, "taint key the train pods tolerate (effect NoSchedule); empty: none", role=LOCAL
+        "", "taint key the train pods tolerate (effect NoSchedule); empty: none", role=LOCAL
     )
-    cpu: str = setting("3", "CPU request of a train pod; its limit is twice that", role=LOCAL)
+    cpu: str = setting("2", "CPU request of a train pod; its limit is twice that", role=LOCAL)
     memory: str = setting(
-        "12Gi", "memory request and limit of a train pod, /dev/shm included", role=LOCAL
+        "8Gi", "memory request and limit of a train pod, /dev/shm included", role=LOCAL
     )
-    shm_size: str = setting("2Gi", "in-memory /dev/shm of a train pod", role=LOCAL)
+    shm_size: str = setting("1Gi", "in-memory /dev/shm of a train pod", role=LOCAL)
     s3_secret: str = setting(
         "dogs-vs-cats-s3", "optional secret with AWS_* keys and endpoint", role=LOCAL
     )

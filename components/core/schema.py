@@ -120,6 +120,19 @@ def add_arguments(
             choices=meta.get("choices"),
             help=f"{meta['help']}{said}",
         )
+    if isinstance(parser, argparse.ArgumentParser):
+        parser.usage = short_usage(schema)
+
+
+def short_usage(schema: type) -> str:
+    """A usage line of the required flags alone: a refusal stays a few lines long, and
+    ``--help`` lists the rest."""
+    required = [
+        f"{flag(field.name)} {field.name.upper()}"
+        for field in fields_of(schema)
+        if field.default is dataclasses.MISSING
+    ]
+    return " ".join(["%(prog)s", *required, "[options]  (--help lists them)"])
 
 
 def from_namespace(schema: type[T], namespace: argparse.Namespace) -> T:

@@ -8,6 +8,17 @@ hardware, node selector, toleration and resources). A step takes the ones its sc
 the pipeline all of them; a flag or pipeline parameter given explicitly still wins.
 """
 
+# The recipe a command takes without --preset, and the one a recipe file without
+# ``preset:`` starts from: the schemas' own defaults, named
+DEFAULT_PRESET = "baseline"
+# compile and submit, without --preset: the spec a cluster runs trains on a GPU node
+CLUSTER_PRESET = "accurate"
+# how every command's help says so, in the same words
+DEFAULTS_SAID = (
+    f"without --preset: {DEFAULT_PRESET} (a step, run, sweep, tune, a recipe file without "
+    f"preset:), {CLUSTER_PRESET} for compile and submit (a GPU node)"
+)
+
 # a CPU node's train pod: 2 cores (what the CPU presets were measured on), memory for the
 # arrays and the batches (the cpu preset's train step peaks at 2.5 GB: BENCHMARKS.md), no
 # GPU, no GPU node selector or toleration
@@ -28,6 +39,15 @@ ON_GPU: dict[str, object] = {
     "cpu": "3",
     "memory": "12Gi",
     "shm_size": "2Gi",
+}
+
+# each preset's purpose, in one line: what --help shows
+PURPOSES: dict[str, str] = {
+    "baseline": "the classic tutorial's recipe: its net, grey 50x50, 10 epochs (CPU node)",
+    "tutorial": "the tutorial's grey 50x50 photos, a better net and recipe (CPU node)",
+    "cpu": "RGB 96x96 from scratch, within 15 minutes of 2 cores (CPU node)",
+    "pretrained": "ImageNet EfficientNet-Lite2, accuracy first, on 2 cores (CPU node)",
+    "accurate": "ImageNet EfficientNet-Lite0 fine-tuned whole (GPU node)",
 }
 
 PRESETS: dict[str, dict[str, object]] = {

@@ -16,6 +16,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
+import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +25,14 @@ from components.cluster.placement import HARDWARE, Placement
 from components.core import schema
 from components.core.errors import brief
 from components.preprocessing.config import PreprocessConfig
-from components.recipes.presets import ON_CPU, ON_GPU, PRESETS
+from components.recipes.presets import (
+    DEFAULT_PRESET,
+    DEFAULTS_SAID,
+    ON_CPU,
+    ON_GPU,
+    PRESETS,
+    PURPOSES,
+)
 from components.recipes.recipe_file import read_mapping
 from components.registration.config import RegisterConfig
 from components.training.config import TrainConfig
@@ -45,6 +54,31 @@ def recipe_fields() -> dict[str, tuple[type, dataclasses.Field[Any]]]:
     return fields
 
 
+@dataclass(frozen=True)
+class Recipe:
+    """A recipe resolved once per command, then handed down: its name (a preset's, or a
+    recipe file's path) and its settings, checked."""
+
+    name: str
+    values: dict[str, Any]
+
+    def placement(self, explicit: dict[str, Any] | None = None) -> Placement:
+        """Where it trains: its hardware's placement, its own fields over it, ``explicit``
+        flags over both."""
+        return placement_of(self.values, explicit or {})
+
+
+def load_recipe(name: str | None = None) -> Recipe:
+    """Preset ``name``, or the recipe file at ``name`` (``*.yaml``); ``DEFAULT_PRESET``
+    without one.
+
+    Raises:
+        ValueError: as ``recipe_values``.
+    """
+    name = name or DEFAULT_PRESET
+    return Recipe(name, recipe_values(name))
+
+
 def recipe_values(name: str) -> dict[str, Any]:
     """The settings of preset ``name``, or of the recipe file at ``name`` (``*.yaml``).
 
@@ -55,27 +89,30 @@ def recipe_values(name: str) -> dict[str, Any]:
     if name.endswith(RECIPE_SUFFIXES):
         return read_recipe(Path(name))
     if name not in PRESETS:
+        close = difflib.get_close_matches(name[:100], PRESETS, n=1)
+        hint = f"did you mean {close[0]}? " if close else ""
         raise ValueError(
-            f"unknown preset {name!r}; expected one of: {', '.join(PRESETS)}, or a recipe "
-            "file NAME.yaml"
+            f"unknown preset {brief(name)}; {hint}expected one of: {', '.join(PRESETS)}, or a "
+            "recipe file NAME.yaml"
         )
     return dict(PRESETS[name])
 
 
 def read_recipe(path: Path) -> dict[str, Any]:
-    """A recipe file's settings over those of the preset it names (if any), checked
-    together: a setting is judged with the preset's others beside it."""
+    """A recipe file's settings over those of the preset it names (``DEFAULT_PRESET``
+    where it names none), checked together: a setting is judged with the preset's others
+    beside it."""
     try:
         settings = read_mapping(path)
     except ValueError as err:
         raise ValueError(f"{path}: {err}") from None
-    base = settings.pop(BASE, None)
-    if base is not None and not (isinstance(base, str) and base in PRESETS):
+    base = settings.pop(BASE, DEFAULT_PRESET)
+    if not (isinstance(base, str) and base in PRESETS):
         raise ValueError(
             f"{path}: expected {BASE}: one of {', '.join(PRESETS)} (the recipe it starts "
-            f"from), found {brief(base)}"
+            f"from; without it: {DEFAULT_PRESET}), found {brief(base)}"
         )
-    start = dict(PRESETS[base]) if base else {}
+    start = dict(PRESETS[base])
     try:
         if "hardware" in settings:  # a file that moves the recipe takes that hardware's placement
             hardware = check_recipe({"hardware": settings["hardware"]})["hardware"]
@@ -129,7 +166,7 @@ def _refused(step: type, values: dict[str, Any]) -> bool:
 def placement_of(values: dict[str, Any], explicit: dict[str, Any]) -> Placement:
     """Where a recipe trains: its hardware's placement, the recipe's own fields over it (if
     it is on that hardware), ``explicit`` flags over both."""
-    hardware = explicit.get("hardware", values.get("hardware", "gpu"))
+    hardware = explicit.get("hardware", values.get("hardware", Placement.hardware))
     return Placement(**{**_placement_for(hardware, values), **explicit})
 
 
@@ -139,32 +176,55 @@ def _placement_for(hardware: str, values: dict[str, Any]) -> dict[str, Any]:
         raise ValueError(
             f"expected the hardware as one of {', '.join(HARDWARE)}, found {brief(hardware)}"
         )
-    own = values if values.get("hardware", "gpu") == hardware else {}
+    own = values if values.get("hardware", Placement.hardware) == hardware else {}
     placement = {field.name for field in dataclasses.fields(Placement)}
     return {**ON_HARDWARE[hardware], **{k: v for k, v in own.items() if k in placement}}
 
 
-def recipe_name(text: str) -> str:
-    """``--preset``'s value: a preset's name, or a recipe file's path (for argparse)."""
+def recipe_argument(text: str) -> Recipe:
+    """``--preset``'s value, resolved: a preset's name, or a recipe file's path (for
+    argparse)."""
     try:
-        recipe_values(text)
+        return load_recipe(text)
     except ValueError as err:
         raise argparse.ArgumentTypeError(str(err)) from None
-    return text
+
+
+def presets_table() -> str:
+    """The presets by name, each with its purpose: what ``--help`` shows of them."""
+    width = max(map(len, PRESETS))
+    return "\n".join(f"  {name:<{width}}  {PURPOSES[name]}" for name in PRESETS)
+
+
+def preset_in(argv: list[str] | None, prog: str) -> Recipe | None:
+    """The recipe ``--preset`` names in ``argv``, resolved; None without one.
+
+    Raises:
+        SystemExit: a preset or recipe file that is refused: a short usage and the reason.
+    """
+    reader = argparse.ArgumentParser(
+        prog=prog, add_help=False, usage="%(prog)s [--preset NAME|FILE.yaml] [options]"
+    )
+    reader.add_argument("--preset", type=recipe_argument, default=None)
+    known, _ = reader.parse_known_args(argv)
+    preset: Recipe | None = known.preset
+    return preset
 
 
 def apply_preset(parser: argparse.ArgumentParser, argv: list[str] | None, step: type) -> None:
     """Make ``--preset NAME`` (or a recipe file) in ``argv`` set ``parser``'s defaults for
-    ``step``'s schema."""
+    ``step``'s schema: read once, before the flags are, so that a bad one is refused in
+    two lines."""
     parser.add_argument(
         "--preset",
-        type=recipe_name,
         default=None,
         metavar="NAME|FILE.yaml",
-        help="named settings or a recipe file, overridden by explicit flags (default: "
-        "baseline, the schema's defaults): "
-        + "; ".join(f"{name}: {schema.pick(step, values)}" for name, values in PRESETS.items()),
+        help="named settings or a recipe file (preset: NAME, then settings by name), "
+        f"overridden by explicit flags ({DEFAULTS_SAID}); the presets are listed below",
     )
-    known, _ = parser.parse_known_args(argv)
-    if known.preset:
-        parser.set_defaults(**schema.pick(step, recipe_values(known.preset)))
+    after = f"\n\n{textwrap.fill(parser.epilog, 88)}" if parser.epilog else ""
+    parser.epilog = f"presets:\n{presets_table()}{after}"
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    recipe = preset_in(argv, parser.prog)
+    if recipe:
+        parser.set_defaults(**schema.pick(step, recipe.values))

@@ -18,10 +18,12 @@ from kubernetes.client import ApiClient, Configuration
 
 from components.cluster import kube, trainjob
 from components.cluster.placement import Placement
+from components.recipes.presets import ON_GPU
 from components.training.config import TrainConfig
 from tests.support.kube_api import FakeKubeApi, condition
 
 GPU_IMAGE = "registry.example/dogs-vs-cats-cuda:1.2.3"
+GPU_NODE = Placement(**ON_GPU)  # the GPU presets' train pods
 RUN_ID = "8d6f3c1e-5b7a-4e2f-9c0d-1a2b3c4d5e6f"
 NAME = trainjob.trainjob_name(RUN_ID)
 
@@ -41,6 +43,7 @@ def make_job(**overrides) -> trainjob.ClusterJob:
         gpus_per_node=4,
         tracking_uri="http://mlflow.mlflow.svc.cluster.local:5000",
         shared_pvc="dogs-vs-cats-shared",
+        placement=GPU_NODE,
     )
     return trainjob.ClusterJob(**{**settings, **overrides})
 
@@ -85,7 +88,7 @@ def test_the_trainjob_runs_the_train_step_with_the_single_node_settings():
     trainer = spec["trainer"]
     assert trainer["image"] == GPU_IMAGE
     assert (trainer["numNodes"], trainer["numProcPerNode"]) == (3, 4)
-    place = Placement()
+    place = GPU_NODE
     assert trainer["resourcesPerNode"] == {
         "requests": {"cpu": place.cpu, "memory": place.memory, "nvidia.com/gpu": "4"},
         "limits": {"cpu": place.cpu_limit, "memory": place.memory, "nvidia.com/gpu": "4"},
@@ -299,7 +302,9 @@ def test_a_trainjob_name_is_a_dns_label_whatever_the_run_id(run_id):
 
 
 def test_kueue_admits_the_trainjob_by_its_queue_and_a_mig_slice_is_asked_for():
-    place = Placement(queue_name="team-a-gpu", gpu_resource="nvidia.com/mig-1g.10gb")
+    place = Placement(
+        **{**ON_GPU, "queue_name": "team-a-gpu", "gpu_resource": "nvidia.com/mig-1g.10gb"}
+    )
     manifest = built(placement=place)
     assert manifest["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a-gpu"
     resources = manifest["spec"]["trainer"]["resourcesPerNode"]

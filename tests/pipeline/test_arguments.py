@@ -6,19 +6,20 @@ import json
 
 import pytest
 
+from components.recipes.recipe import load_recipe
 from pipeline.arguments import parse_arguments, sweep_arguments
 from pipeline.parameters import PARAMETERS, parameters_of
 
 
 def test_preset_expands_into_parameters_that_pairs_override():
-    arguments = parse_arguments(["epochs=2"], PARAMETERS, preset="accurate")
+    arguments = parse_arguments(["epochs=2"], PARAMETERS, load_recipe("accurate"))
     assert arguments["model"] == "efficientnet_lite0" and arguments["image_size"] == 224
     assert arguments["channels"] == 3 and arguments["epochs"] == 2
     assert arguments["min_crop_area"] == 0.25 and arguments["label_smoothing"] == 0.1
     assert arguments["min_accuracy"] == 0.98  # each preset's own gate
-    tutorial = parse_arguments(["min_accuracy=0.5"], PARAMETERS, preset="tutorial")
+    tutorial = parse_arguments(["min_accuracy=0.5"], PARAMETERS, load_recipe("tutorial"))
     assert tutorial["model"] == "five_conv_cnn" and tutorial["min_accuracy"] == 0.5
-    cpu = parse_arguments(["mirror_average=false"], PARAMETERS, preset="cpu")
+    cpu = parse_arguments(["mirror_average=false"], PARAMETERS, load_recipe("cpu"))
     assert cpu["image_size"] == 96 and cpu["epochs"] == 30 and cpu["min_accuracy"] == 0.93
     assert cpu["mirror_average"] is False  # a bool recipe setting, overridden by a pair
 

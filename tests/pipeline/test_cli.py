@@ -4,10 +4,18 @@ from __future__ import annotations
 
 import pytest
 
+from components.recipes.presets import CLUSTER_PRESET, DEFAULT_PRESET, PRESETS
+from components.recipes.recipe import load_recipe
 from pipeline.__main__ import main as pipeline_main
-from pipeline.cli import build_parser
 from pipeline.parameters import DESCRIPTIONS, parameters_of
-from pipeline.target import CLUSTER_PRESET
+from pipeline.target import CLUSTER_ONLY, LOCAL_TRACKING
+
+
+def help_of(argv: list[str], capsys) -> str:
+    """What ``python -m pipeline ARGV --help`` prints."""
+    with pytest.raises(SystemExit):
+        pipeline_main([*argv, "--help"])
+    return capsys.readouterr().out
 
 
 def test_help_lists_subcommands_and_the_pipelines_parameters(capsys):
@@ -29,28 +37,64 @@ def test_an_unknown_parameter_is_refused_naming_the_close_one_or_the_valid_ones(
 
 @pytest.mark.parametrize(
     ("command", "preset"),
-    [("compile", CLUSTER_PRESET), ("submit", CLUSTER_PRESET), ("run", None), ("sweep", None)],
+    [
+        ("compile", CLUSTER_PRESET),
+        ("submit", CLUSTER_PRESET),
+        ("run", DEFAULT_PRESET),
+        ("sweep", DEFAULT_PRESET),
+    ],
 )
 def test_every_command_lists_each_parameter_with_default_and_description(command, preset, capsys):
-    """compile and submit show the defaults the compiled spec holds: its preset's."""
-    with pytest.raises(SystemExit):
-        build_parser("python -m pipeline").parse_args([command, "--help"])
-    shown = capsys.readouterr().out
+    """compile and submit show the defaults the compiled spec holds: its preset's; a run
+    here shows its own tracking store and none of what only a cluster uses."""
+    shown = help_of([command], capsys)
     flat = " ".join(shown.split())
-    for name, (kind, default) in parameters_of(preset=preset).items():
-        assert f"{name}={default!r} ({kind.__name__})" in shown, name
+    here = command in ("run", "sweep")
+    for name, (kind, default) in parameters_of(recipe=load_recipe(preset)).items():
+        if here and name in CLUSTER_ONLY:
+            assert f"  {name}=" not in shown, name
+            continue
+        value = LOCAL_TRACKING if here and name == "tracking_uri" else repr(default)
+        assert f"{name}={value} ({kind.__name__})" in shown, name
         assert " ".join(DESCRIPTIONS[name].split()) in flat, name  # as the compiled spec says
+    assert f"(defaults: {preset}'s;" in shown
+
+
+@pytest.mark.parametrize("argv", [["compile"], ["run"], ["tune"]])
+def test_help_names_the_default_and_lists_the_presets_one_line_each(argv, capsys):
+    shown = help_of(argv, capsys)
+    flat = " ".join(shown.split())
+    assert f"without --preset: {DEFAULT_PRESET}" in flat and f"{CLUSTER_PRESET} for compile" in flat
+    for name in PRESETS:
+        assert any(line.split()[:1] == [name] for line in shown.splitlines()), name
+    assert "{'image_size'" not in shown  # no preset shown as a dict
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["run", "--local", "--preset", "tutorail"],
+        ["compile", "--preset", "tutorail"],
+        ["submit", "--host", "http://127.0.0.1:9", "--preset=tutorail"],
+        ["tune", "--local", "--preset", "tutorail"],
+    ],
+)
+def test_a_mistyped_preset_is_refused_in_two_lines_naming_the_close_one(argv, capsys):
+    with pytest.raises(SystemExit) as refused:
+        pipeline_main(argv)
+    assert refused.value.code == 2
+    said = capsys.readouterr().err.splitlines()
+    assert len(said) <= 6 and said[0].startswith("usage: python -m pipeline")
+    assert "unknown preset 'tutorail'; did you mean tutorial?" in said[-1]
 
 
 @pytest.mark.parametrize("command", ["compile", "submit", "run"])
 def test_help_after_a_preset_shows_that_presets_values_and_placement(command, capsys):
-    argv = [command, "--preset", "cpu", "--help"]
-    with pytest.raises(SystemExit):
-        build_parser("python -m pipeline", argv).parse_args(argv)
-    shown = capsys.readouterr().out
-    for name, (kind, default) in parameters_of(preset="cpu").items():
-        assert f"{name}={default!r} ({kind.__name__})" in shown, name
-    assert "defaults: the cpu preset's" in shown
+    shown = help_of([command, "--preset", "cpu"], capsys)
+    for name, (kind, default) in parameters_of(recipe=load_recipe("cpu")).items():
+        if not (command == "run" and name in (*CLUSTER_ONLY, "tracking_uri")):
+            assert f"{name}={default!r} ({kind.__name__})" in shown, name
+    assert "defaults: cpu's" in shown
     if command != "run":  # where the train task runs: the cpu preset's CPU node
         flat = " ".join(shown.split())
         assert "(default: cpu)" in flat and "(default: 8Gi)" in flat
@@ -100,9 +144,7 @@ def test_a_local_run_that_asks_to_deploy_is_refused_before_anything_runs(tmp_pat
     ],
 )
 def test_each_commands_help_says_where_it_runs(command, where, capsys):
-    with pytest.raises(SystemExit):
-        build_parser("python -m pipeline").parse_args([command, "--help"])
-    assert where in " ".join(capsys.readouterr().out.split())
+    assert where in " ".join(help_of([command], capsys).split())
 
 
 @pytest.mark.parametrize(("command", "there"), [("run", "submit"), ("sweep", "submit --sweep")])
@@ -132,11 +174,7 @@ def test_help_texts_say_what_each_flag_does(capsys):
         train.main(["--help"])
     flags = " ".join(capsys.readouterr().out.split())
     assert "--no-amp turn off: bf16 autocast in training" in flags
-    with pytest.raises(SystemExit):
-        build_parser("python -m pipeline").parse_args(["compile", "--help"])
-    compile_help = " ".join(capsys.readouterr().out.split())
+    compile_help = " ".join(help_of(["compile"], capsys).split())
     assert "compile takes none: give them when a run starts" in compile_help
-    with pytest.raises(SystemExit):
-        build_parser("python -m pipeline").parse_args(["run", "--help"])
-    run_help = " ".join(capsys.readouterr().out.split())
+    run_help = " ".join(help_of(["run"], capsys).split())
     assert "run on this machine with kfp's local runner" in run_help

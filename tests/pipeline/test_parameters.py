@@ -37,10 +37,12 @@ def test_every_pipeline_field_of_every_step_is_a_parameter():
 
 @pytest.mark.parametrize("variant", [{}, {"sweep": True}, {"tune": True}])
 def test_each_pipeline_function_takes_exactly_its_parameters(variant):
+    """On a CPU node (the default placement) the spec asks for no GPUs."""
     function = built(**variant).pipeline_func
     signature = inspect.signature(function).parameters
-    expected = parameters_of(**variant)
-    assert list(signature) == list(expected)
+    expected = parameters_of(**variant, on_gpu=False)
+    assert list(signature) == list(expected) and "gpus" not in signature
+    assert [name for name in parameters_of(**variant) if name != "gpus"] == list(expected)
     for name, (kind, default) in expected.items():
         assert (signature[name].annotation, signature[name].default) == (kind, default), name
 
@@ -49,7 +51,7 @@ def test_each_pipeline_function_takes_exactly_its_parameters(variant):
 def test_each_parameters_docstring_says_what_its_schema_says(variant):
     """The KFP UI shows the pipeline function's own words beside each parameter."""
     inputs = built(**variant).component_spec.inputs
-    for name in parameters_of(**variant):
+    for name in parameters_of(**variant, on_gpu=False):
         assert " ".join(inputs[name].description.split()) == DESCRIPTIONS[name], name
 
 

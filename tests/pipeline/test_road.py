@@ -12,7 +12,7 @@ from kubernetes.utils import parse_quantity
 
 from components.cluster import trainjob
 from components.cluster.placement import Placement
-from components.recipes.presets import PRESETS
+from components.recipes.presets import ON_GPU, PRESETS
 from components.recipes.recipe import placement_of, recipe_values
 from components.training.config import TrainConfig
 from pipeline.__main__ import main as pipeline_main
@@ -122,7 +122,9 @@ def test_a_presets_search_trials_run_its_hardwares_image_resources_and_placement
 def test_a_flag_over_the_preset_moves_the_train_task(tmp_path):
     spec, platform = compile_spec(tmp_path, "--preset", "pretrained", "--hardware", "gpu")
     assert executor(spec, "train-op")["image"] == GPU_IMAGE
-    assert platform["exec-train-op"]["nodeSelector"]["labels"] == dict([Placement().node_label])
+    assert platform["exec-train-op"]["nodeSelector"]["labels"] == dict(
+        [Placement(**ON_GPU).node_label]
+    )
     spec, platform = compile_spec(tmp_path, "--preset", "accurate", "--hardware", "cpu")
     assert "accelerator" not in executor(spec, "train-op")["resources"]
     assert "nodeSelector" not in platform["exec-train-op"]
@@ -146,3 +148,30 @@ def test_a_bad_recipe_file_stops_compile_in_one_line_naming_the_field(tmp_path, 
         compile_spec(tmp_path, "--preset", str(recipe))
     error = capsys.readouterr().err.strip().splitlines()[-1]
     assert "unknown setting 'hardwre': did you mean hardware?" in error
+
+
+def test_a_recipe_file_of_epochs_alone_compiles_onto_no_gpu_node(tmp_path):
+    recipe = tmp_path / "short.yaml"
+    recipe.write_text("epochs: 2\n")
+    spec, platform = compile_spec(tmp_path, "--preset", str(recipe))
+    assert executor(spec, "train-op")["image"] == IMAGE  # the CPU image, not the CUDA one
+    assert "accelerator" not in executor(spec, "train-op")["resources"]
+    assert "nodeSelector" not in platform["exec-train-op"]
+    assert "tolerations" not in platform["exec-train-op"]
+    parameters = spec["root"]["inputDefinitions"]["parameters"]
+    assert "gpus" not in parameters and parameters["epochs"]["defaultValue"] == 2
+
+
+def test_the_recipe_is_read_once_a_command(tmp_path, monkeypatch):
+    from components.recipes import recipe as recipes
+
+    recipe = tmp_path / "short.yaml"
+    recipe.write_text("preset: cpu\nepochs: 2\n")
+    reads = []
+    monkeypatch.setattr(recipes, "read_mapping", lambda path: reads.append(path) or {
+        "preset": "cpu", "epochs": 2})  # fmt: skip
+    compile_spec(tmp_path, "--preset", str(recipe))
+    assert reads == [recipe]
+    with pytest.raises(SystemExit, match="deploy=true needs KServe"):  # after every check
+        pipeline_main(["run", "--local", "--preset", str(recipe), "deploy=true"])
+    assert reads == [recipe, recipe]

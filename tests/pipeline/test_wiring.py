@@ -8,6 +8,7 @@ import yaml
 from kubernetes.utils import parse_quantity
 
 from components.cluster.placement import Placement
+from components.recipes.presets import ON_GPU
 from pipeline.__main__ import main as pipeline_main
 from tests.pipeline.conftest import GPU_IMAGE, IMAGE, PLANTED, executor, task
 
@@ -25,13 +26,13 @@ def test_train_task_asks_for_gpus_on_a_gpu_node(compiled):
     assert train["tolerations"] == [
         {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
     ]
-    assert train["nodeSelector"]["labels"] == dict([Placement().node_label])
+    assert train["nodeSelector"]["labels"] == dict([Placement(**ON_GPU).node_label])
     assert train["emptyDirMounts"] == [
         {
             "volumeName": "dshm",
             "mountPath": "/dev/shm",
             "medium": "Memory",
-            "sizeLimit": Placement().shm_size,
+            "sizeLimit": Placement(**ON_GPU).shm_size,
         }
     ]
 

@@ -12,11 +12,20 @@ from mlflow.tracking import MlflowClient
 from components import train
 from components.cluster.placement import Placement
 from components.core import schema
-from components.recipes.presets import ON_CPU, ON_GPU, PRESETS
+from components.recipes.presets import (
+    CLUSTER_PRESET,
+    DEFAULT_PRESET,
+    DEFAULTS_SAID,
+    ON_CPU,
+    ON_GPU,
+    PRESETS,
+    PURPOSES,
+)
 from components.recipes.recipe import (
     STEP_SCHEMAS,
     apply_preset,
     check_recipe,
+    load_recipe,
     placement_of,
     recipe_fields,
     recipe_values,
@@ -47,9 +56,49 @@ def test_the_baseline_is_the_schemas_defaults_and_names_every_setting_a_preset_s
             assert field.default == value, name
 
 
-def test_the_placement_schemas_defaults_are_the_gpu_presets():
-    assert placement_of({}, {}) == Placement(**ON_GPU) == Placement()
-    assert placement_of(recipe_values("accurate"), {}) == Placement()
+def test_one_default_the_placement_schemas_are_the_default_presets():
+    assert placement_of({}, {}) == Placement(**ON_CPU) == Placement()
+    assert load_recipe().name == DEFAULT_PRESET and load_recipe().placement() == Placement()
+    assert load_recipe(CLUSTER_PRESET).placement() == Placement(**ON_GPU)
+    assert set(PURPOSES) == set(PRESETS)  # each preset's one line for --help
+
+
+def test_a_recipe_file_naming_no_preset_starts_from_the_default_on_its_node(tmp_path):
+    recipe = tmp_path / "short.yaml"
+    recipe.write_text("epochs: 2\n")
+    loaded = load_recipe(str(recipe))
+    assert loaded.values == {**PRESETS[DEFAULT_PRESET], "epochs": 2}
+    assert loaded.placement() == Placement() and not loaded.placement().on_gpu
+
+
+def test_a_mistyped_preset_to_a_step_is_refused_in_two_lines(capsys):
+    with pytest.raises(SystemExit) as refused:
+        train.parse_config(["--data", "d", "--output", "o", "--preset", "pretraned"])
+    assert refused.value.code == 2
+    said = capsys.readouterr().err.splitlines()
+    assert said[0] == "usage: python -m components.train [--preset NAME|FILE.yaml] [options]"
+    assert said[1:] == [
+        "python -m components.train: error: argument --preset: unknown preset 'pretraned'; "
+        "did you mean pretrained? expected one of: baseline, tutorial, cpu, pretrained, "
+        "accurate, or a recipe file NAME.yaml"
+    ]
+
+
+def test_a_steps_help_lists_the_presets_a_line_each_and_the_defaults(capsys):
+    with pytest.raises(SystemExit):
+        train.parse_config(["--help"])
+    shown = capsys.readouterr().out
+    for name, purpose in PURPOSES.items():
+        assert any(line.split() == [name, *purpose.split()] for line in shown.splitlines())
+    assert " ".join(DEFAULTS_SAID.split()) in " ".join(shown.split())
+    assert "{'image_size'" not in shown
+
+
+def test_a_bad_flag_value_to_a_step_gets_a_short_usage(capsys):
+    with pytest.raises(SystemExit):
+        train.parse_config(["--data", "d", "--output", "o", "--epochs", "ten"])
+    said = capsys.readouterr().err.splitlines()
+    assert len(said) == 2 and "--epochs: invalid int value: 'ten'" in said[1]
 
 
 def test_a_flag_that_moves_a_recipe_to_other_hardware_takes_that_hardwares_placement():
@@ -84,7 +133,7 @@ def test_a_recipe_file_that_moves_to_a_gpu_takes_the_gpus_placement(tmp_path):
     recipe = tmp_path / "on-gpu.yml"
     recipe.write_text("preset: pretrained\nhardware: gpu\nfrozen_blocks: 0\ncached_views: 0\n")
     values = recipe_values(str(recipe))
-    assert placement_of(values, {}) == Placement()
+    assert placement_of(values, {}) == Placement(**ON_GPU)
     assert values["model"] == "efficientnet_lite2" and values["frozen_blocks"] == 0
 
 

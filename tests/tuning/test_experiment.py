@@ -10,6 +10,7 @@ import yaml
 from kubeflow import katib
 
 from components.cluster.placement import GPU, Placement
+from components.recipes.presets import ON_GPU
 from components.train import build_parser
 from components.training.config import TrainConfig
 from components.tuning import webhook
@@ -28,6 +29,7 @@ from tests.test_manifests import K8S_VERSION
 TARGET = ExperimentTarget(
     name="dogs-vs-cats-tune", image="registry.example/dvc-cuda@sha256:abc", namespace="team-a",
     tracking_uri="http://mlflow.mlflow.svc.cluster.local:5000", parent_run_id="abc123",
+    placement=Placement(**ON_GPU),
 )  # fmt: skip
 RECIPE = TrainConfig(data="-", output="-", model="compact_cnn", epochs=12, schedule="onecycle")
 
@@ -84,7 +86,7 @@ def test_a_trial_is_a_job_kubernetes_accepts_placed_on_a_gpu_node_as_the_train_t
     (container,) = pod["containers"]
     assert container["name"] == CONTAINER
     assert container["resources"]["limits"][GPU] == "1"
-    placement = Placement()
+    placement = TARGET.placement
     assert pod["tolerations"] == [{"key": GPU, "operator": "Exists", "effect": "NoSchedule"}]
     assert pod["nodeSelector"] == dict([placement.node_label])
     assert {"name": "dshm", "mountPath": "/dev/shm"} in container["volumeMounts"]
@@ -133,7 +135,9 @@ def test_each_kfp_run_gets_an_experiment_name_katib_accepts():
 
 def test_each_trial_joins_the_teams_kueue_queue_on_the_gpu_resource_asked_for():
     mig = "nvidia.com/mig-1g.10gb"
-    place = Placement(queue_name="team-a-gpu", priority_class="high", gpu_resource=mig)
+    place = Placement(
+        **{**ON_GPU, "queue_name": "team-a-gpu", "priority_class": "high", "gpu_resource": mig}
+    )
     target = dataclasses.replace(TARGET, placement=place)
     manifest = to_manifest(build_experiment(TuneConfig(), target, RECIPE, SEARCH_SPACE))
     assert webhook.validate(manifest) == []
