@@ -139,3 +139,47 @@ def test_each_presets_table_states_every_preset_as_the_table_of_presets_holds_it
             gpu = f"1 {place.gpu_resource}, " if place.on_gpu else ""
             where = f"{place.hardware.upper()}: {gpu}{place.cpu} CPUs, {place.memory}"
             assert cells[header.index("trains on")] == where, name
+
+
+def markdown_table(document: Path, first_header: str) -> list[list[str]]:
+    """The rows of the table in ``document`` whose header starts ``| first_header |``."""
+    lines = document.read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"| {first_header} |"))
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip("|").split(" | ")])
+    return rows
+
+
+def test_the_nets_table_is_the_registry_and_names_every_net_train_offers(capsys):
+    from components import train
+    from components.networks.registry import NETS
+
+    rows = markdown_table(REPO / "docs/reference.md", "net | starts from")
+    assert [row[0] for row in rows] == [f"`{name}`" for name in NETS]
+    for (_, start, summary), net in zip(rows, NETS.values(), strict=True):
+        assert summary == net.summary
+        assert start == ("its ImageNet weights" if net.pretrained else "random weights")
+    with pytest.raises(SystemExit):
+        train.main(["--help"])
+    offered = re.search(r"--model \{([^}]*)\}", capsys.readouterr().out)
+    assert offered and offered[1].split(",") == list(NETS)
+
+
+def test_the_pretrained_weights_table_is_the_catalogue():
+    from components.networks.backbones import BACKBONES
+
+    rows = markdown_table(REPO / "docs/reference.md", "net | package (Apache-2.0)")
+    assert [row[0] for row in rows] == [f"`{name}`" for name in BACKBONES]
+    for row, backbone in zip(rows, BACKBONES.values(), strict=True):
+        assert row[1].startswith(f"`{backbone.package}` ")
+        assert row[2:] == [
+            str(backbone.input_size),
+            str(backbone.blocks),
+            f"{backbone.parameters:,}",
+            f"{backbone.imagenet_top1:g}%",
+            f"{backbone.dropout:g}",
+            f"{backbone.crop_fraction:g}, {backbone.interpolation}",
+        ]

@@ -6,7 +6,6 @@ function is the same, with the ReLU on a quarter of the values.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import io
 import itertools
@@ -23,6 +22,7 @@ from components.core.atomic import atomic_file
 from components.core.names import SPEC_FILE, WEIGHTS_FILE
 from components.networks.backbones import BACKBONES
 from components.networks.efficientnet_lite import EfficientNetLite
+from components.networks.registry import NETS
 from components.networks.spec import check_spec, write_spec
 
 
@@ -196,35 +196,24 @@ def small_input_resnet18(in_channels: int, image_size: int) -> nn.Module:
 
 def efficientnet_lite(name: str, in_channels: int, image_size: int) -> nn.Module:
     """The catalogue's backbone ``name`` (components.networks.backbones), built by its
-    family's builder with two classes; training starts it from its ImageNet weights
-    (components.networks.pretrained)."""
+    family's builder with two classes and its source's dropout; training starts it from
+    its ImageNet weights (components.networks.pretrained)."""
     if image_size < 32:
         raise ValueError(f"{name} needs images of at least 32 pixels, found {image_size}")
     backbone = BACKBONES[name]
-    return EfficientNetLite(in_channels, name, backbone.width, backbone.depth)
-
-
-MODELS: dict[str, Callable[[int, int], nn.Module]] = {
-    "tutorial_cnn": TutorialCNN,
-    "compact_cnn": CompactCNN,
-    "five_conv_cnn": five_conv_cnn,
-    "bn_cnn": BatchNormCNN,
-    "residual_cnn": residual_cnn,
-    "lean_residual_cnn": lean_residual_cnn,
-    "stem16_residual_cnn": stem16_residual_cnn,
-    "resnet18": small_input_resnet18,
-    **{name: functools.partial(efficientnet_lite, name) for name in BACKBONES},
-}
-
-# models that learn better with random crops on top of flips: all but the tutorial's
-WANTS_CROPS = set(MODELS) - {"tutorial_cnn"}
+    return EfficientNetLite(in_channels, name, backbone.width, backbone.depth, backbone.dropout)
 
 
 def build_model(name: str, in_channels: int, image_size: int) -> nn.Module:
-    """Build the named network for ``in_channels``×``image_size``² input, 2 logits out."""
-    if name not in MODELS:
-        raise ValueError(f"unknown model {name!r}; expected one of: {', '.join(MODELS)}")
-    return MODELS[name](in_channels, image_size)
+    """Build the registry's net ``name`` (components.networks.registry) for
+    ``in_channels``×``image_size``² input, 2 logits out."""
+    if name not in NETS:
+        raise ValueError(f"unknown model {name!r}; expected one of: {', '.join(NETS)}")
+    net = NETS[name]
+    build: Callable[..., nn.Module] = globals()[net.builder]
+    return (
+        build(name, in_channels, image_size) if net.pretrained else build(in_channels, image_size)
+    )
 
 
 # how far shift averaging moves each copy, up or down and left or right: a third of the

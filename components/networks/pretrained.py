@@ -117,4 +117,7 @@ def record(name: str) -> dict[str, str]:
         "backbone_trained_on": backbone.trained_on,
         "backbone_imagenet_top1": f"{backbone.imagenet_top1:g}",
         "backbone_input_size": str(backbone.input_size),
+        "backbone_dropout": f"{backbone.dropout:g}",
+        "backbone_crop_fraction": f"{backbone.crop_fraction:g}",
+        "backbone_interpolation": backbone.interpolation,
     }

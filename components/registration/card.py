@@ -15,7 +15,8 @@ RECIPE = tuple(field.name for field in schema.fields_of(TrainConfig, schema.RECI
 DATA = ("image_size", "channels", "split_seed")
 # what a run records of the pretrained weights it started from (components.networks.pretrained)
 BACKBONE = ("backbone", "backbone_package", "backbone_version", "backbone_license",
-            "backbone_sha256", "backbone_trained_on")  # fmt: skip
+            "backbone_sha256", "backbone_trained_on", "backbone_dropout",
+            "backbone_crop_fraction", "backbone_interpolation")  # fmt: skip
 # the files that can answer for a model: the train step's weights, the MLflow model's
 # torch program, and the float and int8 graphs
 ANSWERING = (WEIGHTS_FILE, "data/model.pt2", ONNX_FILE, INT8_FILE)
@@ -81,5 +82,8 @@ def _pretrained_sentence(params: dict[str, str]) -> str:
         f" Started from {params['backbone']}'s pretrained weights, which saw "
         f"{params.get('backbone_trained_on', '?')}: package {params.get('backbone_package')} "
         f"{params.get('backbone_version')} ({params.get('backbone_license')} license), "
-        f"sha256 {params.get('backbone_sha256')}."
+        f"sha256 {params.get('backbone_sha256')}. Its source trained it with dropout "
+        f"{params.get('backbone_dropout')} and scores photos resized "
+        f"{params.get('backbone_interpolation')} and centre-cropped to "
+        f"{params.get('backbone_crop_fraction')} of their side."
     )

@@ -8,18 +8,8 @@ from dataclasses import dataclass
 from components.core.names import DEFAULT_EXPERIMENT, RUNTIME_HELP, RUNTIMES
 from components.core.schema import LOCAL, PER_RUN, check_seed, setting
 from components.networks.backbones import BACKBONES
+from components.networks.registry import MODEL_NAMES
 
-MODEL_NAMES = (  # the nets trained from scratch, then the catalogue's pretrained ones
-    "tutorial_cnn",
-    "compact_cnn",
-    "five_conv_cnn",
-    "bn_cnn",
-    "residual_cnn",
-    "lean_residual_cnn",
-    "stem16_residual_cnn",
-    "resnet18",
-    *BACKBONES,
-)
 S3_PREFIX = re.compile(r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?")  # a valid bucket name
 URI_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
 SCHEDULES = ("constant", "onecycle")

@@ -18,7 +18,8 @@ from components.core.progress import progress
 from components.networks import pretrained
 from components.networks.backbones import BACKBONES
 from components.networks.efficientnet_lite import EfficientNetLite
-from components.networks.models import WANTS_CROPS, Classifier, build_model
+from components.networks.models import Classifier, build_model
+from components.networks.registry import NETS
 from components.scoring.scorers import pick_runtime, score_batches
 from components.training import frozen_features, runtime
 from components.training.batches import DeviceSplit, augment, cutmix, downscale, epoch_side
@@ -178,7 +179,7 @@ def train_one_epoch(
     order = torch.Generator(device).manual_seed(epoch_seed(cfg.seed, epoch))
     noise = torch.Generator(device).manual_seed(epoch_seed(cfg.seed, epoch) + workers.rank)
     mixing = random.Random(epoch_seed(cfg.seed, epoch) + workers.rank)  # CutMix's boxes
-    crop = max(1, data.images.shape[-1] // 8) if cfg.model in WANTS_CROPS else 0
+    crop = max(1, data.images.shape[-1] // 8) if NETS[cfg.model].random_crops else 0
     side = epoch_side(data.images.shape[-1], cfg.start_size, epoch, cfg.epochs)
     learner.parallel.train()
     loss_sum = torch.zeros((), device=device)

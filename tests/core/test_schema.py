@@ -16,7 +16,9 @@ from components.core.schema import LOCAL, PER_RUN, RECIPE, setting
 from components.deploying.config import DeployConfig
 from components.downloading.config import DownloadConfig
 from components.evaluation.config import EvaluateConfig
-from components.networks.models import MODELS
+from components.networks import models
+from components.networks.backbones import BACKBONES
+from components.networks.registry import NETS
 from components.preprocessing.config import PreprocessConfig
 from components.registration.config import RegisterConfig
 from components.training.config import MODEL_NAMES, TrainConfig
@@ -78,8 +80,11 @@ def test_mlflow_params_are_the_recipe_and_nothing_local():
     assert not {"data", "output", "checkpoint_uri", "resume", "experiment"} & set(params)
 
 
-def test_the_model_choices_are_the_models_that_exist():
-    assert set(MODEL_NAMES) == set(MODELS)
+def test_the_model_choices_are_the_registrys_nets_each_with_its_builder():
+    assert MODEL_NAMES == tuple(NETS) and set(BACKBONES) < set(NETS)
+    for name, net in NETS.items():
+        assert callable(getattr(models, net.builder)), name
+        assert net.pretrained == (name in BACKBONES)
 
 
 def test_a_sweep_combination_decodes_to_the_field_types():

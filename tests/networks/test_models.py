@@ -12,9 +12,7 @@ from torch.nn import functional as F
 
 from components.core.identity import sha256_of
 from components.core.names import SPEC_FILE
-from components.networks.backbones import BACKBONES
 from components.networks.models import (
-    MODELS,
     Classifier,
     build_model,
     load_classifier,
@@ -22,13 +20,14 @@ from components.networks.models import (
     save_trained,
     shifted_views,
 )
+from components.networks.registry import NETS
 from components.networks.spec import read_spec
 from tests.support.models import SPEC
 
-RGB_ONLY = set(BACKBONES)  # their pretrained weights take RGB
+RGB_ONLY = {name for name, net in NETS.items() if net.pretrained}  # their weights take RGB
 
 
-@pytest.mark.parametrize("name", sorted(MODELS))
+@pytest.mark.parametrize("name", sorted(NETS))
 @pytest.mark.parametrize("channels, size", [(1, 50), (3, 64)])
 def test_every_model_maps_images_to_two_logits(name, channels, size):
     if name in RGB_ONLY and channels == 1:
@@ -168,12 +167,7 @@ def test_pooling_before_the_relu_computes_the_textbook_function(name):
 
 
 def test_unknown_model_lists_the_valid_names():
-    names = (
-        "tutorial_cnn, compact_cnn, five_conv_cnn, bn_cnn, residual_cnn, lean_residual_cnn, "
-        "stem16_residual_cnn, resnet18, efficientnet_lite0, efficientnet_lite1, "
-        "efficientnet_lite2"
-    )
-    with pytest.raises(ValueError, match=f"expected one of: {names}$"):
+    with pytest.raises(ValueError, match=f"expected one of: {', '.join(NETS)}$"):
         build_model("vgg", 1, 50)
 
 

@@ -8,6 +8,8 @@ import re
 
 import pytest
 
+from components.networks.registry import NETS
+
 
 @pytest.mark.parametrize("sweep", [False, True], ids=["pipeline", "sweep"])
 def test_each_setting_reaches_its_task_as_an_input_of_its_own(compiled, compiled_sweep, sweep):
@@ -55,11 +57,7 @@ def test_every_parameter_is_described_for_the_kfp_ui_with_its_choices(compiled, 
     parameters = spec["root"]["inputDefinitions"]["parameters"]
     assert parameters and all(p.get("description") for p in parameters.values())
     described = {name: " ".join(p["description"].split()) for name, p in parameters.items()}
-    assert described["model"].endswith(
-        "(one of: tutorial_cnn, compact_cnn, five_conv_cnn, bn_cnn, residual_cnn, "
-        "lean_residual_cnn, stem16_residual_cnn, resnet18, efficientnet_lite0, "
-        "efficientnet_lite1, efficientnet_lite2)"
-    )
+    assert described["model"].endswith(f"(one of: {', '.join(NETS)})")
     assert "(one of: constant, onecycle)" in described["schedule"]
     sweep_parameters = compiled_sweep[0]["root"]["inputDefinitions"]["parameters"]
     assert "empty list is refused" in " ".join(sweep_parameters["grid"]["description"].split())
