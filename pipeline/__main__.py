@@ -70,7 +70,8 @@ def run_here(args: argparse.Namespace, recipe: Recipe) -> None:
     if not args.verbose:  # MLflow sets its own logger to INFO when imported
         logging.getLogger("mlflow").setLevel(logging.WARNING)
     try:
-        print(run_local(build_pipeline(LOCAL_TARGET, sweep), arguments, args.workdir, args.verbose))
+        function = build_pipeline(LOCAL_TARGET, sweep, recipe=recipe)
+        print(run_local(function, arguments, args.workdir, args.verbose))
     except LocalRunError as err:
         raise SystemExit(str(err)) from None
 

@@ -11,7 +11,7 @@ from components.recipes.recipe import Recipe
 from components.training.config import TrainConfig
 from components.tuning.config import TuneConfig, check_search
 from components.tuning.grid import SWEEPABLE, grid, split_pairs
-from pipeline.parameters import STEP_SCHEMAS
+from pipeline.parameters import STEP_SCHEMAS, recipe_arguments
 from pipeline.target import PipelineOnly
 
 Parameters = dict[str, tuple[type, Any]]  # {name: (type, default)}, as pipeline.parameters
@@ -25,7 +25,7 @@ def parse_arguments(
     A ``recipe``'s values come first; explicit pairs override them. Every step's settings
     are then checked (``SystemExit`` with the step's own message).
     """
-    values = recipe.values if recipe else {}
+    values = recipe_arguments(recipe)
     arguments = {name: value for name, value in values.items() if name in parameters}
     given: set[str] = set()
     for pair in pairs:

@@ -41,6 +41,11 @@ DESCRIPTIONS = {
 }
 
 
+def recipe_arguments(recipe: Recipe | None) -> dict[str, Any]:
+    """What ``recipe`` gives the pipeline: its values, and its name for the MLflow run."""
+    return {"recipe_name": recipe.label, **recipe.values} if recipe else {}
+
+
 def parameters_of(
     sweep: bool = False, tune: bool = False, recipe: Recipe | None = None, on_gpu: bool = True
 ) -> dict[str, tuple[type, Any]]:
@@ -54,7 +59,7 @@ def parameters_of(
         parameters["grid"] = (list, [])
     if tune:
         parameters.update(TUNE_PARAMETERS)
-    for name, value in recipe.values.items() if recipe else ():
+    for name, value in recipe_arguments(recipe).items():
         if name in parameters:  # the rest place the train task (compiled into the spec)
             parameters[name] = (parameters[name][0], value)
     return parameters

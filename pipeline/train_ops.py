@@ -46,6 +46,7 @@ def train_op(
     validate_every: int,
     seed: int,
     experiment: str,
+    recipe_name: str,
     combination: str = "",
 ) -> str:
     """Train on this node (torchrun, one process per GPU, when gpus > 1).
@@ -138,6 +139,7 @@ def trainjob_op(
     validate_every: int,
     seed: int,
     experiment: str,
+    recipe_name: str,
 ) -> str:
     """Train across ``nodes`` nodes as a Kubeflow Trainer TrainJob.
 
@@ -231,6 +233,7 @@ def tune_op(
     validate_every: int,
     seed: int,
     experiment: str,
+    recipe_name: str,
     algorithm: str,
     trials: int,
     parallel_trials: int,

@@ -94,22 +94,23 @@ def add_arguments(
         kind = field_type(schema, field)
         meta = field.metadata
         required = field.default is dataclasses.MISSING
-        if kind is bool:
+        text = meta["help"].replace("%", "%%")  # argparse formats help with %
+        if kind is bool:  # the default as the parser holds it: a preset may set it
             on = field.default is True
             parser.add_argument(
                 flag(f"no_{field.name}" if on else field.name),
                 dest=field.name,
                 action="store_false" if on else "store_true",
-                help=f"turn off: {meta['help']} (default: on)"
+                help=f"turn off: {text} (default: %(default)s)"
                 if on
-                else f"{meta['help']} (default: off)",
+                else f"{text} (default: %(default)s)",
             )
             continue
         default = None if required else field.default
         if shown is not None:
-            default, told = None, shown[field.name]
+            default, told = None, str(shown[field.name]).replace("%", "%%")
         else:
-            told = default
+            told = None if default is None else "%(default)s"  # what a preset set, if any
         said = "" if told is None else f" (default: {told})"
         parser.add_argument(
             flag(field.name),
@@ -118,7 +119,7 @@ def add_arguments(
             required=required,
             default=default,
             choices=meta.get("choices"),
-            help=f"{meta['help']}{said}",
+            help=f"{text}{said}",
         )
     if isinstance(parser, argparse.ArgumentParser):
         parser.usage = short_usage(schema)

@@ -1,7 +1,9 @@
 """A recipe by name (a preset) or as a file, checked against the schemas it sets.
 
 A recipe file is YAML: settings by field name, as a preset holds them, and optionally
-``preset: NAME``, the named recipe it starts from. It is read as bounded data
+``preset: NAME``, the named recipe it starts from (``DEFAULT_PRESET`` without it, so that
+a file's placement is always a preset's). A command resolves its recipe once
+(``load_recipe``, ``preset_in``) and hands the ``Recipe`` down. It is read as bounded data
 (``recipe_file``) and, merged over its preset, checked as ``PRESETS`` are: every name a
 field of a step schema or of ``Placement``, every value of its field's type and choices,
 and each schema built with it.
@@ -61,6 +63,11 @@ class Recipe:
 
     name: str
     values: dict[str, Any]
+
+    @property
+    def label(self) -> str:
+        """How runs name it: the preset's name, or the recipe file's own name."""
+        return Path(self.name).name
 
     def placement(self, explicit: dict[str, Any] | None = None) -> Placement:
         """Where it trains: its hardware's placement, its own fields over it, ``explicit``
@@ -227,4 +234,4 @@ def apply_preset(parser: argparse.ArgumentParser, argv: list[str] | None, step: 
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     recipe = preset_in(argv, parser.prog)
     if recipe:
-        parser.set_defaults(**schema.pick(step, recipe.values))
+        parser.set_defaults(**schema.pick(step, {"recipe_name": recipe.label, **recipe.values}))

@@ -111,6 +111,9 @@ def use_tracking_uri(uri: str | None) -> None:
         tracking_uri()  # its credentials, if any, move to MLflow's own variables
 
 
+# the tag MLflow's UI reads to open an experiment on its runs (a model's training) or on
+# traces (GenAI); its values are the UI's ExperimentKind
+KIND_TAG, EXPERIMENT_KIND = "mlflow.experimentKind", "custom_model_development"
 # what the Model Registry answers for a name, alias or version it does not hold
 REGISTRY_ABSENT = {"RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE"}
 
@@ -120,13 +123,18 @@ def use_experiment(name: str) -> str:
 
     On a SQLite store its artifacts go beside the database (``mlartifacts/`` there), as
     ``python -m pipeline run --local`` puts them, never into the working directory's
-    ``./mlruns``, where MLflow would put them; a tracking server says where itself.
+    ``./mlruns``, where MLflow would put them; a tracking server says where itself. An
+    experiment that says no kind is marked as training models (``EXPERIMENT_KIND``), so
+    that MLflow's UI opens it on its runs, not on a GenAI overview of traces.
     """
     uri = tracking_uri()
     if uri.startswith("sqlite:///"):
         database = Path(uri.removeprefix("sqlite:///")).resolve()
         ensure_experiment(name, database.parent / "mlartifacts")
-    return mlflow.set_experiment(name).experiment_id
+    experiment = mlflow.set_experiment(name)
+    if KIND_TAG not in experiment.tags:
+        client().set_experiment_tag(experiment.experiment_id, KIND_TAG, EXPERIMENT_KIND)
+    return experiment.experiment_id
 
 
 def ensure_experiment(name: str, artifact_location: Path) -> None:

@@ -26,7 +26,9 @@ class TrainConfig:
     data: str = setting(help="directory written by the preprocess step", role=LOCAL)
     output: str = setting(help="directory for model.pt, checkpoint.pt, history.json", role=LOCAL)
     # the recipe
-    model: str = setting("tutorial_cnn", "network", choices=MODEL_NAMES)
+    model: str = setting(
+        "tutorial_cnn", 'the net (docs/reference.md, "The nets")', choices=MODEL_NAMES
+    )
     epochs: int = setting(10, "passes over the train split")
     batch_size: int = setting(100, "images per optimiser step, over all processes")
     lr: float = setting(0.001, "peak learning rate")
@@ -105,6 +107,12 @@ class TrainConfig:
     seed: int = setting(0, "seed of the initial weights, the order and the augmentation")
     # per run
     experiment: str = setting(DEFAULT_EXPERIMENT, "MLflow experiment", role=PER_RUN)
+    recipe_name: str = setting(
+        "",
+        "the preset or recipe file these settings came from, which the MLflow run's name "
+        "leads with (--preset sets it); empty: the net's name",
+        role=PER_RUN,
+    )
     device: str = setting("auto", "auto, cpu, cuda or cuda:N", role=LOCAL)
     runtime: str = setting(
         "auto",

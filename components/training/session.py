@@ -149,7 +149,9 @@ def _train(
         )
     run_id = state["mlflow_run_id"] if state else cfg.mlflow_run_id
     tracked = (
-        run_log.start_run(cfg.experiment, run_id=run_id, run_name=run_name(cfg), tags=_tags(cfg))
+        run_log.start_run(
+            cfg.experiment, run_id=run_id, run_name=run_name(cfg, meta), tags=_tags(cfg)
+        )
         if workers.is_main
         else contextlib.nullcontext(None)
     )
@@ -292,14 +294,30 @@ def _extension(cfg: TrainConfig, state: dict[str, Any]) -> str:
     return f"{cfg.epochs} (param epochs={was}; resumed after epoch {state['epoch']})"
 
 
-def run_name(cfg: TrainConfig) -> str:
-    """The MLflow run's name: what the recipe is, readable in the runs table."""
-    name = f"{cfg.model}-{cfg.epochs}ep-seed{cfg.seed}"
+def run_name(cfg: TrainConfig, meta: dict[str, Any]) -> str:
+    """The MLflow run's name, leading with what tells runs apart in the runs table: the
+    recipe (its preset or file, else the net and its epochs), the data (the source's
+    file name), the split seed, then the training seed: ``pretrained petimages-23k
+    split0 seed0``."""
+    recipe = cfg.recipe_name or f"{cfg.model}-{cfg.epochs}ep"
+    split_seed = meta.get("config", {}).get("split_seed")
+    split = "" if split_seed is None else f" split{split_seed}"
+    name = f"{recipe} {data_name(cfg, meta)}{split} seed{cfg.seed}"
     if cfg.combination:  # a sweep's child: what it varies, e.g. "lr=0.003"
         varied = json.loads(cfg.combination)
         name += " " + " ".join(f"{key}={value}" for key, value in varied.items())
     if cfg.trial:  # a search's trial: which one
         name += f" {cfg.trial}"
+    return name
+
+
+def data_name(cfg: TrainConfig, meta: dict[str, Any]) -> str:
+    """The photos' name: the file name of the source preprocess read, its archive suffix
+    dropped (``petimages-23k``), else the arrays' folder name."""
+    source = str(meta.get("source", {}).get("source", "")).rstrip("/")
+    name = source.rsplit("/", 1)[-1] or Path(cfg.data).name
+    for suffix in (".zip", ".tar.gz", ".tgz", ".tar"):
+        name = name.removesuffix(suffix)
     return name
 
 

@@ -226,3 +226,12 @@ def test_the_train_step_refuses_a_bad_recipe_file_in_one_line(tmp_path, capsys):
         train.parse_config(argv)
     error = capsys.readouterr().err.strip().splitlines()[-1]
     assert "unknown setting 'learning_rate'" in error and str(recipe) in error
+
+
+def test_a_steps_help_after_a_preset_shows_the_values_it_will_use(capsys):
+    with pytest.raises(SystemExit):
+        train.parse_config(["--preset", "pretrained", "--help"])
+    flat = " ".join(capsys.readouterr().out.split())
+    values = PRESETS["pretrained"]
+    assert f"(default: {values['model']})" in flat and f"(default: {values['epochs']})" in flat
+    assert "--int8 also write model.int8.onnx" in flat and "(default: True)" in flat

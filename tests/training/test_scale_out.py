@@ -68,6 +68,7 @@ def test_two_gloo_processes_train_the_same_weights_as_one(small_arrays, tmp_path
     run_to_end([*common, "--output", str(tmp_path / "two"), "--epochs", "3", "--resume"])
     resumed = history(tmp_path / "two")
     client = MlflowClient(mlflow_store)
-    assert client.get_run(run_id).info.run_name == f"tutorial_cnn-3ep-seed3 {run_id[:6]}"  # 2ep
+    name = client.get_run(run_id).info.run_name
+    assert name == f"tutorial_cnn-3ep petimages-sample split0 seed3 {run_id[:6]}"  # was 2ep
     assert [e["epoch"] for e in resumed] == [1, 2, 3]
     assert (tmp_path / "two/mlflow_run_id").read_text() == run_id

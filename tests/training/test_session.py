@@ -279,14 +279,22 @@ def test_mlflow_run_id_flag_naming_a_finished_run_of_another_experiment_is_refus
 
 
 def test_two_runs_of_one_recipe_have_names_of_their_own(small_arrays, tmp_path, mlflow_store):
-    """The runs table tells them apart: the recipe, then a short id of the run's."""
+    """The runs table tells them apart: the recipe, the data, the split seed, the seed,
+    then a short id of the run's; a preset's run leads with the preset."""
     client = MlflowClient(mlflow_store)
     names = []
     for output in ("first", "second"):
         result = session.train(config(small_arrays, tmp_path / output, epochs=1))
         names.append(client.get_run(result.run_id).info.run_name)
-        assert names[-1] == f"tutorial_cnn-1ep-seed0 {result.run_id[:6]}"
+        assert names[-1] == f"tutorial_cnn-1ep petimages-sample split0 seed0 {result.run_id[:6]}"
     assert names[0] != names[1]
+    named = config(small_arrays, tmp_path / "named", epochs=1, recipe_name="tutorial", seed=2)
+    run_id = session.train(named).run_id
+    assert client.get_run(run_id).info.run_name == (
+        f"tutorial petimages-sample split0 seed2 {run_id[:6]}"
+    )
+    experiment = client.get_experiment(client.get_run(run_id).info.experiment_id)
+    assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
 
 
 def test_mlflow_run_id_flag_naming_a_sweeps_running_parent_is_refused_and_left_open(
