@@ -183,3 +183,12 @@ def test_the_pretrained_weights_table_is_the_catalogue():
             f"{backbone.dropout:g}",
             f"{backbone.crop_fraction:g}, {backbone.interpolation}",
         ]
+
+
+def test_the_readmes_first_ten_minutes_read_nothing_beside_the_clone():
+    text = (REPO / "README.md").read_text()
+    section = text[text.index("## The first ten minutes\n") : text.index("## Set up and test\n")]
+    commands = "\n".join(re.findall(r"```bash\n(.*?)```", section, re.DOTALL))
+    assert "../" not in commands
+    read = re.findall(r"(?:--source|unzip -o) (\S+)", commands)
+    assert read and all((REPO / path).is_file() for path in read), read

@@ -107,10 +107,11 @@ def add_arguments(
             )
             continue
         default = None if required else field.default
-        if shown is not None:
-            default, told = None, str(shown[field.name]).replace("%", "%%")
-        else:
+        if shown is None:
             told = None if default is None else "%(default)s"  # what a preset set, if any
+        else:  # left unset for the caller to fill in; the help shows ``shown``'s value
+            default, value = None, shown[field.name]
+            told = None if value is None else str(value).replace("%", "%%")
         said = "" if told is None else f" (default: {told})"
         parser.add_argument(
             flag(field.name),

@@ -314,7 +314,7 @@ def run_name(cfg: TrainConfig, meta: dict[str, Any]) -> str:
 def data_name(cfg: TrainConfig, meta: dict[str, Any]) -> str:
     """The photos' name: the file name of the source preprocess read, its archive suffix
     dropped (``petimages-23k``), else the arrays' folder name."""
-    source = str(meta.get("source", {}).get("source", "")).rstrip("/")
+    source = str((meta.get("source") or {}).get("source", "")).rstrip("/")
     name = source.rsplit("/", 1)[-1] or Path(cfg.data).name
     for suffix in (".zip", ".tar.gz", ".tgz", ".tar"):
         name = name.removesuffix(suffix)

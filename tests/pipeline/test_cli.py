@@ -7,6 +7,7 @@ import pytest
 from components.recipes.presets import CLUSTER_PRESET, DEFAULT_PRESET, PRESETS
 from components.recipes.recipe import load_recipe
 from pipeline.__main__ import main as pipeline_main
+from pipeline.cli import CLUSTER_USAGE, PROG
 from pipeline.parameters import DESCRIPTIONS, parameters_of
 from pipeline.target import CLUSTER_ONLY, LOCAL_TRACKING
 
@@ -178,3 +179,12 @@ def test_help_texts_say_what_each_flag_does(capsys):
     assert "compile takes none: give them when a run starts" in compile_help
     run_help = " ".join(help_of(["run"], capsys).split())
     assert "run on this machine with kfp's local runner" in run_help
+
+
+@pytest.mark.parametrize("command", list(CLUSTER_USAGE))
+def test_a_bad_flag_value_to_compile_or_submit_gets_a_short_usage(command, capsys):
+    with pytest.raises(SystemExit):
+        pipeline_main([command, "--nodes", "many"])
+    said = capsys.readouterr().err.splitlines()
+    assert said[0] == f"usage: {PROG} {command} {CLUSTER_USAGE[command]}"
+    assert len(said) == 2 and "--nodes: invalid int value: 'many'" in said[1]
