@@ -16,7 +16,7 @@ from components.core.names import DEFAULT_EXPERIMENT
 from components.core.uris import split_credentials
 from components.tasks.live import LiveView
 from components.tracking import store
-from components.tracking.ui import run_url, ui_address
+from components.tracking.ui import experiment_url, run_url, ui_address
 from pipeline.next_steps import closing_lines
 
 
@@ -96,7 +96,7 @@ def summary(
             f"registration:  {outputs['registration']}",
             f"model:         {_newest(workdir.glob('outputs/*/*-op/trained_model'))}",
             f"MLflow run:    {outputs['mlflow_run_id']} at {tracking_uri}",
-            f"run page:      {_run_page(tracking_uri, outputs['mlflow_run_id'])}",
+            *_pages(tracking_uri, outputs["mlflow_run_id"]),
         ]
     lines += [f"outputs:       {workdir / 'outputs'}", f"log:           {log_path}"]
     lines += closing_lines(
@@ -105,12 +105,17 @@ def summary(
     return "\n".join(lines)
 
 
-def _run_page(tracking_uri: str, run_id: str) -> str:
-    """The run's page in the MLflow UI (of the server, or of ``mlflow ui`` on this machine)."""
+def _pages(tracking_uri: str, run_id: str) -> list[str]:
+    """The run's page and its experiment's runs in the MLflow UI (of the server, or of
+    ``mlflow ui`` on this machine)."""
     from mlflow.tracking import MlflowClient
 
     experiment_id = MlflowClient(tracking_uri).get_run(run_id).info.experiment_id
-    return run_url(ui_address(tracking_uri), experiment_id, run_id)
+    ui = ui_address(tracking_uri)
+    return [
+        f"run page:      {run_url(ui, experiment_id, run_id)}",
+        f"all runs:      {experiment_url(ui, experiment_id)}",
+    ]
 
 
 def _newest(paths: Iterable[Path]) -> Path | str:

@@ -18,7 +18,7 @@ def closing_lines(
     if tracking_uri.startswith("sqlite:///"):
         lines.append(
             f"MLflow UI:     mlflow ui --backend-store-uri {tracking_uri} "
-            "(then open http://127.0.0.1:5000)"
+            "(then open the pages above)"
         )
     lines.append(
         f"next:          {next_step(registration, test_accuracy, tracking_uri, arguments)}"

@@ -73,7 +73,7 @@ def test_whole_pipeline_runs_locally_registers_and_serves_as_the_readme_says(
     # and the train task's epoch as it ends (one epoch here), as the log has it
     epoch = r"^  train-op +epoch 1/1: train_loss [\d.]+, val_loss [\d.]+, val_accuracy [\d.]+$"
     assert len(re.findall(epoch, done.stdout, re.MULTILINE)) == 1
-    assert len(done.stdout.splitlines()) <= 2 * len(tasks) + 11 and done.stderr == ""
+    assert len(done.stdout.splitlines()) <= 2 * len(tasks) + 12 and done.stderr == ""
     log = re.search(r"^log: +(\S+)$", done.stdout, re.MULTILINE).group(1)
     assert "Executing task" in Path(log).read_text()  # everything kfp.local printed is kept
     run_id = re.search(r"^MLflow run: +(\w+)", done.stdout, re.MULTILINE).group(1)
@@ -98,8 +98,11 @@ def test_whole_pipeline_runs_locally_registers_and_serves_as_the_readme_says(
     version = client.get_model_version_by_alias("dogs-vs-cats", "candidate")
     assert version.run_id == run_id
     assert run.data.tags["quality_gate"].startswith("registered dogs-vs-cats version 1")
-    page = f"http://127.0.0.1:5000/#/experiments/{run.info.experiment_id}/runs/{run_id}"
+    experiment = f"http://127.0.0.1:5000/#/experiments/{run.info.experiment_id}"
+    page = f"{experiment}/runs/{run_id}?workflowType=machine_learning"
     assert re.search(rf"^run page: +{re.escape(page)}$", done.stdout, re.MULTILINE)
+    runs = f"{experiment}?workflowType=machine_learning"
+    assert re.search(rf"^all runs: +{re.escape(runs)}$", done.stdout, re.MULTILINE)
     serve = f"serve it: MLFLOW_TRACKING_URI={store} python -m components.serve --model"
     assert re.search(
         rf"^next: +{re.escape(serve)} models:/dogs-vs-cats@candidate", done.stdout, re.M

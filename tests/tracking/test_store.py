@@ -25,6 +25,7 @@ from mlflow.tracking import MlflowClient
 from components.evaluation.config import EvaluateConfig
 from components.evaluation.report import evaluate
 from components.tracking.store import TrackingUnavailableError
+from components.tracking.ui import experiment_url
 from components.training import session
 from components.training.config import TrainConfig
 from tests.conftest import REPO
@@ -253,6 +254,17 @@ def test_a_sweep_of_two_lands_under_one_parent_and_compares_side_by_side(
         shown = [float(value) for value in metrics[name]]
         assert shown == pytest.approx(logged, abs=6e-4), name
     assert shot.stat().st_size > 20_000  # a rendered page, not a blank one
+    # the experiment's page, as the run prints it: its runs table, each run named by what
+    # tells it apart (MLflow's UI shows an experiment as GenAI traces unless told)
+    experiment = experiment_url(server.url, children[0].info.experiment_id)
+    page = visible_text(
+        browse(chromium, tmp_path, "--window-size=1600,1000", "--dump-dom", experiment)
+    )
+    assert any(text.startswith("Runs - Experiment") for text in page)  # not "Overview"
+    assert "Run Name" in page and client.get_run(parent).info.run_name in page
+    names = sorted(child.info.run_name for child in children)  # nested under the parent
+    expected = [f"baseline petimages-small split0 seed0 lr={lr} " for lr in ("0.001", "0.003")]
+    assert [name[: len(start)] for name, start in zip(names, expected, strict=True)] == expected
 
 
 def visible_text(dom: str) -> list[str]:

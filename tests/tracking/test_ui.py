@@ -18,7 +18,11 @@ def test_the_compare_view_lists_every_run_of_the_experiment():
     assert ui.ui_address("sqlite:///runs/mlflow.db") == "http://127.0.0.1:5000"
 
 
-def test_a_runs_page_is_under_its_experiment():
+def test_a_runs_page_is_under_its_experiment_and_both_show_model_training():
+    """MLflow's UI shows an experiment as GenAI work (traces) unless told otherwise."""
     assert ui.run_url("http://mlflow:5000/", "4", "abc") == (
-        "http://mlflow:5000/#/experiments/4/runs/abc"
+        "http://mlflow:5000/#/experiments/4/runs/abc?workflowType=machine_learning"
+    )
+    assert ui.experiment_url("http://mlflow:5000", "4") == (
+        "http://mlflow:5000/#/experiments/4?workflowType=machine_learning"
     )
