@@ -183,7 +183,9 @@ def _parameters_epilog(command: str, recipe: Recipe) -> str:
     )
     heading += f"\n  (defaults: {recipe.name}'s; --preset NAME gives another's)"
     lines = [heading]
-    for name, (kind, default) in parameters_of(recipe=recipe).items():
+    for name, (kind, default) in parameters_of(
+        recipe=recipe, on_gpu=recipe.placement().on_gpu
+    ).items():
         if here and name in CLUSTER_ONLY:
             continue
         shown = LOCAL_TRACKING if here and name == "tracking_uri" else repr(default)

@@ -92,7 +92,7 @@ def test_a_mistyped_preset_is_refused_in_two_lines_naming_the_close_one(argv, ca
 @pytest.mark.parametrize("command", ["compile", "submit", "run"])
 def test_help_after_a_preset_shows_that_presets_values_and_placement(command, capsys):
     shown = help_of([command, "--preset", "cpu"], capsys)
-    for name, (kind, default) in parameters_of(recipe=load_recipe("cpu")).items():
+    for name, (kind, default) in parameters_of(recipe=load_recipe("cpu"), on_gpu=False).items():
         if not (command == "run" and name in (*CLUSTER_ONLY, "tracking_uri")):
             assert f"{name}={default!r} ({kind.__name__})" in shown, name
     assert "defaults: cpu's" in shown
@@ -188,3 +188,8 @@ def test_a_bad_flag_value_to_compile_or_submit_gets_a_short_usage(command, capsy
     said = capsys.readouterr().err.splitlines()
     assert said[0] == f"usage: {PROG} {command} {CLUSTER_USAGE[command]}"
     assert len(said) == 2 and "--nodes: invalid int value: 'many'" in said[1]
+
+
+def test_compiles_help_lists_gpus_only_for_a_recipe_on_a_gpu_node(capsys):
+    assert "  gpus=1 (int)" in help_of(["compile"], capsys)  # accurate: a GPU node
+    assert "  gpus=" not in help_of(["compile", "--preset", "cpu"], capsys)
