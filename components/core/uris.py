@@ -13,11 +13,17 @@ ever written into what a cluster stores (a run's parameters, an Experiment, a se
 from __future__ import annotations
 
 import re
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit
 
-# a URI with an authority, as far as a text shows it: up to white space; its authority
-# (as urllib reads one) ends at the first / ? or #, its user info at the last @ in it
-URI = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<authority>[^/?#\s]*)(?P<rest>\S*)")
+# a URI with an authority, as far as a text shows it: up to white space. Its user info is
+# whatever comes before the last @ ahead of the first / on its line, so that a password
+# holding a space, a tab, a ? or a # is hidden whole (urllib would read "PW" of
+# "http://alice:PW#x@host" as a port, and a text would show it); its authority then ends
+# at the first / ? # or white space
+URI = re.compile(
+    r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?:(?P<userinfo>[^/\n]*)@)?"
+    r"(?P<authority>[^/?#\s@]*)(?P<rest>\S*)"
+)
 # a reference without a scheme, as a library's message shows a request: /api;p?q#f
 REFERENCE = re.compile(r"(?<!\S)/[^\s?#;]*[?#;]\S+")
 PARAMS = re.compile(r";[^/?#]*")  # a path segment's parameters: /api;jwt=S/health
@@ -36,9 +42,9 @@ def redact(text: str) -> str:
 
 
 def _redact_uri(match: re.Match[str]) -> str:
-    scheme, authority, rest = match.group("scheme", "authority", "rest")
-    if "@" in authority:
-        authority = "***@" + authority.rsplit("@", 1)[1]
+    scheme, userinfo, authority, rest = match.group("scheme", "userinfo", "authority", "rest")
+    if userinfo is not None:
+        authority = "***@" + authority
     return scheme + authority + _redact_path(rest)
 
 
@@ -76,9 +82,10 @@ def is_http_url(uri: str) -> bool:
 
 
 def split_credentials(uri: str) -> tuple[str, str | None, str | None]:
-    """``uri`` without its user and password, and the two (None where it has none)."""
-    parts = urlsplit(uri)
-    if "@" not in parts.netloc:
+    """``uri`` without its user and password, and the two (None where it has none): the
+    user info ``redact`` hides, a password holding a space or a ``#`` included."""
+    match = URI.fullmatch(uri)
+    if match is None or match["userinfo"] is None:
         return uri, None, None
-    bare = urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
-    return bare, unquote(parts.username or ""), unquote(parts.password or "")
+    user, _, password = match["userinfo"].partition(":")
+    return match["scheme"] + match["authority"] + match["rest"], unquote(user), unquote(password)

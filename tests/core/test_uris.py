@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from components.core.uris import redact, split_credentials
+import pytest
+
+from components.core.uris import holds_credentials, redact, split_credentials
 
 
 def test_every_uri_in_a_text_loses_its_user_and_password():
@@ -84,3 +86,24 @@ def test_a_request_shown_without_its_scheme_loses_its_parameters_query_and_fragm
     assert redact("url: /;jwt=S/health") == "url: /;***/health"
     assert redact("url: /api/2.0/runs#t=S") == "url: /api/2.0/runs#***"
     assert redact("found /data/raw; expected a file") == "found /data/raw; expected a file"
+
+
+@pytest.mark.parametrize("password", ["PW x", "PW\tx", "PW#x", "PW?x", "PW#x y"])
+def test_a_password_holding_white_space_a_hash_or_a_question_mark_is_hidden_whole(password):
+    uri = f"http://alice:{password}@mlflow.example:5000/api"
+    shown = redact(f"refused: tracking_uri={uri} holds a password")
+    assert shown == "refused: tracking_uri=http://***@mlflow.example:5000/api holds a password"
+    assert holds_credentials(uri)
+
+
+def test_text_after_a_uri_keeps_its_own_words_and_addresses():
+    text = "see http://mlflow.example/api then mail bob@example.com; http://h:80 is up"
+    assert redact(text) == text
+
+
+@pytest.mark.parametrize("password", ["PW x", "PW#x", "PW?x", "p%40ss"])
+def test_such_a_password_is_split_off_before_the_uri_goes_anywhere(password):
+    uri = f"http://alice:{password}@mlflow.example:5000/api?x=1"
+    bare, user, secret = split_credentials(uri)
+    assert bare == "http://mlflow.example:5000/api?x=1" and user == "alice"
+    assert secret == password.replace("%40", "@")

@@ -201,6 +201,17 @@ def test_a_live_host_that_is_not_a_kfp_api_is_one_line_at_once(tmp_path, capsys)
     assert "Traceback" not in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("password", ["PW x", "PW\tx", "PW#x"])
+def test_a_tracking_uri_with_a_password_is_refused_without_showing_it(password, capsys):
+    with FakeKfpApi() as api:
+        uri = f"tracking_uri=http://alice:{password}@mlflow.example:5000"
+        with pytest.raises(SystemExit) as stopped:
+            pipeline_main(["submit", "--host", api.endpoint, uri])
+        assert api.seen == []
+    said = str(stopped.value) + capsys.readouterr().err
+    assert "PW" not in said and "http://***@mlflow.example:5000" in said
+
+
 def test_a_password_in_the_host_is_refused_and_never_shown(capsys):
     with FakeKfpApi() as api:
         host = api.endpoint.replace("http://", "http://bob:p@ss-w0rd@")
