@@ -80,6 +80,7 @@ def read_onnx(path: Path, most_mb: float = MOST_ONNX_MB) -> bytes:
     _check_counts(model, path)
     _check_domains(model, path)
     _check_operators(model, path)
+    _check_dense(model, path)
     _check_types(model, path)
     external = _external_reads(model, path.parent)
     total = size + sum(external)
@@ -161,6 +162,25 @@ def _bounded_pads(node: onnx.NodeProto, constants: dict[str, onnx.TensorProto]) 
         return False
     values = numpy_helper.to_array(pads)
     return bool(((values >= 0) & (values <= MOST_PAD)).all())
+
+
+def _check_dense(model: onnx.ModelProto, path: Path) -> None:
+    """Refuse sparse tensors: a few stored values may declare a dense shape of any size,
+    which ONNX Runtime makes whole when it builds a session. No graph the project writes
+    holds one."""
+    for graph in _graphs(model):
+        for sparse in graph.sparse_initializer:
+            raise ValueError(
+                f"expected dense tensors in {path}, found the sparse initializer "
+                f"{sparse.values.name!r:.100} of dense shape {list(sparse.dims)[:8]}"
+            )
+    for node in _nodes(model):
+        for attribute in node.attribute:
+            if attribute.HasField("sparse_tensor") or attribute.sparse_tensors:
+                raise ValueError(
+                    f"expected dense tensors in {path}, found a sparse tensor in "
+                    f"{node.op_type!r:.100}'s attribute {attribute.name!r:.100}"
+                )
 
 
 def _check_types(model: onnx.ModelProto, path: Path) -> None:
@@ -263,19 +283,25 @@ def _nodes(model: onnx.ModelProto) -> Iterator[onnx.NodeProto]:
                 pending += list(attribute.graphs)
 
 
-def _tensors(model: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
-    """Every tensor that can hold data: initializers, sparse ones and constants, in the
-    graph and its subgraphs."""
+def _graphs(model: onnx.ModelProto) -> Iterator[onnx.GraphProto]:
+    """The graph and its subgraphs (If, Loop, Scan)."""
     pending = [model.graph]
     while pending:
         graph = pending.pop()
-        yield from graph.initializer
-        for sparse in graph.sparse_initializer:
-            yield from (sparse.values, sparse.indices)
+        yield graph
         for node in graph.node:
             for attribute in node.attribute:
                 pending += [attribute.g] if attribute.HasField("g") else []
                 pending += list(attribute.graphs)
+
+
+def _tensors(model: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
+    """Every tensor that can hold data: initializers, sparse ones and constants, in the
+    graph and its subgraphs."""
+    for graph in _graphs(model):
+        yield from graph.initializer
+        for sparse in graph.sparse_initializer:
+            yield from (sparse.values, sparse.indices)
     for node in _nodes(model):
         for attribute in node.attribute:
             yield from [attribute.t] if attribute.HasField("t") else []

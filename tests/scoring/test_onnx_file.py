@@ -244,3 +244,18 @@ def test_more_tensors_than_a_classifier_holds_are_refused_before_a_session(tmp_p
     onnx.save(helper.make_model(graph), path)
     with pytest.raises(ValueError, match="expected at most 10000 tensors in .*, found more"):
         read_onnx(path)
+
+
+def test_a_sparse_initializer_of_a_huge_dense_shape_is_refused_before_a_session(tmp_path):
+    """A few kilobytes that declare a gigabyte: one stored value of a [2**28] float tensor."""
+    model = doubling_model()
+    values = numpy_helper.from_array(np.array([1.0], np.float32), "huge")
+    indices = numpy_helper.from_array(np.array([0], np.int64), "huge_indices")
+    model.graph.sparse_initializer.append(helper.make_sparse_tensor(values, indices, [2**28]))
+    path = tmp_path / "model.onnx"
+    onnx.save_model(model, path)
+    assert path.stat().st_size < 4096
+    with pytest.raises(
+        ValueError, match=r"found the sparse initializer 'huge' of dense shape \[268435456\]"
+    ):
+        read_onnx(path)
