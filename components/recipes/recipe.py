@@ -25,7 +25,7 @@ from typing import Any
 
 from components.cluster.placement import HARDWARE, Placement
 from components.core import schema
-from components.core.errors import brief
+from components.core.errors import brief, printable
 from components.preprocessing.config import PreprocessConfig
 from components.recipes.presets import (
     DEFAULT_PRESET,
@@ -109,14 +109,15 @@ def read_recipe(path: Path) -> dict[str, Any]:
     """A recipe file's settings over those of the preset it names (``DEFAULT_PRESET``
     where it names none), checked together: a setting is judged with the preset's others
     beside it."""
+    shown = printable(str(path))  # a name's escape sequences cannot forge a line
     try:
         settings = read_mapping(path)
     except ValueError as err:
-        raise ValueError(f"{path}: {err}") from None
+        raise ValueError(f"{shown}: {err}") from None
     base = settings.pop(BASE, DEFAULT_PRESET)
     if not (isinstance(base, str) and base in PRESETS):
         raise ValueError(
-            f"{path}: expected {BASE}: one of {', '.join(PRESETS)} (the recipe it starts "
+            f"{shown}: expected {BASE}: one of {', '.join(PRESETS)} (the recipe it starts "
             f"from; without it: {DEFAULT_PRESET}), found {brief(base)}"
         )
     start = dict(PRESETS[base])
@@ -126,7 +127,7 @@ def read_recipe(path: Path) -> dict[str, Any]:
             start = {**start, **_placement_for(hardware, start)}
         return check_recipe({**start, **settings})
     except ValueError as err:
-        raise ValueError(f"{path}: {err}") from None
+        raise ValueError(f"{shown}: {err}") from None
 
 
 def check_recipe(values: dict[str, Any]) -> dict[str, Any]:

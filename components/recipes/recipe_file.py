@@ -1,18 +1,20 @@
 """A recipe file read as bounded data: a regular file of at most 64 KiB holding one YAML
 mapping, with no anchors, aliases or merge keys (the bombs that grow a few hundred bytes
 into gigabytes) and nesting at most ``MOST_DEPTH`` deep, checked event by event before
-anything is built from it."""
+anything is built from it, and each key once (YAML's own rule, which PyYAML leaves to the
+reader: the last would win unseen)."""
 
 from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from components.core.errors import brief
+from components.core.errors import brief, printable
 
 MOST_RECIPE_BYTES = 64 * 1024
 MOST_DEPTH = 3  # a mapping of settings, a value that is (wrongly) a list, one more
@@ -29,7 +31,7 @@ def read_mapping(path: Path) -> dict[Any, Any]:
     text = _read_text(path)
     try:
         _check_plain(yaml.parse(text))
-        raw = yaml.safe_load(text)
+        raw = yaml.load(text, Loader=_UniqueKeysLoader)  # noqa: S506 - a SafeLoader
     except yaml.MarkedYAMLError as err:
         raise ValueError(f"expected YAML settings (name: value), found {_problem(err)}") from None
     except (yaml.YAMLError, ValueError) as err:  # a number over Python's digit limit
@@ -41,25 +43,45 @@ def read_mapping(path: Path) -> dict[Any, Any]:
 
 def _read_text(path: Path) -> str:
     """The file's text: opened without waiting (a FIFO would block), regular files only."""
+    shown = printable(str(path))
     try:
         descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError as err:
-        raise ValueError(f"expected a readable recipe file, found {path}: {err.strerror}") from None
-    try:
-        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
-            raise ValueError(f"expected a recipe file, found {path}, which is not a regular file")
-        data = os.read(descriptor, MOST_RECIPE_BYTES + 1)
-    finally:
-        os.close(descriptor)
+        try:
+            if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+                raise ValueError(
+                    f"expected a recipe file, found {shown}, which is not a regular file"
+                )
+            data = os.read(descriptor, MOST_RECIPE_BYTES + 1)
+        finally:
+            os.close(descriptor)
+    except OSError as err:  # missing, unreadable, or a kernel file that refuses a read
+        raise ValueError(
+            f"expected a readable recipe file, found {shown}: {err.strerror}"
+        ) from None
     if len(data) > MOST_RECIPE_BYTES:
         raise ValueError(
-            f"expected a recipe file of at most {MOST_RECIPE_BYTES // 1024} KiB, found {path} "
+            f"expected a recipe file of at most {MOST_RECIPE_BYTES // 1024} KiB, found {shown} "
             "larger"
         )
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
-        raise ValueError(f"expected a recipe file in UTF-8, found {path} not") from None
+        raise ValueError(f"expected a recipe file in UTF-8, found {shown} not") from None
+
+
+class _UniqueKeysLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a key given twice in one mapping."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[object] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if isinstance(key, Hashable) and key in seen:
+                raise yaml.constructor.ConstructorError(
+                    problem=f"{brief(key)} given twice", problem_mark=key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
 
 
 def _check_plain(events: Any) -> None:

@@ -57,3 +57,30 @@ def test_a_recipe_path_that_is_not_a_regular_file_is_refused_without_waiting(tmp
         path.symlink_to("/dev/zero")  # endless: read whole, it would fill the memory
     with pytest.raises(ValueError, match="expected a (readable )?recipe file"):
         read_mapping(path)
+
+
+@pytest.mark.parametrize("target", ["/proc/self/mem", "/proc/self/pagemap"])
+def test_a_recipe_linked_to_a_kernel_file_that_refuses_reads_is_one_line(tmp_path, target):
+    recipe = tmp_path / "recipe.yaml"
+    recipe.symlink_to(target)
+    with pytest.raises(ValueError, match=f"^expected a readable recipe file, found {recipe}: "):
+        read_mapping(recipe)
+
+
+def test_a_setting_given_twice_is_refused_naming_it_and_its_line(tmp_path):
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text("epochs: 5\nlr: 0.01\nepochs: 50\n")
+    with pytest.raises(ValueError, match="found 'epochs' given twice at line 3, column 1$"):
+        read_mapping(recipe)
+
+
+def test_a_recipe_files_name_cannot_forge_a_line_of_the_refusal(tmp_path, capsys):
+    from components import train
+
+    name = tmp_path / "x\x1b[2K\rerror: all good\n.yaml"
+    name.write_text("epochs: ten\n")
+    with pytest.raises(SystemExit):
+        train.parse_config(["--data", "d", "--output", "o", "--preset", str(name)])
+    said = capsys.readouterr().err
+    assert "\x1b" not in said and "\r" not in said and said.count("\n") == 2
+    assert "x\\x1b[2K\\rerror: all good\\n.yaml: expected epochs to be int" in said
