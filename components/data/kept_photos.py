@@ -5,6 +5,7 @@ were decoded from, and what the gate scores the alias's holder on at its own siz
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import stat
 from pathlib import Path
@@ -41,13 +42,41 @@ def read_kept(file: Path) -> bytes:
     Raises:
         ValueError: missing, a link, a folder or device, or larger than a photo.
     """
-    info = file.lstat() if os.path.lexists(file) else None
-    if info is None or not stat.S_ISREG(info.st_mode) or info.st_size > MAX_FILE_BYTES:
-        raise ValueError(
-            f"expected {file} to be a kept test photo (a regular file of at most "
-            f"{MAX_FILE_BYTES // 2**20} MiB), found {'nothing' if info is None else 'another'}"
-        )
-    return file.read_bytes()
+    with _opened_kept(file) as handle:
+        return handle.read(MAX_FILE_BYTES + 1)[:MAX_FILE_BYTES]
+
+
+def kept_sha256(file: Path) -> str:
+    """A kept photo's sha256, read a block at a time: its bytes are never held whole.
+
+    Raises:
+        ValueError: as ``read_kept``.
+    """
+    with _opened_kept(file) as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+def _opened_kept(file: Path) -> io.BufferedReader:
+    """The kept photo ``file`` opened, once it is a regular file of at most a photo's size,
+    checked on what was opened (a link is not followed)."""
+    try:
+        handle = open(os.open(file, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK), "rb")
+    except FileNotFoundError:
+        raise _not_kept(file, "nothing") from None
+    except OSError:  # a link (O_NOFOLLOW), or unreadable
+        raise _not_kept(file, "another") from None
+    info = os.fstat(handle.fileno())
+    if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_FILE_BYTES:
+        handle.close()
+        raise _not_kept(file, "another")
+    return handle
+
+
+def _not_kept(file: Path, found: str) -> ValueError:
+    return ValueError(
+        f"expected {file} to be a kept test photo (a regular file of at most "
+        f"{MAX_FILE_BYTES // 2**20} MiB), found {found}"
+    )
 
 
 def decoded(data: bytes, file: Path, size: int, channels: int) -> np.ndarray:

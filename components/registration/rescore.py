@@ -6,6 +6,7 @@ The preprocess step keeps the test split's photo files (``test_photos/``, in the
 recorded before any is decoded, then decoded by the function preprocess uses at the size
 and channels the holder's own spec says, a batch at a time, and scored by the holder's
 ONNX graph, fetched from the registry and checked against the tracking store's record.
+No photo is decoded before all of them are known to be the ones recorded.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from components.data.arrays import load_split, photos_sha256
-from components.data.kept_photos import decoded, kept_files, read_kept
+from components.data.kept_photos import decoded, kept_files, kept_sha256, read_kept
 
 log = logging.getLogger(__name__)
 
@@ -37,8 +38,11 @@ class Rescored:
 def score_holder(model_uri: str, data_dir: Path, photos: str) -> Rescored:
     """Score the registered model ``model_uri`` on the test photos kept in ``data_dir``.
 
-    Each file is read once: hashed, decoded and scored from the same bytes; the result
-    stands only if their sha256s and labels give the digest ``photos``.
+    Every file is hashed first, a block at a time, and nothing is decoded unless their
+    sha256s and labels give the digest ``photos`` and no photo is there twice (preprocess
+    keeps one of each); then each is read again, one at a time, checked against its
+    hash, decoded and scored a batch at a time: memory holds one photo's bytes and a batch
+    of pixels, whatever the files are.
 
     Args:
         model_uri: the holder, as ``models:/NAME/VERSION``.
@@ -47,33 +51,52 @@ def score_holder(model_uri: str, data_dir: Path, photos: str) -> Rescored:
 
     Raises:
         FileNotFoundError: ``data_dir`` keeps no test photos (an older preprocess output).
-        ValueError: the photos kept are not the ones ``photos`` names, or one does not
-            decode.
+        ValueError: the photos kept are not the ones ``photos`` names, one is there twice,
+            changes while it is scored, or does not decode.
     """
     from components.scoring.loading import load_scorer
     from components.scoring.scorers import class_probabilities, score_batches
 
     _, labels = load_split(Path(data_dir), "test")
     files = kept_files(Path(data_dir), len(labels))
+    digests = [kept_sha256(file) for file in files]
+    _check_photos(files, digests, labels, photos)
     holder = load_scorer(model_uri, "onnx")
-    read, correct = [], 0
+    correct = 0
     for start in range(0, len(files), BATCH):
-        batch = [(file, read_kept(file)) for file in files[start : start + BATCH]]
-        truth = labels[start : start + BATCH]
-        read += [
-            (hashlib.sha256(data).hexdigest(), int(label))
-            for (_, data), label in zip(batch, truth, strict=True)
-        ]
         pixels = np.stack(
-            [decoded(data, file, holder.image_size, holder.channels) for file, data in batch]
+            [
+                _decoded_as_hashed(file, digest, holder.image_size, holder.channels)
+                for file, digest in zip(
+                    files[start : start + BATCH], digests[start : start + BATCH], strict=True
+                )
+            ]
         )
         dogs = class_probabilities(score_batches(holder.scorer, pixels))[:, 1] >= 0.5
-        correct += int((dogs == truth.astype(bool)).sum())
-    found = photos_sha256(read)
+        correct += int((dogs == labels[start : start + BATCH].astype(bool)).sum())
+    log.info("%s scored again on %d test photos: %d right", model_uri, len(files), correct)
+    return Rescored(correct / len(files), len(files), photos)
+
+
+def _check_photos(files: list[Path], digests: list[str], labels: np.ndarray, photos: str) -> None:
+    """Refuse kept photos that are not the ones the training recorded, or a photo twice."""
+    found = photos_sha256(zip(digests, (int(label) for label in labels), strict=True))
     if found != photos:
         raise ValueError(
             f"expected the test photos in {files[0].parent} to be the ones the training "
             f"recorded (photos sha256 {photos[:12]}…), found {found[:12]}…"
         )
-    log.info("%s scored again on %d test photos: %d right", model_uri, len(files), correct)
-    return Rescored(correct / len(files), len(files), photos)
+    repeated = len(digests) - len(set(digests))
+    if repeated:
+        raise ValueError(
+            f"expected {len(digests)} distinct test photos in {files[0].parent} (preprocess "
+            f"keeps one of each), found {repeated} more copies of photos already there"
+        )
+
+
+def _decoded_as_hashed(file: Path, digest: str, size: int, channels: int) -> np.ndarray:
+    """A kept photo's pixels, from bytes that still hash to ``digest``."""
+    data = read_kept(file)
+    if hashlib.sha256(data).hexdigest() != digest:
+        raise ValueError(f"expected {file} to stay as it was hashed, found it changed")
+    return decoded(data, file, size, channels)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -133,3 +134,61 @@ def test_without_the_test_photos_the_line_says_so_and_names_force_alias(
     assert not decision.took_alias
     assert "no test photos to score it again on (--data)" in decision.reason
     assert "--force-alias" in decision.reason
+
+
+def refusing_to_decode_or_load(monkeypatch) -> list[Path]:
+    """The files ``score_holder`` decodes; loading the holder fails the test."""
+    from components.registration import rescore
+    from components.scoring import loading
+
+    decoded: list[Path] = []
+
+    def never_loaded(*args, **kwargs):
+        raise AssertionError("the holder was loaded before the photos were checked")
+
+    monkeypatch.setattr(loading, "load_scorer", never_loaded)
+    monkeypatch.setattr(rescore, "decoded", lambda data, file, *_: decoded.append(file))
+    return decoded
+
+
+def test_kept_photos_that_are_one_file_linked_many_times_are_refused_before_decoding(
+    two_splits, tmp_path, monkeypatch
+):
+    """Hard links to one large photo, its digest recomputed to match: nothing is decoded
+    and no photo is held whole (each is hashed a block at a time)."""
+    from components.data.arrays import photos_sha256
+
+    data = tmp_path / "arrays"
+    shutil.copytree(two_splits[0], data)
+    kept = sorted((data / TEST_PHOTOS_DIR).iterdir())
+    big = tmp_path / "big.jpg"
+    with big.open("wb") as handle:
+        handle.truncate(32 * 2**20)  # 32 MiB, under a photo's bound
+    for file in kept:
+        file.unlink()
+        file.hardlink_to(big)
+    _, labels = load_split(data, "test")
+    forged = photos_sha256(
+        (hashlib.sha256(big.read_bytes()).hexdigest(), int(label)) for label in labels
+    )
+    decoded = refusing_to_decode_or_load(monkeypatch)
+    with pytest.raises(ValueError, match=f"found {len(kept) - 1} more copies of photos"):
+        score_holder("models:/never/1", data, forged)
+    assert decoded == []
+
+
+def test_kept_photos_other_than_recorded_are_refused_before_one_is_decoded(
+    two_splits, tmp_path, monkeypatch
+):
+    from components.data.kept_photos import check_kept_photos
+
+    data = tmp_path / "arrays"
+    shutil.copytree(two_splits[0], data)
+    images, labels = load_split(data, "test")
+    recorded = check_kept_photos(data, images, labels)
+    kept = sorted((data / TEST_PHOTOS_DIR).iterdir())
+    kept[-1].write_bytes(kept[0].read_bytes())  # the last photo swapped for the first
+    decoded = refusing_to_decode_or_load(monkeypatch)
+    with pytest.raises(ValueError, match="to be the ones the training recorded"):
+        score_holder("models:/never/1", data, recorded)
+    assert decoded == []
