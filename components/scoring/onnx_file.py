@@ -9,6 +9,7 @@ it, and it gets the checked bytes, never the path.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -53,6 +54,11 @@ MOST_PAD = 64  # pixels a Pad may add on a side (the shifted views pad 4)
 # million Adds fills gigabytes. The project's largest graph (EfficientNet-Lite with its
 # views, in int8) has under 2,000 nodes and tensors
 MOST_NODES, MOST_TENSORS, MOST_EDGES = 10_000, 10_000, 40_000
+# multiply-adds a row of a batch may take (a photo, or one view of it), counted from the
+# shapes before a session is built: ONNX Runtime stops a call only between nodes, so one
+# node must not outlast the call bound. EfficientNet-Lite2 at 260 px takes 0.86 billion,
+# resnet18 at 128 px 0.6; eight 64-pixel pads before one large kernel would take 29,000
+MOST_MACS_A_ROW = 16e9
 
 
 def read_onnx(path: Path, most_mb: float = MOST_ONNX_MB) -> bytes:
@@ -81,6 +87,7 @@ def read_onnx(path: Path, most_mb: float = MOST_ONNX_MB) -> bytes:
     _check_domains(model, path)
     _check_operators(model, path)
     _check_dense(model, path)
+    _check_compute(model, path)
     _check_types(model, path)
     external = _external_reads(model, path.parent)
     total = size + sum(external)
@@ -162,6 +169,42 @@ def _bounded_pads(node: onnx.NodeProto, constants: dict[str, onnx.TensorProto]) 
         return False
     values = numpy_helper.to_array(pads)
     return bool(((values >= 0) & (values <= MOST_PAD)).all())
+
+
+def _check_compute(model: onnx.ModelProto, path: Path) -> None:
+    """Refuse a graph whose convolutions and matrix products take more than
+    ``MOST_MACS_A_ROW`` multiply-adds for a row of a batch, or whose sizes cannot be told
+    from its shapes (then neither can its time)."""
+    inferred = onnx.shape_inference.infer_shapes(model)
+    graph = inferred.graph
+    known = {tensor.name: list(tensor.dims) for tensor in graph.initializer}
+    for value in (*graph.input, *graph.value_info, *graph.output):
+        dims = value.type.tensor_type.shape.dim
+        known.setdefault(value.name, [d.dim_value if d.HasField("dim_value") else 0 for d in dims])
+    total = 0
+    for node in graph.node:
+        if node.op_type not in ("Conv", "Gemm", "MatMul"):
+            continue
+        output, weight = known.get(node.output[0], []), known.get(node.input[1], [])
+        if len(output) < 2 or len(weight) < 2 or 0 in output[1:] or 0 in weight:
+            raise ValueError(
+                f"expected every convolution and matrix product in {path} to have sizes its "
+                f"shapes tell, found {node.op_type} {node.name!r:.100} without them"
+            )
+        per_output = math.prod(weight[1:]) if node.op_type == "Conv" else _inner(node, weight)
+        total += math.prod(output[1:]) * per_output
+    if total > MOST_MACS_A_ROW:
+        raise ValueError(
+            f"expected a graph of at most {MOST_MACS_A_ROW / 1e9:g} billion multiply-adds a "
+            f"photo in {path}, found {total / 1e9:,.0f} billion: it would outrun the call bound"
+        )
+
+
+def _inner(node: onnx.NodeProto, weight: list[int]) -> int:
+    """The length of the products a matrix product sums: its weight's rows, or its columns
+    where Gemm transposes it."""
+    transposed = any(a.name == "transB" and a.i for a in node.attribute)
+    return weight[-1] if transposed else weight[-2]
 
 
 def _check_dense(model: onnx.ModelProto, path: Path) -> None:

@@ -259,3 +259,29 @@ def test_a_sparse_initializer_of_a_huge_dense_shape_is_refused_before_a_session(
         ValueError, match=r"found the sparse initializer 'huge' of dense shape \[268435456\]"
     ):
         read_onnx(path)
+
+
+def test_a_graph_of_too_many_multiply_adds_a_photo_is_refused_before_a_session(tmp_path):
+    """Allowed operators, small weights: eight 64-pixel pads grow a 64-pixel photo to 1,088
+    pixels a side, and one 11×11 convolution to 96 channels then takes 40 billion
+    multiply-adds a photo, in one node that no stop flag interrupts."""
+    pads = int64s("pads", [0, 0, 64, 64, 0, 0, 64, 64])
+    nodes = [
+        helper.make_node("Pad", ["x" if i == 0 else f"p{i}", "pads"], [f"p{i + 1}"])
+        for i in range(8)
+    ]
+    weight = numpy_helper.from_array(np.zeros((96, 3, 11, 11), np.float32), "w")
+    nodes.append(helper.make_node("Conv", ["p8", "w"], ["y"]))
+    graph = helper.make_graph(
+        nodes,
+        "padded",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 64, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [pads, weight],
+    )
+    path = tmp_path / "model.onnx"
+    onnx.save_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), path)
+    with pytest.raises(
+        ValueError, match="at most 16 billion multiply-adds a photo .* found 40 billion"
+    ):
+        read_onnx(path)
