@@ -9,8 +9,9 @@ deadlines and counts added, answers 408 to a head or body not complete in time, 
 to a head over its size or header count, then closes the connection. Every request in
 flight holds its body, its parsed JSON, its photos' bytes and their pixels (several times
 its body: benchmarks/serve_memory.py), so the bodies of the requests served at once are
-bounded together too: one that would take them over ``max_inflight_bytes`` is
-answered 503 with ``Retry-After``, whatever each alone may hold.
+bounded together too, counted as their bytes arrive (a body stalled part-way, chunked or
+not, holds what it sent): one that would take them over ``max_inflight_bytes`` is
+answered 503 with ``Retry-After`` at once, whatever each alone may hold.
 """
 
 from __future__ import annotations
@@ -90,7 +91,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._app_started = True
 
     def on_response_complete(self) -> None:
-        self._busy = False  # kept alive, it waits for a next request: no slot held
+        self._busy, self._body_bytes = False, 0  # kept alive, it waits: no slot, no bytes
         super().on_response_complete()
 
     def _busy_elsewhere(self) -> list[GuardedHttpToolsProtocol]:
@@ -98,16 +99,24 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         a silent one, one trickling its head or body, or an idle kept-alive one holds no
         slot (its own deadline closes it), so a client that keeps reopening slow
         connections cannot keep everyone else at 503."""
-        return [
-            other
-            for other in self.connections
-            if isinstance(other, GuardedHttpToolsProtocol) and other is not self and other._busy
-        ]
+        return [other for other in self._others() if other._busy]
 
     def on_body(self, body: bytes) -> None:
         self._body_bytes += len(body)
-        if not self._refusal:
-            super().on_body(body)
+        if self._refusal:
+            return
+        held = sum(other._body_bytes for other in self._others())  # partial ones included
+        if held and held + self._body_bytes > self.limits.max_inflight_bytes:
+            self._refusal = 503  # answered once the parser returns, its bytes dropped
+            return
+        super().on_body(body)
+
+    def _others(self) -> list[GuardedHttpToolsProtocol]:
+        return [
+            other
+            for other in self.connections
+            if isinstance(other, GuardedHttpToolsProtocol) and other is not self
+        ]
 
     def on_message_complete(self) -> None:
         self._disarm()

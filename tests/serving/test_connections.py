@@ -284,3 +284,41 @@ def test_bodies_past_the_bound_in_flight_are_answered_503_with_retry_after(tmp_p
         refused = [reply for reply in replies if reply.startswith("HTTP/1.1 503")]
         assert all("retry-after: 1\r\n" in reply.lower() for reply in refused)
         assert good_answer(server, photo)["class"] in ("cat", "dog")
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+def test_bodies_stalled_part_way_count_toward_the_bound_as_their_bytes_arrive(
+    tmp_path, photo, chunked
+):
+    """Eight clients each send over 0.5 MiB of a body and stall, within the body's deadline,
+    under a 1 MiB bound on the bytes in flight: the first holds its bytes, each next is
+    answered 503 as its bytes cross the bound, not left to grow the server; the first,
+    completed, is served."""
+    model = seeded_model(tmp_path / "model")
+    bound = ("--max-body-mb", "1", "--max-inflight-mb", "1", "--body-timeout-seconds", "30")
+    body = json.dumps({"instances": [{"image": {"b64": b64(photo)}}] * 64}).encode()
+    assert 2**19 < len(body) < 2**20  # two of them are over the bound
+    framing = "Transfer-Encoding: chunked" if chunked else f"Content-Length: {len(body)}"
+    head = (
+        f"POST {V1} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        f"{framing}\r\nConnection: close\r\n\r\n"
+    ).encode()
+    part = body[:-1]
+    sent = b"%x\r\n%s\r\n" % (len(part), part) if chunked else part
+    rest = b"1\r\n%s\r\n0\r\n\r\n" % body[-1:] if chunked else body[-1:]
+    with ModelServerProcess(model, tmp_path, *bound) as server:
+        sockets = [connect(server) for _ in range(8)]
+        try:
+            sockets[0].sendall(head + sent)
+            time.sleep(0.5)  # the first one's bytes are in before the others'
+            for sock in sockets[1:]:
+                sock.sendall(head + sent)
+            refused = [read_reply(sock) for sock in sockets[1:]]  # without their last byte
+            sockets[0].sendall(rest)
+            served = read_reply(sockets[0])
+        finally:
+            for sock in sockets:
+                sock.close()
+        assert all(reply.startswith("HTTP/1.1 503") for reply in refused), refused
+        assert served.startswith("HTTP/1.1 200"), served[:200]
+        assert good_answer(server, photo)["class"] in ("cat", "dog")
