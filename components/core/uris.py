@@ -15,13 +15,15 @@ from __future__ import annotations
 import re
 from urllib.parse import unquote, urlsplit
 
-# a URI with an authority, as far as a text shows it: up to white space. Its user info is
-# whatever comes before the last @ ahead of the first / on its line, so that a password
-# holding a space, a tab, a ? or a # is hidden whole (urllib would read "PW" of
-# "http://alice:PW#x@host" as a port, and a text would show it); its authority then ends
-# at the first / ? # or white space
+# a URI with an authority, as far as a text shows it: up to white space. Its user info
+# runs to the last @ before its path, across a ? or a # (urllib would read "PW" of
+# "http://alice:PW#x@host" as a port, and a text would show it whole); and across white
+# space where what comes before it is no host:port ("alice:PW x@host"), so that a
+# password holding a space or a tab is hidden whole too. Its authority then ends at the
+# first / ? # or white space
 URI = re.compile(
-    r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?:(?P<userinfo>[^/\n]*)@)?"
+    r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)"
+    r"(?:(?P<userinfo>[^/\s]*)@|(?P<spaced>[^/\s:@]*:(?![0-9]*(?:[/?#;,.)'\"\]>\s]|$))[^/\n]*)@)?"
     r"(?P<authority>[^/?#\s@]*)(?P<rest>\S*)"
 )
 # a reference without a scheme, as a library's message shows a request: /api;p?q#f
@@ -42,10 +44,15 @@ def redact(text: str) -> str:
 
 
 def _redact_uri(match: re.Match[str]) -> str:
-    scheme, userinfo, authority, rest = match.group("scheme", "userinfo", "authority", "rest")
-    if userinfo is not None:
+    scheme, authority, rest = match.group("scheme", "authority", "rest")
+    if _userinfo(match) is not None:
         authority = "***@" + authority
     return scheme + authority + _redact_path(rest)
+
+
+def _userinfo(match: re.Match[str]) -> str | None:
+    """A matched URI's user and password, if it has them."""
+    return match["userinfo"] if match["userinfo"] is not None else match["spaced"]
 
 
 def _redact_path(path: str) -> str:
@@ -85,7 +92,8 @@ def split_credentials(uri: str) -> tuple[str, str | None, str | None]:
     """``uri`` without its user and password, and the two (None where it has none): the
     user info ``redact`` hides, a password holding a space or a ``#`` included."""
     match = URI.fullmatch(uri)
-    if match is None or match["userinfo"] is None:
+    userinfo = None if match is None else _userinfo(match)
+    if match is None or userinfo is None:
         return uri, None, None
-    user, _, password = match["userinfo"].partition(":")
+    user, _, password = userinfo.partition(":")
     return match["scheme"] + match["authority"] + match["rest"], unquote(user), unquote(password)

@@ -96,8 +96,15 @@ def test_a_password_holding_white_space_a_hash_or_a_question_mark_is_hidden_whol
     assert holds_credentials(uri)
 
 
-def test_text_after_a_uri_keeps_its_own_words_and_addresses():
-    text = "see http://mlflow.example/api then mail bob@example.com; http://h:80 is up"
+@pytest.mark.parametrize(
+    "text",
+    [
+        "see http://mlflow.example/api then mail bob@example.com; http://h:80 is up",
+        "no model 'x' at http://127.0.0.1:5000; it holds: dogs-vs-cats (@candidate → 1)",
+        "at http://mlflow:5000, then alice@example.com",
+    ],
+)
+def test_text_after_a_uri_keeps_its_own_words_and_addresses(text):
     assert redact(text) == text
 
 
