@@ -1,5 +1,8 @@
 """A request whose client has gone stops: its photos still waiting to be decoded are not.
 
+A client that leaves while its body is still coming ends its request with one log line,
+not the tracebacks Starlette's body reader and uvicorn would write for it.
+
 Once a request's body is in, nothing else but its end can come from the client: the
 middleware then listens for the disconnect that uvicorn reports when the connection
 closes, and cancels the request's handling. The model's decodes waiting for a slot and
@@ -12,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp
 
 from components.serving.limits import Message, Receive, Scope, Send
@@ -60,6 +64,8 @@ class StopWhenClientLeaves:
 
         try:
             await self.app(scope, reading, answering)
+        except ClientDisconnect:  # gone while its body was still coming: nothing to answer
+            log.info("client gone mid-body: %s %s", scope.get("method"), scope.get("path"))
         except asyncio.CancelledError:
             if not left:
                 raise  # cancelled from outside: the server is stopping

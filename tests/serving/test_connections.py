@@ -322,3 +322,23 @@ def test_bodies_stalled_part_way_count_toward_the_bound_as_their_bytes_arrive(
         assert all(reply.startswith("HTTP/1.1 503") for reply in refused), refused
         assert served.startswith("HTTP/1.1 200"), served[:200]
         assert good_answer(server, photo)["class"] in ("cat", "dog")
+
+
+def test_clients_that_leave_mid_body_leave_one_line_each_in_the_log(server, photo):
+    before = server.log_path.read_text()
+    head = (
+        f"POST {V1} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        "Content-Length: 100000\r\n\r\n"
+    ).encode()
+    for _ in range(3):
+        with connect(server) as sock:
+            sock.sendall(head + b" " * 50_000)
+            time.sleep(0.2)
+    assert good_answer(server, photo)["class"] in ("cat", "dog")
+    deadline = time.monotonic() + 30  # the log is written as the server gets to it
+    while time.monotonic() < deadline:
+        written = server.log_path.read_text()[len(before) :]
+        if written.count("client gone mid-body") >= 3:
+            break
+        time.sleep(0.1)
+    assert written.count("client gone mid-body") == 3 and "Traceback" not in written
