@@ -4,6 +4,7 @@ were decoded from, and what the gate scores the alias's holder on at its own siz
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import os
@@ -63,8 +64,8 @@ def _opened_kept(file: Path) -> io.BufferedReader:
         handle = open(os.open(file, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK), "rb")
     except FileNotFoundError:
         raise _not_kept(file, "nothing") from None
-    except OSError:  # a link (O_NOFOLLOW), or unreadable
-        raise _not_kept(file, "another") from None
+    except OSError as err:  # a link (O_NOFOLLOW), or unreadable
+        raise _not_kept(file, "a link" if err.errno == errno.ELOOP else "another") from None
     info = os.fstat(handle.fileno())
     if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_FILE_BYTES:
         handle.close()

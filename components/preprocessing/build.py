@@ -129,17 +129,18 @@ def _keep_photos(folder: Path, files: list[Path], index: np.ndarray) -> None:
     """A split's photo files, in its order (``00000``, ``00001``, …): the gate scores the
     alias's holder on the test split's, decoded at that model's own size.
 
-    Each is a hard link to its input file where both are on one file system and the
-    system allows it (the same bytes, written once: a tenth of the copies' time), else a
-    copy. Nothing writes to a kept photo, and a photo changed since preprocess no longer
-    matches the digest ``meta.json`` records, which evaluate checks."""
+    Each is a hard link to its input's file (the file an input that is a symbolic link
+    names, never the link) where both are on one file system and the system allows it
+    (the same bytes, written once: a tenth of the copies' time), else a copy. Nothing
+    writes to a kept photo, and a photo changed since preprocess no longer matches the
+    digest ``meta.json`` records, which evaluate checks."""
     folder.mkdir()
     for position, kept in enumerate(index):
-        target = folder / f"{position:05d}"
+        source, target = files[kept].resolve(), folder / f"{position:05d}"
         try:
-            os.link(files[kept], target)
+            os.link(source, target)
         except OSError:  # another file system, or links refused (protected_hardlinks)
-            shutil.copyfile(files[kept], target)
+            shutil.copyfile(source, target)
 
 
 def _check_memory(count: int, cfg: PreprocessConfig) -> None:

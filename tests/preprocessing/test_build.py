@@ -409,6 +409,24 @@ def test_preprocess_holds_the_arrays_once_not_a_copy_per_split(sample_images, tm
     assert arrays > 150e6 and grown < 1.4 * arrays, (grown, arrays)
 
 
+def test_inputs_that_are_links_are_kept_as_the_photos_they_name(tmp_path):
+    """A folder of symbolic links to photos elsewhere: the kept photos are those photos'
+    files, which evaluate's check reads as kept photos, not links to links."""
+    from components.data.arrays import load_split
+    from components.data.kept_photos import check_kept_photos
+
+    real = make_kaggle_folder(tmp_path / "real")
+    linked = tmp_path / "in/train"
+    linked.mkdir(parents=True)
+    for photo in (real / "train").iterdir():
+        (linked / photo.name).symlink_to(photo)
+    meta = build(tmp_path / "in", tmp_path / "out", workers=1, val_fraction=0.2, test_fraction=0.2)
+    kept = sorted((tmp_path / "out" / TEST_PHOTOS_DIR).iterdir())
+    assert kept and not any(photo.is_symlink() for photo in kept)
+    images, labels = load_split(tmp_path / "out", "test")
+    assert check_kept_photos(tmp_path / "out", images, labels) == meta["photos_sha256"]["test"]
+
+
 def test_kept_test_photos_are_links_where_the_file_system_allows_else_copies(tmp_path, monkeypatch):
     """Either way each kept photo holds its input's bytes, and the photos digest is the
     same; a link refused (another file system, protected_hardlinks) falls back to a copy."""
