@@ -42,9 +42,12 @@ def next_step(
     if registration.startswith("registered"):
         return f"serve it: {serve}@candidate --port 8080 (README: Serve the model)"
     wanted = arguments.get("min_accuracy", RegisterConfig.min_accuracy)
+    bound = re.search(r", at least ([\d.]+) with 95% confidence", registration)
+    lowest = float(bound[1]) if bound else test_accuracy
     return (
-        f"the gate wants a test accuracy of {wanted:.2f} and this model reached "
-        f"{test_accuracy:.4f}: train a stronger one (more photos, e.g. the whole archive with "
-        "no --source, or --preset cpu), or, to walk the rest of the road on this data, run "
-        f"again with a lower gate: add min_accuracy={math.floor(test_accuracy * 100) / 100:.2f}"
+        f"the gate wants a test accuracy of at least {wanted:.2f} with 95% confidence and "
+        f"this model reached {test_accuracy:.4f}, at least {lowest:.4f}: train a stronger one "
+        "(more photos, e.g. the whole archive with no --source, or --preset cpu), or, to walk "
+        "the rest of the road on this data, run again with a lower gate: add "
+        f"min_accuracy={math.floor(lowest * 100) / 100:.2f}"
     )

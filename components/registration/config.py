@@ -21,7 +21,12 @@ class RegisterConfig:
         "what is judged; unset: not checked",
         role=LOCAL,
     )
-    min_accuracy: float = setting(0.85, "lowest test accuracy that is registered", role=PER_RUN)
+    min_accuracy: float = setting(
+        0.85,
+        "lowest test accuracy that is registered, met with 95% confidence on the test photos "
+        "(the lower end of the figure's Wilson interval)",
+        role=PER_RUN,
+    )
     registered_model_name: str = setting(
         REGISTERED_MODEL_NAME, "name in the MLflow Model Registry", role=PER_RUN
     )

@@ -14,6 +14,7 @@ from components.core.names import INT8_FILE, ONNX_FILE, WEIGHTS_FILE
 from components.registration import rescore
 from components.registration.card import model_card
 from components.registration.challenge import Holder, challenge
+from components.registration.confidence import accuracy_at_least
 from components.registration.config import RegisterConfig
 from components.registration.rescore import Rescored
 from components.tracking.tags import EVALUATION_DIGEST_TAG, TEST_PHOTOS_PARAM, TEST_SPLIT_PARAM
@@ -43,8 +44,10 @@ class Decision:
 
 
 def register_if_accurate(cfg: RegisterConfig) -> Decision:
-    """Register the run's model when its accuracy reaches the minimum, and point the
-    alias at it when it also beats the alias's holder on the same test split.
+    """Register the run's model when its accuracy reaches the minimum with 95% confidence
+    (the lower end of its Wilson interval on the test photos it was measured on: a figure
+    on a handful of photos says little), and point the alias at it when it also beats the
+    alias's holder on the same test split.
 
     Either way the decision and its reason are tagged on the MLflow run and logged.
 
@@ -64,9 +67,12 @@ def register_if_accurate(cfg: RegisterConfig) -> Decision:
     reports = evaluation_reports(cfg)
     accuracies = [float(report["metrics"]["accuracy"]) for report in reports]
     accuracy = min(accuracies)  # every graph the model may be served by must pass
-    passed = accuracy >= cfg.min_accuracy
+    count = int(reports[0]["count"])
+    lowest = accuracy_at_least(accuracy, count)
+    passed = lowest >= cfg.min_accuracy
     comparison = (
-        f"test accuracy {accuracy:.4f} {'>=' if passed else '<'} minimum {cfg.min_accuracy:.4f}"
+        f"test accuracy {accuracy:.4f} on {count} photos, at least {lowest:.4f} with 95% "
+        f"confidence, {'>=' if passed else '<'} minimum {cfg.min_accuracy:.4f}"
     )
     if len(accuracies) > 1:
         comparison += (
@@ -200,6 +206,11 @@ def _verified_report(
         )
     _check_both_classes(report, run, where)
     _check_recorded_split(report, params, run, where)
+    if type(report.get("count")) is not int or report["count"] < 1:
+        raise ValueError(
+            f"refusing to judge MLflow run {run}: expected {where} to say how many test photos "
+            f"it scored, found {report.get('count')!r:.40}"
+        )
     return report
 
 

@@ -5,13 +5,17 @@ from pipeline.next_steps import closing_lines, next_step
 
 def test_a_run_the_gate_refuses_says_why_and_exactly_what_to_type():
     said = next_step(
-        "not registered: test accuracy 0.6789 < minimum 0.8500",
+        "not registered: test accuracy 0.6789 on 200 photos, at least 0.6118 with 95% "
+        "confidence, < minimum 0.8500",
         0.6789,
         "sqlite:///runs/local/mlflow.db",
         {},
     )
-    assert said.startswith("the gate wants a test accuracy of 0.85 and this model reached 0.6789")
-    assert said.endswith("run again with a lower gate: add min_accuracy=0.67")
+    assert said.startswith(
+        "the gate wants a test accuracy of at least 0.85 with 95% confidence and this model "
+        "reached 0.6789, at least 0.6118"
+    )
+    assert said.endswith("run again with a lower gate: add min_accuracy=0.61")  # what passes
 
 
 def test_a_version_the_alias_stayed_away_from_is_named_beside_the_alias():

@@ -19,6 +19,7 @@ from components.core.identity import ModelIdentityError
 from components.data.arrays import load_split, save_split
 from components.evaluation.config import EvaluateConfig
 from components.evaluation.report import evaluate
+from components.registration.confidence import accuracy_at_least
 from components.registration.config import RegisterConfig
 from components.registration.decision import register_if_accurate
 from components.tracking import logged_models
@@ -74,8 +75,10 @@ def test_a_model_below_the_minimum_is_not_registered_and_the_run_says_why(
         ]
     )
     reason = capsys.readouterr().out.strip()
+    lowest = accuracy_at_least(accuracy, 100)  # small_arrays: 100 test photos
     assert reason == (
-        f"not registered: test accuracy {accuracy:.4f} < minimum {accuracy + 0.01:.4f}"
+        f"not registered: test accuracy {accuracy:.4f} on 100 photos, at least {lowest:.4f} "
+        f"with 95% confidence, < minimum {accuracy + 0.01:.4f}"
     )
     client = MlflowClient(mlflow_store)
     assert client.get_run(result.run_id).data.tags["quality_gate"] == reason
@@ -87,9 +90,14 @@ def test_a_model_at_the_minimum_is_registered_by_its_logged_model_id(
 ):
     result = trained(small_arrays, tmp_path / "m")
     accuracy = evaluated(small_arrays, tmp_path / "m")
+    lowest = accuracy_at_least(accuracy, 100)
+    refused = register_if_accurate(
+        RegisterConfig(mlflow_run_id=result.run_id, min_accuracy=accuracy)
+    )
+    assert not refused.registered  # 100 photos cannot show the figure itself with confidence
     with caplog.at_level(logging.WARNING):
         decision = register_if_accurate(
-            RegisterConfig(mlflow_run_id=result.run_id, min_accuracy=accuracy)
+            RegisterConfig(mlflow_run_id=result.run_id, min_accuracy=round(lowest - 5e-5, 4))
         )
     assert decision.registered and decision.version == "1"
     client = MlflowClient(mlflow_store)
@@ -152,7 +160,8 @@ def test_a_test_accuracy_logged_by_hand_later_is_not_what_is_judged(
     decision = register_if_accurate(
         RegisterConfig(mlflow_run_id=weak.run_id, min_accuracy=min(1.0, accuracy + 0.01))
     )
-    assert not decision.registered and f"test accuracy {accuracy:.4f} <" in decision.reason
+    assert not decision.registered and f"test accuracy {accuracy:.4f} on 100" in decision.reason
+    assert "< minimum" in decision.reason
     assert client.search_registered_models() == []
 
 
@@ -294,7 +303,9 @@ def test_a_worse_model_is_registered_without_the_alias_and_the_card_says_why(
     assert second.registered and not second.took_alias and second.version == "2"
     assert second.reason == (
         f"registered dogs-vs-cats version 2 without @candidate: test accuracy "
-        f"{scored[worse]:.4f} >= minimum 0.0000; does not beat version 1's "
+        f"{scored[worse]:.4f} on 100 photos, at least "
+        f"{accuracy_at_least(scored[worse], 100):.4f} with 95% confidence, >= minimum 0.0000; "
+        f"does not beat version 1's "
         f"{scored[better]:.4f} on the same test split; @candidate stays on version 1"
     )
     client = MlflowClient(mlflow_store)
