@@ -53,6 +53,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._head_bytes, self._header_count, self._refusal = 0, 0, 0
         self._in_head, self._app_started, self._busy = True, False, False
         self._body_bytes = 0  # this request's body so far; held while it is served
+        self._draining = False  # answered 503 mid-body: its rest is read and dropped
         self._deadline: asyncio.TimerHandle | None = None
         self._arm(self.limits.header_seconds)  # nothing sent yet counts too
 
@@ -62,7 +63,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             self._head_bytes += len(data)  # all of it was head: the head is not complete
             if self._head_bytes > self.limits.max_header_bytes:
                 self._refusal = 431
-        if self._refusal and not self.transport.is_closing():
+        if self._refusal and not self._draining and not self.transport.is_closing():
             self._refuse(self._refusal)
 
     def on_message_begin(self) -> None:
@@ -102,12 +103,17 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         return [other for other in self._others() if other._busy]
 
     def on_body(self, body: bytes) -> None:
+        if self._draining:  # refused mid-body: read and dropped, never held
+            return
         self._body_bytes += len(body)
         if self._refusal:
             return
         held = sum(other._body_bytes for other in self._others())  # partial ones included
         if held and held + self._body_bytes > self.limits.max_inflight_bytes:
-            self._refusal = 503  # answered once the parser returns, its bytes dropped
+            # answered now; the rest of the body is read and dropped until it ends (or its
+            # deadline), so that the client, still sending, reads the answer
+            self._refusal, self._draining, self._body_bytes = 503, True, 0
+            self._answer(503)
             return
         super().on_body(body)
 
@@ -119,6 +125,9 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         ]
 
     def on_message_complete(self) -> None:
+        if self._draining:  # the body refused mid-way has ended: the answer went before
+            self.transport.close()
+            return
         self._disarm()
         serving = self._busy_elsewhere()
         held = sum(other._body_bytes for other in serving)
@@ -152,13 +161,19 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._deadline = None
         if self.transport.is_closing():
             return
-        if self._in_head and not self._head_bytes:
-            self.transport.close()  # it never said a word: nothing to answer
+        if self._draining or (self._in_head and not self._head_bytes):
+            self.transport.close()  # answered already, or it never said a word
         else:
             self._refuse(408)
 
     def _refuse(self, status: int) -> None:
         """Answer ``status`` (unless the app has begun its own answer), then close."""
+        self._disarm()
+        self._answer(status)
+        self.transport.close()
+
+    def _answer(self, status: int) -> None:
+        """Write the ``status`` answer, unless the app has begun its own."""
         retry = b""
         if status == 503:
             self.logger.warning(
@@ -167,7 +182,6 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
                 self.limits.max_inflight_bytes // 2**20,
             )
             retry = b"retry-after: %d\r\n" % RETRY_AFTER_SECONDS
-        self._disarm()
         if not (self._app_started and self.cycle and self.cycle.response_started):
             body = b'{"error": "' + REASONS[status].lower() + b'"}'
             self.transport.write(
@@ -175,7 +189,6 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
                 b"content-length: %d\r\nconnection: close\r\n\r\n%s"
                 % (status, REASONS[status], retry, len(body), body)
             )
-        self.transport.close()
 
 
 def guarded_protocol(limits: ConnectionLimits) -> type[GuardedHttpToolsProtocol]:
