@@ -31,7 +31,7 @@ from components.core.names import (
     WEIGHTS_FILE,
 )
 from components.data.arrays import load_split, read_meta, split_sha256
-from components.data.kept_photos import check_kept_photos
+from components.data.kept_photos import replace_with_kept_photos
 from components.evaluation import metrics as scoring
 from components.evaluation import plots
 from components.evaluation.config import EvaluateConfig
@@ -164,14 +164,16 @@ def _kept_photos(
 ) -> str | None:
     """Which photos the scored test arrays hold, proven from the photo files preprocess
     kept beside them (each decodes to its array's pixels; their digest is ``meta.json``'s
-    claim): the gate compares models of other sizes by it. None where none are kept.
+    claim): the gate compares models of other sizes by it. None where none are kept. Each
+    array is replaced by its photo decoded again, so that the photos themselves are
+    scored.
 
     Raises:
         ValueError: the arrays are not the kept photos, or these not the ones claimed.
     """
     if split != "test" or not (data_dir / TEST_PHOTOS_DIR).is_dir():
         return None
-    photos = check_kept_photos(data_dir, images, labels)
+    photos = replace_with_kept_photos(data_dir, images, labels)
     if photos != claimed:
         raise ValueError(
             f"expected the photos kept in {data_dir / TEST_PHOTOS_DIR} to be the ones "
