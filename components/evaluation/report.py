@@ -282,14 +282,17 @@ def _report(
     classes: list[str], labels: np.ndarray, scores: np.ndarray, scoring_record: dict[str, Any]
 ) -> dict[str, Any]:
     """A graph's report: ``scoring_record`` (the logged model's id, the file scored and the
-    digests of the files read) with the metrics; the gate registers a model only on an
-    evaluation of its own files."""
+    digests of the files read) with the metrics, and the positions of the photos it got
+    wrong (the gate pairs them with another model's on the same photos); the gate
+    registers a model only on an evaluation of its own files."""
+    predicted = (scores >= 0.5).astype(np.int64)
     return {
         **scoring_record,
         "metrics": scoring.classification_metrics(labels, scores),
-        "confusion_matrix": scoring.confusion_matrix(labels, (scores >= 0.5).astype(np.int64)),
+        "confusion_matrix": scoring.confusion_matrix(labels, predicted),
         "classes": classes,
         "count": int(len(labels)),
+        "wrong": np.flatnonzero(predicted != labels).tolist(),
     }
 
 

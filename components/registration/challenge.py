@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from components.registration.confidence import better_beyond_chance
 from components.registration.rescore import Rescored
 
 TEST_DIGEST_TAG = "data.test-split.sha256"  # the model card's record of its test split
@@ -55,13 +56,17 @@ def challenge(
     force: bool,
     test_photos: str | None = None,
     again: Rescored | str | None = None,
+    wrong: list[int] | None = None,
 ) -> Verdict:
     """Judge a challenger of ``accuracy`` on the test split ``test_digest`` (its arrays;
     ``test_photos``: its photos at any size) against the alias's ``holder``; ``again``:
-    the holder scored again on the challenger's test photos, or why it could not be.
+    the holder scored again on the challenger's test photos, or why it could not be;
+    ``wrong``: the positions of the photos the challenger got wrong.
 
-    Beating means a higher accuracy on the same photos; a tie keeps the holder. Figures
-    from other photos are not compared: the alias moves then only when ``force``.
+    Beating means a higher accuracy on the same photos; a tie keeps the holder. Where both
+    were scored photo by photo on the same photos (the holder scored again), it means
+    more beyond chance too: McNemar's test on the photos only one of them got right.
+    Figures from other photos are not compared: the alias moves then only when ``force``.
     """
     if holder is None:
         return Verdict(True, f"no version held @{alias}", {"challenge.outcome": "first"})
@@ -83,6 +88,21 @@ def challenge(
             holder, alias, force, again if isinstance(again, str) else "", record
         )
     record["challenge.same_test_split"] = "true"
+    if isinstance(again, Rescored) and wrong is not None and accuracy > theirs:
+        beyond, p_value = better_beyond_chance(set(wrong), set(again.wrong))
+        split = (
+            f"McNemar p={p_value:.3g}: {len(set(again.wrong) - set(wrong))} photos right by it "
+            f"alone, {len(set(wrong) - set(again.wrong))} by version {holder.version} alone"
+        )
+        record["challenge.mcnemar_p"] = f"{p_value:.4g}"
+        if not beyond:
+            return Verdict(
+                False,
+                f"does not beat version {holder.version}'s {theirs:.4f} {where} by more than "
+                f"chance ({split}); @{alias} stays on version {holder.version}",
+                record | {"challenge.outcome": "lost"},
+            )
+        where += f", beyond chance ({split})"
     if accuracy > theirs:
         return Verdict(
             True,

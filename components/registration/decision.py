@@ -102,7 +102,10 @@ def _register(
     again = None
     if holder and not holder.tested_on(split, photos):  # the holder on these photos too
         again = _scored_again(cfg, holder, photos)
-    verdict = challenge(holder, accuracy, split, alias, cfg.force_alias, photos, again)
+    wrong = report.get("wrong")  # positions, from a report whose digest was checked
+    if not (isinstance(wrong, list) and all(type(i) is int for i in wrong)):
+        wrong = None  # an older report: the figures alone are compared
+    verdict = challenge(holder, accuracy, split, alias, cfg.force_alias, photos, again, wrong)
     files = logged_models.recorded_identity(report["model_id"])
     description, tags = model_card(run, report, params, digests, files)
     description += f" Compared for @{alias}: {verdict.reason}."

@@ -28,11 +28,13 @@ BATCH = 64  # photos decoded and scored at once: memory bounded whatever the spl
 
 @dataclass(frozen=True)
 class Rescored:
-    """The holder's accuracy on the challenger's test photos, how many, and their digest."""
+    """The holder's accuracy on the challenger's test photos, how many, their digest, and
+    the positions it got wrong (in the challenger's test order)."""
 
     accuracy: float
     count: int
     photos: str
+    wrong: tuple[int, ...] = ()
 
 
 def score_holder(model_uri: str, data_dir: Path, photos: str) -> Rescored:
@@ -62,7 +64,7 @@ def score_holder(model_uri: str, data_dir: Path, photos: str) -> Rescored:
     digests = [kept_sha256(file) for file in files]
     _check_photos(files, digests, labels, photos)
     holder = load_scorer(model_uri, "onnx")
-    correct = 0
+    wrong: list[int] = []
     for start in range(0, len(files), BATCH):
         pixels = np.stack(
             [
@@ -73,9 +75,11 @@ def score_holder(model_uri: str, data_dir: Path, photos: str) -> Rescored:
             ]
         )
         dogs = class_probabilities(score_batches(holder.scorer, pixels))[:, 1] >= 0.5
-        correct += int((dogs == labels[start : start + BATCH].astype(bool)).sum())
+        missed = np.flatnonzero(dogs != labels[start : start + BATCH].astype(bool))
+        wrong += (start + missed).tolist()
+    correct = len(files) - len(wrong)
     log.info("%s scored again on %d test photos: %d right", model_uri, len(files), correct)
-    return Rescored(correct / len(files), len(files), photos)
+    return Rescored(correct / len(files), len(files), photos, tuple(wrong))
 
 
 def _check_photos(files: list[Path], digests: list[str], labels: np.ndarray, photos: str) -> None:

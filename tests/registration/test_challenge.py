@@ -87,3 +87,22 @@ def test_a_holder_scored_again_on_the_challengers_photos_is_compared_there():
     why = "it could not be scored again on this model's test photos: no such folder"
     kept = challenge(holder(digest="other"), 0.9, SPLIT, "candidate", False, "photos", why)
     assert not kept.takes_alias and f"cannot be compared ({why}); @candidate stays" in kept.reason
+
+
+def test_a_challenger_scored_photo_by_photo_beats_the_holder_only_beyond_chance():
+    """The same 300 photos, each model's mistakes by position: one more photo right is
+    chance (McNemar), thirty more are not; either way the line says the split."""
+    holder_wrong = tuple(range(0, 60))  # 60 wrong: 0.8000
+    again = Rescored(accuracy=0.8, count=300, photos="ab" * 32, wrong=holder_wrong)
+    marginal = list(range(1, 60))  # one photo fewer wrong: 0.8033
+    kept = challenge(
+        holder(digest="other"), 241 / 300, SPLIT, "candidate", False, "photos", again, marginal
+    )
+    assert not kept.takes_alias and "by more than chance (McNemar p=0.5: 1 photos right" in (
+        kept.reason
+    )
+    assert kept.reason.endswith("@candidate stays on version 1")
+    clear = list(range(30, 60))  # thirty fewer wrong: 0.9000
+    won = challenge(holder(digest="other"), 0.9, SPLIT, "candidate", False, "photos", again, clear)
+    assert won.takes_alias and "beyond chance (McNemar p=9.31e-10: 30 photos right" in won.reason
+    assert won.record["challenge.mcnemar_p"] == "9.313e-10"

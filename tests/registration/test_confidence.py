@@ -33,3 +33,13 @@ def test_the_bound_holds_for_95_percent_of_samples():
     rng = np.random.default_rng(0)
     below = [accuracy_at_least(rng.binomial(200, 0.85) / 200, 200) <= 0.85 for _ in range(4000)]
     assert 0.93 < np.mean(below) < 0.97
+
+
+def test_mcnemar_counts_only_the_photos_one_model_alone_got_right():
+    from components.registration.confidence import better_beyond_chance
+
+    assert better_beyond_chance({1, 2, 3}, {1, 2, 3}) == (False, 1.0)  # no photo apart
+    beyond, p_value = better_beyond_chance(set(), {1, 2, 3, 4, 5})  # 5 to 0
+    assert beyond and p_value == pytest.approx(1 / 32)
+    beyond, p_value = better_beyond_chance({9}, {1, 2, 3, 4, 5})  # 5 to 1
+    assert not beyond and p_value == pytest.approx(7 / 64)
