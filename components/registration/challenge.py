@@ -1,8 +1,8 @@
 """Champion/challenger: a new version takes the alias only when it beats the version
-that holds it on the same test photos: the same arrays (their sha256), the same photos
-with the same labels at another size (the preprocess step's photos digest), or, where the
-holder was tested on others, the challenger's test photos with the holder scored again on
-them (``rescore``)."""
+that holds it on the same test photos: the challenger's test photos with the holder
+scored again on them (``rescore``), photo by photo and beyond chance; where they are not
+at hand, the holder's card figure when it was measured on the same arrays (their sha256)
+or the same photos at another size (the preprocess step's photos digest)."""
 
 from __future__ import annotations
 
@@ -71,13 +71,14 @@ def challenge(
     if holder is None:
         return Verdict(True, f"no version held @{alias}", {"challenge.outcome": "first"})
     theirs, where = holder.accuracy, "on the same test split"
-    if not holder.tested_on(test_digest, test_photos):
-        theirs = again.accuracy if isinstance(again, Rescored) else None
-        if isinstance(again, Rescored):
-            where = (
-                f"on the same {again.count} test photos (sha256 {again.photos[:12]}…), "
-                f"version {holder.version} scored again on them"
-            )
+    if isinstance(again, Rescored):  # scored on these very photos, one by one
+        theirs = again.accuracy
+        where = (
+            f"on the same {again.count} test photos (sha256 {again.photos[:12]}…), "
+            f"version {holder.version} scored again on them"
+        )
+    elif not holder.tested_on(test_digest, test_photos):
+        theirs = None
     record = {
         "challenge.version": holder.version,
         "challenge.test_accuracy": "unknown" if theirs is None else f"{theirs:.4f}",

@@ -100,8 +100,8 @@ def _register(
     holder = Holder(*held) if held else None
     split, photos = report["split_sha256"], report["photos"]
     again = None
-    if holder and not holder.tested_on(split, photos):  # the holder on these photos too
-        again = _scored_again(cfg, holder, photos)
+    if holder and (cfg.data is not None or not holder.tested_on(split, photos)):
+        again = _scored_again(cfg, holder, photos)  # the holder on these photos, one by one
     wrong = report.get("wrong")  # positions, from a report whose digest was checked
     if not (isinstance(wrong, list) and all(type(i) is int for i in wrong)):
         wrong = None  # an older report: the figures alone are compared
