@@ -93,24 +93,17 @@ def decoded(data: bytes, file: Path, size: int, channels: int) -> np.ndarray:
         raise ValueError(f"expected {file} to decode as it did in preprocess: {err}") from None
 
 
-def check_kept_photos(directory: Path, images: np.ndarray, labels: np.ndarray) -> str:
-    """The photos digest of the kept test photos, once each decodes to its array's pixels:
-    the arrays scored are these photos, whatever ``meta.json`` says.
+def replace_with_kept_photos(directory: Path, images: np.ndarray, labels: np.ndarray) -> str:
+    """The photos digest of the kept test photos, once each decodes to its array's pixels
+    (the arrays are these photos, whatever ``meta.json`` says), each array's pixels
+    replaced, in place, by its photo's decoded again: what is then scored is the photos
+    themselves, never arrays that are only within a tolerance of them (a few grey levels
+    nudged toward each label would pass the check).
 
     Raises:
         FileNotFoundError: no kept photos.
         ValueError: a kept photo that is not its array's (another photo, or none).
     """
-    return photos_sha256(
-        (digest, int(label)) for _, digest, label in _checked(directory, images, labels)
-    )
-
-
-def replace_with_kept_photos(directory: Path, images: np.ndarray, labels: np.ndarray) -> str:
-    """As ``check_kept_photos``, and each array's pixels replaced, in place, by its kept
-    photo's decoded again: what is then scored is the photos themselves, never arrays
-    that are only within a tolerance of them (a few grey levels nudged toward each label
-    would pass the check)."""
     read = []
     for position, (pixels, digest, label) in enumerate(_checked(directory, images, labels)):
         images[position] = pixels

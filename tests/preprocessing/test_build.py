@@ -413,7 +413,7 @@ def test_inputs_that_are_links_are_kept_as_the_photos_they_name(tmp_path):
     """A folder of symbolic links to photos elsewhere: the kept photos are those photos'
     files, which evaluate's check reads as kept photos, not links to links."""
     from components.data.arrays import load_split
-    from components.data.kept_photos import check_kept_photos
+    from components.data.kept_photos import replace_with_kept_photos
 
     real = make_kaggle_folder(tmp_path / "real")
     linked = tmp_path / "in/train"
@@ -424,7 +424,9 @@ def test_inputs_that_are_links_are_kept_as_the_photos_they_name(tmp_path):
     kept = sorted((tmp_path / "out" / TEST_PHOTOS_DIR).iterdir())
     assert kept and not any(photo.is_symlink() for photo in kept)
     images, labels = load_split(tmp_path / "out", "test")
-    assert check_kept_photos(tmp_path / "out", images, labels) == meta["photos_sha256"]["test"]
+    assert (
+        replace_with_kept_photos(tmp_path / "out", images, labels) == meta["photos_sha256"]["test"]
+    )
 
 
 def test_kept_test_photos_are_links_where_the_file_system_allows_else_copies(tmp_path, monkeypatch):

@@ -180,12 +180,12 @@ def test_kept_photos_that_are_one_file_linked_many_times_are_refused_before_deco
 def test_kept_photos_other_than_recorded_are_refused_before_one_is_decoded(
     two_splits, tmp_path, monkeypatch
 ):
-    from components.data.kept_photos import check_kept_photos
+    from components.data.kept_photos import replace_with_kept_photos
 
     data = tmp_path / "arrays"
     shutil.copytree(two_splits[0], data)
     images, labels = load_split(data, "test")
-    recorded = check_kept_photos(data, images, labels)
+    recorded = replace_with_kept_photos(data, images, labels)
     kept = sorted((data / TEST_PHOTOS_DIR).iterdir())
     kept[-1].write_bytes(kept[0].read_bytes())  # the last photo swapped for the first
     decoded = refusing_to_decode_or_load(monkeypatch)
