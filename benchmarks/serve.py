@@ -106,7 +106,7 @@ def preset_model(directory: Path, preset: str, size: int = 50) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     digests = save_trained(directory, model.eval(), spec)
     photos = torch.randint(0, 256, (8, channels, size, size)).float()
-    graph = OnnxGraph().write(directory / ONNX_FILE, model, photos)
+    graph = OnnxGraph().write(directory / ONNX_FILE, model, photos, spec["classes"])
     # the files' record, as the train step writes it: every loader checks it
     identity.write_record(directory, {**digests, ONNX_FILE: identity.sha256_of_bytes(graph)})
     return directory

@@ -25,7 +25,7 @@ from benchmarks.common import REPO, machine
 from benchmarks.serve import Server, cpu_seconds, preset_model, rss_mb
 from components import fetch_model
 from components.core import identity
-from components.core.names import ONNX_FILE
+from components.core.names import ONNX_FILE, SPEC_FILE
 from components.networks.models import OneBatchOfViews, load_classifier
 from components.recipes.recipe import recipe_values
 from components.tracking import logged_models
@@ -44,7 +44,8 @@ def logged_and_fetched(train_output: Path, work: Path) -> Path:
             batched,
             example,
             identity.read_record(train_output),
-            [train_output / ONNX_FILE],
+            [train_output / SPEC_FILE, train_output / ONNX_FILE],
+            spec["classes"],
             views=batched.view_count(),
         )
     version = mlflow.register_model(uri, "serve-start").version

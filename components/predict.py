@@ -39,7 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
         "graph (trained with --int8); auto (the default): the int8 graph where the model "
         "has one and this CPU has int8 dot products (VNNI), else the float32 graph",
     )
-    parser.add_argument("images", nargs="+", type=Path, help="image files (JPEG, PNG, ...)")
+    parser.add_argument(
+        "images", nargs="+", type=Path, help="image files (JPEG, PNG, ...), or folders of them"
+    )
     return parser
 
 
@@ -57,7 +59,8 @@ def main(argv: list[str] | None = None) -> None:
     for path, reason in result.skipped:
         log.warning("skipped %s: %s", printable(str(path)), reason)
     if result.skipped:
-        sys.exit(f"{len(result.skipped)} of {len(args.images)} files could not be classified")
+        total = len(result.skipped) + len(result.classified)
+        sys.exit(f"{len(result.skipped)} of {total} files could not be classified")
 
 
 if __name__ == "__main__":

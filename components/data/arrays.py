@@ -14,7 +14,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from components.core.errors import brief
-from components.core.names import CLASSES
+from components.data.classes import check_classes
 
 SPLITS = ("train", "val", "test")
 META = "meta.json"
@@ -86,7 +86,7 @@ def read_meta(directory: Path) -> dict[str, Any]:
     if not (
         isinstance(counts, dict)
         and set(counts) == set(SPLITS)
-        and all(_counts_by_class(by_class) for by_class in counts.values())
+        and all(_counts_by_class(by_class, meta["classes"]) for by_class in counts.values())
     ):
         raise ValueError(
             f"expected the count of each class in each split ({', '.join(SPLITS)}) in "
@@ -111,8 +111,10 @@ def check_image_spec(spec: object, source: Path | str) -> None:
         raise ValueError(f"expected {', '.join(missing)} in {source}, found no such field")
     channels = spec["channels"]
     problems = shape_problems(channels, spec["image_size"])
-    if spec["classes"] != list(CLASSES):
-        problems.append(f"classes {list(CLASSES)}, found {spec['classes']!r:.100}")
+    try:
+        check_classes(spec["classes"], "classes")
+    except ValueError as err:
+        problems.append(str(err).removeprefix("expected "))
     if not _fractions(spec["mean"], channels, positive=False):
         problems.append(f"mean: one number in [0, 1] per channel, found {spec['mean']!r:.100}")
     if not _fractions(spec["std"], channels, positive=True):
@@ -147,10 +149,10 @@ def _is_sha256(value: object) -> bool:
     return isinstance(value, str) and len(value) == 64 and all(c in HEX for c in value)
 
 
-def _counts_by_class(counts: object) -> bool:
+def _counts_by_class(counts: object, classes: list[str]) -> bool:
     return (
         isinstance(counts, dict)
-        and set(counts) == set(CLASSES)
+        and set(counts) == set(classes)
         and all(type(n) is int and n >= 0 for n in counts.values())
     )
 
@@ -160,8 +162,8 @@ def load_split(directory: Path, split: str) -> tuple[np.ndarray, np.ndarray]:
 
     Raises:
         ValueError: an array of the wrong type, or a shape other than ``meta.json``
-            says, an empty split, a label other than 0 (cat) and 1 (dog), or a split
-            without both classes.
+            says, an empty split, a label that is not the index of a class, or a split
+            without a class.
     """
     directory = Path(directory)
     meta = read_meta(directory)
@@ -181,18 +183,21 @@ def load_split(directory: Path, split: str) -> tuple[np.ndarray, np.ndarray]:
         )
     if len(labels) == 0:
         raise ValueError(f"expected images in the {split} split of {directory}, found none")
-    wrong = np.flatnonzero((labels != 0) & (labels != 1))
+    classes = meta["classes"]
+    wrong = np.flatnonzero((labels < 0) | (labels >= len(classes)))
     if len(wrong):
         raise ValueError(
-            f"expected labels 0 (cat) or 1 (dog) in {split}_labels.npy, found "
-            f"{labels[wrong[0]]} at index {wrong[0]} ({len(wrong)} such labels)"
+            f"expected labels from 0 to {len(classes) - 1} (the classes in {META}) in "
+            f"{split}_labels.npy, found {labels[wrong[0]]} at index {wrong[0]} "
+            f"({len(wrong)} such labels)"
         )
-    counts = np.bincount(labels, minlength=len(CLASSES))
+    counts = np.bincount(labels, minlength=len(classes))
     if counts.min() == 0:
-        held = ", ".join(f"{count} {name}s" for name, count in zip(CLASSES, counts, strict=True))
+        absent = [name for name, count in zip(classes, counts, strict=True) if count == 0]
         raise ValueError(
-            f"expected photos of both classes in the {split} split of {directory}, found "
-            f"{held}: a model trained or judged on one class says nothing of the other"
+            f"expected photos of every class in the {split} split of {directory}, found "
+            f"none of {', '.join(absent)[:200]}: a model trained or judged without a class "
+            "says nothing of it"
         )
     return images, labels
 

@@ -1,5 +1,6 @@
-"""Binary classification metrics in NumPy, as scikit-learn defines them; the positive class
-is 1 (dog). (Importing scikit-learn loads SciPy: seconds of each evaluation's start.
+"""Classification metrics in NumPy, as scikit-learn defines them: per class, their macro
+mean, and for two classes the ROC curve of the second (dog) against the first.
+(Importing scikit-learn loads SciPy: seconds of each evaluation's start.
 tests/evaluation/test_metrics.py holds these to scikit-learn's answers.)"""
 
 from __future__ import annotations
@@ -8,10 +9,12 @@ from typing import Any
 
 import numpy as np
 
+from components.data.classes import metric_keys
 
-def confusion_matrix(labels: np.ndarray, predicted: np.ndarray) -> list[list[int]]:
-    """Rows are the true class, columns the predicted class: [[TN, FP], [FN, TP]]."""
-    matrix = np.zeros((2, 2), dtype=np.int64)
+
+def confusion_matrix(labels: np.ndarray, predicted: np.ndarray, classes: int) -> list[list[int]]:
+    """A row a true class, a column a predicted class: for two, [[TN, FP], [FN, TP]]."""
+    matrix = np.zeros((classes, classes), dtype=np.int64)
     np.add.at(matrix, (np.asarray(labels, np.int64), np.asarray(predicted, np.int64)), 1)
     counts: list[list[int]] = matrix.tolist()
     return counts
@@ -43,12 +46,13 @@ def _curve(labels: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, ...]:
     return fpr, tpr, np.r_[np.inf, thresholds]
 
 
-def roc_curve(labels: np.ndarray, scores: np.ndarray) -> dict[str, list[Any]]:
-    """False- and true-positive rates at each threshold that changes them, from the
-    strictest down (the first threshold, above every score, is written as 1.0)."""
-    if not _both_classes(labels):
+def roc_curve(labels: np.ndarray, probabilities: np.ndarray) -> dict[str, list[Any]]:
+    """For two classes, false- and true-positive rates of the second class's probability at
+    each threshold that changes them, from the strictest down (the first threshold, above
+    every score, is written as 1.0); for more, or a split of one class, no points."""
+    if probabilities.shape[1] != 2 or not _both_classes(labels):
         return {"fpr": [], "tpr": [], "thresholds": []}
-    fpr, tpr, thresholds = _curve(labels, scores)
+    fpr, tpr, thresholds = _curve(labels, probabilities[:, 1])
     return {
         "fpr": fpr.tolist(),
         "tpr": tpr.tolist(),
@@ -56,30 +60,34 @@ def roc_curve(labels: np.ndarray, scores: np.ndarray) -> dict[str, list[Any]]:
     }
 
 
-def _ratio(part: int, whole: int, empty: float) -> float:
-    return part / whole if whole else empty
+def classification_metrics(
+    labels: np.ndarray, probabilities: np.ndarray, classes: list[str]
+) -> dict[str, float]:
+    """Accuracy; each class's precision, recall and F1 (``cat_recall``: its name as an
+    MLflow key takes it); their macro mean ``macro_f1``; for two classes the ROC AUC of the
+    second's probability. A prediction is the most probable class.
 
-
-def classification_metrics(labels: np.ndarray, scores: np.ndarray) -> dict[str, float]:
-    """Accuracy, per-class accuracy, precision, recall, F1 and ROC AUC at threshold 0.5.
-
-    A class absent from ``labels`` has no accuracy (NaN); an empty precision or recall is 0.
+    A class absent from ``labels`` has no recall (NaN) and no F1 (NaN, left out of the
+    macro mean); a class never predicted has precision 0.
     """
-    predicted = (scores >= 0.5).astype(np.int64)
-    (true_negatives, false_positives), (false_negatives, true_positives) = confusion_matrix(
-        labels, predicted
-    )
-    roc_auc = np.nan
-    if _both_classes(labels):
-        fpr, tpr, _ = _curve(labels, scores)
-        roc_auc = float(np.trapezoid(tpr, fpr))
-    errors = false_positives + false_negatives
-    return {
-        "accuracy": _ratio(true_negatives + true_positives, len(labels), 0.0),
-        "cat_accuracy": _ratio(true_negatives, true_negatives + false_positives, np.nan),
-        "dog_accuracy": _ratio(true_positives, true_positives + false_negatives, np.nan),
-        "precision": _ratio(true_positives, true_positives + false_positives, 0.0),
-        "recall": _ratio(true_positives, true_positives + false_negatives, 0.0),
-        "f1": _ratio(2 * true_positives, 2 * true_positives + errors, 0.0),
-        "roc_auc": roc_auc,
-    }
+    predicted = probabilities.argmax(1)
+    matrix = np.array(confusion_matrix(labels, predicted, len(classes)), np.float64)
+    hits, truths, guesses = np.diag(matrix), matrix.sum(1), matrix.sum(0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        precision = np.where(guesses > 0, hits / guesses, 0.0)
+        recall = np.where(truths > 0, hits / truths, np.nan)
+        f1 = np.where(truths > 0, 2 * hits / (truths + guesses), np.nan)
+    result = {"accuracy": float(hits.sum() / len(labels)) if len(labels) else 0.0}
+    result["macro_f1"] = float(np.nanmean(f1)) if np.isfinite(f1).any() else np.nan
+    for index, key in enumerate(metric_keys(classes)):
+        result[f"{key}_precision"] = float(precision[index])
+        result[f"{key}_recall"] = float(recall[index])
+        result[f"{key}_f1"] = float(f1[index])
+    if len(classes) == 2:
+        both = _both_classes(labels)
+        roc_auc = np.nan
+        if both:
+            fpr, tpr, _ = _curve(labels, probabilities[:, 1])
+            roc_auc = float(np.trapezoid(tpr, fpr))
+        result["roc_auc"] = roc_auc
+    return result

@@ -14,30 +14,39 @@ COLUMNS = 8  # of the misclassified grid
 
 
 def confusion_matrix_figure(matrix: list[list[int]], classes: list[str]) -> Figure:
-    """Rows are the true class, columns the predicted one; darker is more."""
-    figure = Figure(figsize=(4, 4), layout="constrained")
+    """Rows are the true class, columns the predicted one; darker is more. Beyond a dozen
+    classes the counts are left to the colours, and the names turn."""
+    side = min(4 + 0.3 * len(classes), 30)
+    figure = Figure(figsize=(side, side), layout="constrained")
     ax = figure.add_subplot()
     counts = np.array(matrix)
     shown = ax.imshow(counts, cmap="Blues", interpolation="nearest")
     middle = (counts.max() + counts.min()) / 2
-    for (row, column), count in np.ndenumerate(counts):
+    for (row, column), count in np.ndenumerate(counts if len(classes) <= 12 else []):
         light = shown.cmap(shown.norm(counts.max() if count < middle else counts.min()))
         ax.text(column, row, str(count), ha="center", va="center", color=light)
     ax.set(xticks=range(len(classes)), yticks=range(len(classes)))
-    ax.set(xticklabels=classes, yticklabels=classes)
+    ax.set_xticklabels(classes, rotation=0 if len(classes) <= 5 else 90)
+    ax.set_yticklabels(classes)
     ax.set(xlabel="Predicted label", ylabel="True label")
     return figure
 
 
 def misclassified_figure(
-    images: np.ndarray, labels: np.ndarray, scores: np.ndarray, classes: list[str], limit: int = 32
+    images: np.ndarray,
+    labels: np.ndarray,
+    probabilities: np.ndarray,
+    classes: list[str],
+    limit: int = 32,
 ) -> tuple[Figure, list[int]]:
     """A grid of up to ``limit`` wrongly classified images, most confident first, each
-    titled with the guess and p(dog); with the indices shown, in order."""
-    wrong = np.flatnonzero((scores >= 0.5).astype(np.int64) != labels)
-    wrong = wrong[np.argsort(-np.abs(scores[wrong] - 0.5), kind="stable")][:limit]
+    titled with the guess, its probability and the true class; with the indices shown,
+    in order."""
+    guesses, confidence = probabilities.argmax(1), probabilities.max(1)
+    wrong = np.flatnonzero(guesses != labels)
+    wrong = wrong[np.argsort(-confidence[wrong], kind="stable")][:limit]
     rows = max(1, -(-len(wrong) // COLUMNS))
-    height = rows * 1.6
+    height = rows * 1.7
     figure = Figure(figsize=(COLUMNS * 1.4, height))
     axes = figure.subplots(rows, COLUMNS, squeeze=False).ravel()
     # fixed margins, room for each title: a constrained layout of 32 axes takes seconds to save
@@ -50,9 +59,10 @@ def misclassified_figure(
         pixels = images[index]
         grey = pixels.shape[0] == 1
         ax.imshow(pixels[0] if grey else pixels.transpose(1, 2, 0), cmap="gray" if grey else None)
-        guess = classes[int(scores[index] >= 0.5)]
+        guess, truth = classes[guesses[index]][:14], classes[labels[index]][:14]
         # y given: no layout pass to place each title above decorations an axis-off has none of
-        ax.set_title(f"{guess} p(dog)={scores[index]:.2f}", fontsize=7, color="red", y=1.0)
+        title = f"{guess} {confidence[index]:.2f}\n(is {truth})"
+        ax.set_title(title, fontsize=6, color="red", y=1.0)
     if not len(wrong):
         figure.suptitle("no misclassified images")
     return figure, [int(i) for i in wrong]

@@ -22,7 +22,6 @@ from components.core import cuda
 from components.core.atomic import atomic_directory, check_replaceable, write_json
 from components.core.identity import sha256_of
 from components.core.names import (
-    CLASSES,
     INT8_FILE,
     INT8_RUNTIME,
     ONNX_FILE,
@@ -31,6 +30,7 @@ from components.core.names import (
     WEIGHTS_FILE,
 )
 from components.data.arrays import load_split, read_meta, split_sha256
+from components.data.classes import metric_keys
 from components.data.kept_photos import replace_with_kept_photos
 from components.evaluation import metrics as scoring
 from components.evaluation import plots
@@ -40,7 +40,7 @@ from components.scoring.scorers import class_probabilities, pick_runtime, score_
 from components.tracking import logged_models, run_log, store
 from components.tracking.tags import EVALUATION_DIGEST_TAG, TEST_PHOTOS_PARAM, TEST_SPLIT_PARAM
 
-Logits = Callable[[np.ndarray], np.ndarray]  # uint8 N×C×S×S images to float N×2 logits
+Logits = Callable[[np.ndarray], np.ndarray]  # uint8 N×C×S×S images to float N×K logits
 
 log = logging.getLogger(__name__)
 
@@ -82,15 +82,16 @@ def evaluate(cfg: EvaluateConfig) -> dict[str, Any]:
     # compares models by them, so they must be the test split the training recorded
     split, claimed = split_sha256(images, labels), meta.get("photos_sha256", {}).get(cfg.split)
     if run_id and cfg.split == "test":
-        _check_trained_beside(run_id, split, claimed, labels, data_dir)
+        _check_trained_beside(run_id, split, claimed, labels, meta, data_dir)
     photos = _kept_photos(data_dir, cfg.split, images, labels, claimed)
-    classes = list(CLASSES)
+    classes = meta["classes"]
     scored_graphs = []
     for runtime in runtimes:
         scored = _scored_file(runtime)
         takes, logits = _model(model_dir, runtime, cfg.device)
         _check_inputs_fit(takes, meta, data_dir)
-        scores = class_probabilities(logits(images))[:, 1]
+        probabilities = class_probabilities(logits(images))
+        _check_outputs_fit(probabilities, classes, model_dir)
         scoring_record = {
             "model_id": model_id,
             "scored": scored,
@@ -98,8 +99,9 @@ def evaluate(cfg: EvaluateConfig) -> dict[str, Any]:
             "split_sha256": split,
             "photos": photos,
         }
-        report = _report(classes, labels, scores, scoring_record)
-        scored_graphs.append((report, scores, _figures(classes, images, labels, scores)))
+        report = _report(classes, labels, probabilities, scoring_record)
+        figures = _figures(classes, images, labels, probabilities)
+        scored_graphs.append((report, probabilities, figures))
         log.info("%s (%s): %s", cfg.split, scored, json.dumps(report["metrics"]))
     folders = _write_reports(output_dir, labels, scored_graphs)
     if run_id and model_id:  # the run, and its model is the one scored
@@ -184,7 +186,12 @@ def _kept_photos(
 
 
 def _check_trained_beside(
-    run_id: str, split: str, photos: str | None, labels: np.ndarray, data_dir: Path
+    run_id: str,
+    split: str,
+    photos: str | None,
+    labels: np.ndarray,
+    meta: dict[str, Any],
+    data_dir: Path,
 ) -> None:
     """Refuse a test split other than the one the training run recorded (its arrays'
     sha256 and its photos'): a split edited or cherry-picked after training would let
@@ -197,13 +204,18 @@ def _check_trained_beside(
     recorded, recorded_photos = params.get(TEST_SPLIT_PARAM), params.get(TEST_PHOTOS_PARAM)
     if recorded == split and recorded_photos == photos:
         return
-    cats, dogs = np.bincount(labels, minlength=2)
-    expected = ", ".join(f"{params.get(f'data_test_{name}', '?')} {name}s" for name in CLASSES)
+    classes = meta["classes"]
+    keys = metric_keys(classes)
+    expected = ", ".join(f"{params.get(f'data_test_{key}', '?')} {key}" for key in keys)
+    found = ", ".join(
+        f"{count} {key}"
+        for key, count in zip(keys, np.bincount(labels, minlength=len(keys)), strict=True)
+    )
     raise ValueError(
         f"refusing to score MLflow run {run_id}'s model on the test split in {data_dir}: "
         f"expected the split its training recorded (arrays sha256 {str(recorded)[:12]}…, "
         f"photos {str(recorded_photos)[:12]}…, {expected}), found arrays sha256 {split[:12]}…, "
-        f"photos {str(photos)[:12]}…, {cats} cats, {dogs} dogs; evaluate on the arrays the "
+        f"photos {str(photos)[:12]}…, {found[:300]}; evaluate on the arrays the "
         "model was trained beside"
     )
 
@@ -266,12 +278,21 @@ def _run_model(run_id: str) -> tuple[str, Record]:
     return model_id, Record(logged_models.recorded_identity(model_id), where)
 
 
+def _check_outputs_fit(probabilities: np.ndarray, classes: list[str], model_dir: Path) -> None:
+    if probabilities.shape[1] != len(classes):
+        raise ValueError(
+            f"expected a model of the data's {len(classes)} classes ({', '.join(classes)[:200]})"
+            f", found one in {model_dir} that answers {probabilities.shape[1]}; train it on "
+            "these photos' classes"
+        )
+
+
 def _figures(
-    classes: list[str], images: np.ndarray, labels: np.ndarray, scores: np.ndarray
+    classes: list[str], images: np.ndarray, labels: np.ndarray, probabilities: np.ndarray
 ) -> dict[str, Figure]:
     """The evaluation's figures by file name: a confusion matrix, the misclassified."""
-    matrix = scoring.confusion_matrix(labels, (scores >= 0.5).astype(np.int64))
-    wrong, _ = plots.misclassified_figure(images, labels, scores, classes)
+    matrix = scoring.confusion_matrix(labels, probabilities.argmax(1), len(classes))
+    wrong, _ = plots.misclassified_figure(images, labels, probabilities, classes)
     return {
         "confusion_matrix.png": plots.confusion_matrix_figure(matrix, classes),
         "misclassified.png": wrong,
@@ -279,17 +300,20 @@ def _figures(
 
 
 def _report(
-    classes: list[str], labels: np.ndarray, scores: np.ndarray, scoring_record: dict[str, Any]
+    classes: list[str],
+    labels: np.ndarray,
+    probabilities: np.ndarray,
+    scoring_record: dict[str, Any],
 ) -> dict[str, Any]:
     """A graph's report: ``scoring_record`` (the logged model's id, the file scored and the
     digests of the files read) with the metrics, and the positions of the photos it got
     wrong (the gate pairs them with another model's on the same photos); the gate
     registers a model only on an evaluation of its own files."""
-    predicted = (scores >= 0.5).astype(np.int64)
+    predicted = probabilities.argmax(1)
     return {
         **scoring_record,
-        "metrics": scoring.classification_metrics(labels, scores),
-        "confusion_matrix": scoring.confusion_matrix(labels, predicted),
+        "metrics": scoring.classification_metrics(labels, probabilities, classes),
+        "confusion_matrix": scoring.confusion_matrix(labels, predicted, len(classes)),
         "classes": classes,
         "count": int(len(labels)),
         "wrong": np.flatnonzero(predicted != labels).tolist(),
@@ -306,11 +330,11 @@ def _write_reports(
     Returns the folder of each."""
     folders = [output_dir, output_dir / "int8"][: len(scored_graphs)]
     with atomic_directory(output_dir, "evaluate") as staging:
-        for folder, (report, scores, figures) in zip(folders, scored_graphs, strict=True):
+        for folder, (report, probabilities, figures) in zip(folders, scored_graphs, strict=True):
             written = staging / folder.relative_to(output_dir)
             written.mkdir(exist_ok=True)
             write_json(written / "metrics.json", report)
-            write_json(written / "roc.json", scoring.roc_curve(labels, scores))
+            write_json(written / "roc.json", scoring.roc_curve(labels, probabilities))
             for name, figure in figures.items():
                 figure.savefig(written / name, dpi=100)
     return folders

@@ -108,11 +108,17 @@ class MBConvBlock(nn.Module):
 
 
 class EfficientNetLite(nn.Module):
-    """An EfficientNet-Lite of ``width`` and ``depth`` with a two-class linear layer;
+    """An EfficientNet-Lite of ``width`` and ``depth`` with a linear layer of ``classes``;
     ``name`` names it in errors. ``freeze`` fixes its first blocks."""
 
     def __init__(
-        self, in_channels: int, name: str, width: float, depth: float, dropout: float = 0.2
+        self,
+        in_channels: int,
+        name: str,
+        width: float,
+        depth: float,
+        classes: int = 2,
+        dropout: float = 0.2,
     ):
         super().__init__()
         if in_channels != 3:
@@ -131,7 +137,7 @@ class EfficientNetLite(nn.Module):
         self._conv_head = SamePaddingConv2d(table[-1][-1], FEATURES, 1)
         self._bn1 = _batch_norm(FEATURES)
         self._dropout = nn.Dropout(dropout)
-        self._fc = nn.Linear(FEATURES, 2)
+        self._fc = nn.Linear(FEATURES, classes)
         self.frozen: list[nn.Module] = []
         self.frozen_blocks = 0
         self.frozen_statistics = False

@@ -27,13 +27,13 @@ from components.networks.spec import check_spec, write_spec
 
 
 class TutorialCNN(nn.Module):
-    """The tutorial's net: 3 conv 5×5 (32/64/128) with 2×2 max-pool, fc 512, fc 2.
+    """The tutorial's net: 3 conv 5×5 (32/64/128) with 2×2 max-pool, fc 512, a logit a class.
 
     It returns logits (the tutorial applied softmax and trained with MSE), and takes
     1- or 3-channel input of any square size of at least 36 pixels.
     """
 
-    def __init__(self, in_channels: int, image_size: int):
+    def __init__(self, in_channels: int, image_size: int, classes: int = 2):
         super().__init__()
         self.conv1 = nn.Conv2d(in_channels, 32, 5)
         self.conv2 = nn.Conv2d(32, 64, 5)
@@ -44,7 +44,7 @@ class TutorialCNN(nn.Module):
         if side < 1:
             raise ValueError(f"tutorial_cnn needs images of at least 36 pixels, found {image_size}")
         self.fc1 = nn.Linear(128 * side * side, 512)
-        self.fc2 = nn.Linear(512, 2)
+        self.fc2 = nn.Linear(512, classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = F.relu(F.max_pool2d(self.conv1(x), 2))
@@ -69,14 +69,14 @@ def _conv_block(in_channels: int, out_channels: int) -> nn.Sequential:
 class BatchNormCNN(nn.Module):
     """Four VGG-style blocks with batch norm, global average pooling and dropout."""
 
-    def __init__(self, in_channels: int, image_size: int, dropout: float = 0.3):
+    def __init__(self, in_channels: int, image_size: int, classes: int = 2, dropout: float = 0.3):
         super().__init__()
         if image_size < 16:
             raise ValueError(f"bn_cnn needs images of at least 16 pixels, found {image_size}")
         widths = (in_channels, 32, 64, 128, 256)
         self.features = nn.Sequential(*(_conv_block(a, b) for a, b in itertools.pairwise(widths)))
         self.head = nn.Sequential(
-            nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Dropout(dropout), nn.Linear(256, 2)
+            nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Dropout(dropout), nn.Linear(256, classes)
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -112,6 +112,7 @@ class CompactCNN(nn.Module):
         self,
         in_channels: int,
         image_size: int,
+        classes: int = 2,
         widths: tuple[int, ...] = (32, 64, 128, 256),
         pools: int = 3,
         dropout: float = 0.2,
@@ -134,7 +135,10 @@ class CompactCNN(nn.Module):
             layers += [ResidualBlock(b)] if index in residual_after else []
         self.features = nn.Sequential(*layers)
         self.head = nn.Sequential(
-            nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Dropout(dropout), nn.Linear(widths[-1], 2)
+            nn.AdaptiveAvgPool2d(1),
+            nn.Flatten(),
+            nn.Dropout(dropout),
+            nn.Linear(widths[-1], classes),
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -142,23 +146,23 @@ class CompactCNN(nn.Module):
         return logits
 
 
-def five_conv_cnn(in_channels: int, image_size: int) -> nn.Module:
+def five_conv_cnn(in_channels: int, image_size: int, classes: int = 2) -> nn.Module:
     """compact_cnn one layer deeper and narrower in the middle (32/64/96/192/256, four
     max-pools): about 30M multiply-adds at 50×50, and better on validation in the
     tutorial's 10 epochs of grey 50×50 photos (docs/BENCHMARKS.md)."""
-    return CompactCNN(in_channels, image_size, widths=(32, 64, 96, 192, 256), pools=4)
+    return CompactCNN(in_channels, image_size, classes, widths=(32, 64, 96, 192, 256), pools=4)
 
 
-def residual_cnn(in_channels: int, image_size: int) -> nn.Module:
+def residual_cnn(in_channels: int, image_size: int, classes: int = 2) -> nn.Module:
     """compact_cnn behind a stride-2 stem, a max-pool after all four convs and a residual
     block after the second and fourth: twice the input side for about the same cost
     (about 70M multiply-adds at 96×96, compact_cnn 60M at 64×64)."""
     if image_size < 32:
         raise ValueError(f"residual_cnn needs images of at least 32 pixels, found {image_size}")
-    return CompactCNN(in_channels, image_size, pools=4, stem=24, residual_after=(1, 3))
+    return CompactCNN(in_channels, image_size, classes, pools=4, stem=24, residual_after=(1, 3))
 
 
-def lean_residual_cnn(in_channels: int, image_size: int) -> nn.Module:
+def lean_residual_cnn(in_channels: int, image_size: int, classes: int = 2) -> nn.Module:
     """residual_cnn without its last residual block, whose 256 channels see a 3×3 map:
     about 60M multiply-adds at 96×96 and 0.47M weights (residual_cnn: 70M, 1.65M), the
     same val accuracy after 20 epochs in four fifths of the time (docs/BENCHMARKS.md)."""
@@ -166,10 +170,10 @@ def lean_residual_cnn(in_channels: int, image_size: int) -> nn.Module:
         raise ValueError(
             f"lean_residual_cnn needs images of at least 32 pixels, found {image_size}"
         )
-    return CompactCNN(in_channels, image_size, pools=4, stem=24, residual_after=(1,))
+    return CompactCNN(in_channels, image_size, classes, pools=4, stem=24, residual_after=(1,))
 
 
-def stem16_residual_cnn(in_channels: int, image_size: int) -> nn.Module:
+def stem16_residual_cnn(in_channels: int, image_size: int, classes: int = 2) -> nn.Module:
     """lean_residual_cnn with a 16-channel stem (it has 24): oneDNN's AVX-512 kernels work
     on channels in blocks of 16, so 24 are computed as 32. About 54M multiply-adds at
     96×96 and a fifth less time a train step on an AVX-512 CPU (docs/BENCHMARKS.md)."""
@@ -177,14 +181,14 @@ def stem16_residual_cnn(in_channels: int, image_size: int) -> nn.Module:
         raise ValueError(
             f"stem16_residual_cnn needs images of at least 32 pixels, found {image_size}"
         )
-    return CompactCNN(in_channels, image_size, pools=4, stem=16, residual_after=(1,))
+    return CompactCNN(in_channels, image_size, classes, pools=4, stem=16, residual_after=(1,))
 
 
-def small_input_resnet18(in_channels: int, image_size: int) -> nn.Module:
+def small_input_resnet18(in_channels: int, image_size: int, classes: int = 2) -> nn.Module:
     """torchvision's ResNet-18, untrained, with a 3×3 stem and no max-pool below 96 pixels."""
     from torchvision.models import resnet18  # 2 s of imports (torch._dynamo): only when used
 
-    net = resnet18(weights=None, num_classes=2)
+    net = resnet18(weights=None, num_classes=classes)
     if image_size < 96:
         net.conv1 = nn.Conv2d(in_channels, 64, 3, stride=1, padding=1, bias=False)
         net.maxpool = nn.Identity()
@@ -194,25 +198,29 @@ def small_input_resnet18(in_channels: int, image_size: int) -> nn.Module:
     return module
 
 
-def efficientnet_lite(name: str, in_channels: int, image_size: int) -> nn.Module:
+def efficientnet_lite(name: str, in_channels: int, image_size: int, classes: int = 2) -> nn.Module:
     """The catalogue's backbone ``name`` (components.networks.backbones), built by its
-    family's builder with two classes and its source's dropout; training starts it from
-    its ImageNet weights (components.networks.pretrained)."""
+    family's builder with a logit a class and its source's dropout; training starts it
+    from its ImageNet weights (components.networks.pretrained)."""
     if image_size < 32:
         raise ValueError(f"{name} needs images of at least 32 pixels, found {image_size}")
     backbone = BACKBONES[name]
-    return EfficientNetLite(in_channels, name, backbone.width, backbone.depth, backbone.dropout)
+    return EfficientNetLite(
+        in_channels, name, backbone.width, backbone.depth, classes, backbone.dropout
+    )
 
 
-def build_model(name: str, in_channels: int, image_size: int) -> nn.Module:
+def build_model(name: str, in_channels: int, image_size: int, classes: int = 2) -> nn.Module:
     """Build the registry's net ``name`` (components.networks.registry) for
-    ``in_channels``×``image_size``² input, 2 logits out."""
+    ``in_channels``×``image_size``² input, a logit for each of ``classes`` out."""
     if name not in NETS:
         raise ValueError(f"unknown model {name!r}; expected one of: {', '.join(NETS)}")
     net = NETS[name]
     build: Callable[..., nn.Module] = globals()[net.builder]
     return (
-        build(name, in_channels, image_size) if net.pretrained else build(in_channels, image_size)
+        build(name, in_channels, image_size, classes)
+        if net.pretrained
+        else build(in_channels, image_size, classes)
     )
 
 
@@ -353,7 +361,7 @@ def load_classifier(path: Path) -> tuple[Classifier, dict[str, Any]]:
     if not isinstance(saved, dict) or not isinstance(saved.get("state_dict"), dict):
         raise ValueError(f"expected weights and a spec in {path}, found {type(saved).__name__}")
     spec = check_spec({key: value for key, value in saved.items() if key != "state_dict"}, path)
-    net = build_model(spec["model"], spec["channels"], spec["image_size"])
+    net = build_model(spec["model"], spec["channels"], spec["image_size"], len(spec["classes"]))
     model = Classifier(
         net, spec["mean"], spec["std"], True, spec["mirror_average"], spec["shift_average"]
     )

@@ -22,7 +22,8 @@ class Net:
 
     summary: str  # one line: the train step's help and the docs' table
     # the function in components.networks.models (torch's side) that builds it, from
-    # (in_channels, image_size); a pretrained net's family builder takes its name first
+    # (in_channels, image_size, classes); a pretrained net's family builder takes its name
+    # first
     builder: str
     random_crops: bool = True  # learns better with random crops on top of flips
     backbone: Backbone | None = None  # its pretrained weights; None: trained from scratch

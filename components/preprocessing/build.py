@@ -22,7 +22,7 @@ from components.core import schema
 from components.core.atomic import atomic_directory, check_replaceable, write_json
 from components.core.cores import available_cores
 from components.core.memory import memory_limit
-from components.core.names import CLASSES, DOWNLOAD_RECORD, TEST_PHOTOS_DIR
+from components.core.names import DOWNLOAD_RECORD, TEST_PHOTOS_DIR
 from components.core.progress import progress as progress_bar
 from components.data import images
 from components.data.arrays import META, SPLITS, photos_sha256, save_split
@@ -50,7 +50,7 @@ def build_arrays(cfg: PreprocessConfig) -> dict[str, Any]:
     ``cfg.output`` is replaced whole, or left untouched if anything fails.
 
     Args:
-        cfg: the input (the download step's output, PetImages or Kaggle layout), the
+        cfg: the input (the download step's output, a folder per class), the
             output, the image shape, the split and the worker count.
 
     Returns:
@@ -59,9 +59,17 @@ def build_arrays(cfg: PreprocessConfig) -> dict[str, Any]:
     input_dir, output_dir = Path(cfg.input), Path(cfg.output)
     check_replaceable(output_dir, "preprocess")  # at once, not after the decoding
     found = find_labelled_files(input_dir)
-    log.info("found %d image files (%s layout) under %s", len(found.files), found.layout, input_dir)
+    log.info(
+        "found %d image files of %d classes (%s) under %s",
+        len(found.files),
+        len(found.classes),
+        found.layout,
+        input_dir,
+    )
+    if found.ignored:
+        log.info("left out %d files that are not photos of a class", len(found.ignored))
     decoded = decode_unique(found, cfg)
-    _check_both_classes(decoded, input_dir)
+    _check_class_sizes(decoded, found.classes, cfg, input_dir)
     splits = split_indices(decoded.labels, cfg.val_fraction, cfg.test_fraction, cfg.split_seed)
     mean, std = channel_stats(decoded.pixels, np.sort(splits["train"]))
     if min(std) == 0:  # every training image one colour: nothing to learn, nothing to scale
@@ -108,7 +116,7 @@ def decode_unique(found: LabelledFiles, cfg: PreprocessConfig) -> DecodedImages:
             skipped += [
                 {
                     "file": found.name(paths[i]),
-                    "reason": f"identical files under both classes: {names}",
+                    "reason": f"identical files under more than one class: {names}",
                 }
                 for i in copies
             ]
@@ -168,14 +176,36 @@ def available_memory() -> int | None:
     return None
 
 
-def _check_both_classes(decoded: DecodedImages, input_dir: Path) -> None:
-    counts = np.bincount(decoded.labels, minlength=len(CLASSES))
-    if counts.min() == 0:
-        found = ", ".join(f"{n} {name}" for name, n in zip(CLASSES, counts, strict=True))
-        raise ValueError(
-            f"expected photos of both classes under {input_dir} that decode, found {found} "
-            f"({len(decoded.skipped)} files skipped as broken)"
+SMALL_CLASS_SHARE = 0.2  # a class with fewer photos than this share of the largest's
+
+
+def _check_class_sizes(
+    decoded: DecodedImages, classes: tuple[str, ...], cfg: PreprocessConfig, input_dir: Path
+) -> None:
+    """Refuse a class too small for each split to hold one of its photos, naming it; warn
+    of a class much smaller than the largest (its figures rest on few photos)."""
+    counts = np.bincount(decoded.labels, minlength=len(classes))
+    for name, count in zip(classes, counts, strict=True):
+        test, val = split_sizes(int(count), cfg.val_fraction, cfg.test_fraction)
+        if count - test - val < 1:
+            raise ValueError(
+                f"expected enough photos of class {name!r} under {input_dir} that decode to "
+                f"give train, val ({cfg.val_fraction:g}) and test ({cfg.test_fraction:g}) "
+                f"one each, found {count} ({len(decoded.skipped)} files skipped in all)"
+            )
+    for name in small_classes(classes, counts):
+        log.warning(
+            "class %r has %d photos, fewer than %d%% of the largest class's %d",
+            name,
+            counts[classes.index(name)],
+            SMALL_CLASS_SHARE * 100,
+            counts.max(),
         )
+
+
+def small_classes(classes: tuple[str, ...], counts: np.ndarray) -> list[str]:
+    """The classes with fewer photos than a fifth of the largest class's."""
+    return [n for n, c in zip(classes, counts, strict=True) if c < SMALL_CLASS_SHARE * max(counts)]
 
 
 def _output_array(shape: tuple[int, int, int, int]) -> np.ndarray:
@@ -246,12 +276,20 @@ def split_indices(
     parts: dict[str, list[np.ndarray]] = {split: [] for split in SPLITS}
     for label in np.unique(labels):
         index = rng.permutation(np.flatnonzero(labels == label))
-        n_test = round(len(index) * test_fraction)
-        n_val = round(len(index) * val_fraction)
+        n_test, n_val = split_sizes(len(index), val_fraction, test_fraction)
         parts["test"].append(index[:n_test])
         parts["val"].append(index[n_test : n_test + n_val])
         parts["train"].append(index[n_test + n_val :])
     return {split: rng.permutation(np.concatenate(p)) for split, p in parts.items()}
+
+
+def split_sizes(count: int, val_fraction: float, test_fraction: float) -> tuple[int, int]:
+    """How many of a class's ``count`` photos go to test and to val: their share, and at
+    least one where the share is not 0, so that every split holds every class."""
+    return (
+        max(round(count * test_fraction), int(test_fraction > 0)),
+        max(round(count * val_fraction), int(val_fraction > 0)),
+    )
 
 
 def channel_stats(
@@ -289,19 +327,19 @@ def _meta(
     mean: list[float],
     std: list[float],
 ) -> dict[str, Any]:
-    counts = {
-        split: {
-            name: int((decoded.labels[index] == label).sum()) for label, name in enumerate(CLASSES)
-        }
-        for split, index in splits.items()
-    }
+    def by_class(labels: np.ndarray) -> dict[str, int]:
+        counts = np.bincount(labels, minlength=len(found.classes))
+        return {name: int(n) for name, n in zip(found.classes, counts, strict=True)}
+
+    kept = np.bincount(decoded.labels, minlength=len(found.classes))
     return {
-        "classes": list(CLASSES),
+        "classes": list(found.classes),
         "image_size": cfg.image_size,
         "channels": cfg.channels,
         "layout": found.layout,
-        "counts": counts,
-        "kept": {name: int((decoded.labels == label).sum()) for label, name in enumerate(CLASSES)},
+        "counts": {split: by_class(decoded.labels[index]) for split, index in splits.items()},
+        "kept": by_class(decoded.labels),
+        "small_classes": small_classes(found.classes, kept),
         "skipped": decoded.skipped,
         "ignored": [found.name(p) for p in found.ignored],
         "duplicates_removed": decoded.duplicates_removed,

@@ -14,7 +14,8 @@ class PreprocessConfig:
     """How images become arrays: the preprocess step's one schema."""
 
     input: str = setting(
-        help="directory with PetImages/Cat and PetImages/Dog, or cat.N.jpg files", role=LOCAL
+        help="directory with a folder of photos per class (ROOT/CLASS/*.jpg), PetImages among them",
+        role=LOCAL,
     )
     output: str = setting(
         help="directory for the arrays and meta.json; replaced whole on success", role=LOCAL

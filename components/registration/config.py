@@ -50,6 +50,12 @@ class RegisterConfig:
     )
 
     def __post_init__(self) -> None:
+        name = self.registered_model_name
+        if not name.isprintable() or any(quote in name for quote in "'\"") or not name.strip():
+            raise ValueError(
+                f"expected a registered_model_name of printable characters without quotes, "
+                f"found {name[:100]!r}"
+            )
         if self.alias != DEFAULT_ALIAS:  # MLflow's rules load MLflow: seconds, for a refusal
             check_alias(self.alias)
         for name in ("min_accuracy", "test_accuracy"):

@@ -95,6 +95,7 @@ def _register(
     from components.tracking import logged_models, registry, run_log
 
     name, run, alias = cfg.registered_model_name, cfg.mlflow_run_id, cfg.alias
+    _check_same_classes(report["classes"], registry.registered_classes(name), name, run)
     digests, params = run_log.input_digests(run), run_log.run_params(run)
     held = registry.alias_holder(name, alias)
     holder = Holder(*held) if held else None
@@ -207,7 +208,7 @@ def _verified_report(
             )
             + "; evaluate the run's own model"
         )
-    _check_both_classes(report, run, where)
+    _check_every_class(report, params, run, where)
     _check_recorded_split(report, params, run, where)
     if type(report.get("count")) is not int or report["count"] < 1:
         raise ValueError(
@@ -303,15 +304,39 @@ def _scored_files(
     return dict(report["sha256"])
 
 
-def _check_both_classes(report: dict[str, Any], run: str, where: str) -> None:
-    """Refuse an evaluation on a test split that lacks a class: its accuracy says nothing
-    of the class it lacks (a net that answers "dog" always scores 1.0 on dogs alone)."""
-    matrix = report.get("confusion_matrix")
+def _check_every_class(
+    report: dict[str, Any], params: dict[str, str], run: str, where: str
+) -> None:
+    """Refuse an evaluation of other classes than the training run recorded, or on a
+    test split that lacks one: its accuracy says nothing of the class it lacks (a net
+    that answers "dog" always scores 1.0 on dogs alone)."""
+    classes, matrix = report.get("classes"), report.get("confusion_matrix")
     rows = [sum(row) for row in matrix] if isinstance(matrix, list) else []
-    if len(rows) != 2 or min(rows) <= 0:
+    trained = json.loads(params["data_classes"]) if "data_classes" in params else classes
+    if not (isinstance(classes, list) and len(rows) == len(classes) >= 2) or min(rows) <= 0:
         raise ValueError(
-            f"refusing to judge MLflow run {run}: expected a test split holding cats and "
-            f"dogs, found {rows or 'no confusion matrix'} photos by class in {where}"
+            f"refusing to judge MLflow run {run}: expected a test split holding photos of "
+            f"every class, found {str(rows or 'no confusion matrix')[:200]} photos by class "
+            f"in {where}"
+        )
+    if classes != trained:
+        raise ValueError(
+            f"refusing to judge MLflow run {run}: its report {where} scored the classes "
+            f"{str(classes)[:200]}, its training recorded {str(trained)[:200]}"
+        )
+
+
+def _check_same_classes(classes: list[str], held: list[list[str]], name: str, run: str) -> None:
+    """Refuse a model whose classes are not those of the versions registered under
+    ``name``: its answers would replace theirs under the same name, and its figures
+    cannot be compared with theirs."""
+    others = [listed for listed in held if listed != classes]
+    if others:
+        raise ValueError(
+            f"refusing to register MLflow run {run}'s model of the classes "
+            f"{', '.join(classes)[:300]} under registered_model_name={name}: its versions "
+            f"are of the classes {', '.join(others[0])[:300]}; give these photos' model "
+            "another registered_model_name"
         )
 
 

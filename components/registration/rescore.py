@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from components.data.arrays import load_split, photos_sha256
+from components.data.arrays import load_split, photos_sha256, read_meta
 from components.data.kept_photos import decoded, kept_files, kept_sha256, read_kept
 
 log = logging.getLogger(__name__)
@@ -64,6 +64,12 @@ def score_holder(model_uri: str, data_dir: Path, photos: str) -> Rescored:
     digests = [kept_sha256(file) for file in files]
     _check_photos(files, digests, labels, photos)
     holder = load_scorer(model_uri, "onnx")
+    classes = read_meta(Path(data_dir))["classes"]
+    if list(holder.classes) != classes:
+        raise ValueError(
+            f"expected {model_uri} to answer the test photos' classes "
+            f"({', '.join(classes)[:200]}), found {', '.join(holder.classes)[:200]}"
+        )
     wrong: list[int] = []
     for start in range(0, len(files), BATCH):
         pixels = np.stack(
@@ -74,8 +80,8 @@ def score_holder(model_uri: str, data_dir: Path, photos: str) -> Rescored:
                 )
             ]
         )
-        dogs = class_probabilities(score_batches(holder.scorer, pixels))[:, 1] >= 0.5
-        missed = np.flatnonzero(dogs != labels[start : start + BATCH].astype(bool))
+        guesses = class_probabilities(score_batches(holder.scorer, pixels)).argmax(1)
+        missed = np.flatnonzero(guesses != labels[start : start + BATCH])
         wrong += (start + missed).tolist()
     correct = len(files) - len(wrong)
     log.info("%s scored again on %d test photos: %d right", model_uri, len(files), correct)

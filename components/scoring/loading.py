@@ -27,12 +27,14 @@ URI_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+:")  # runs:, models:, s3:, fil
 
 @dataclass(frozen=True)
 class LoadedModel:
-    """A scorer and the photos it takes: ``channels``×``image_size``² pixels; ``files``:
-    the digest of each file it was read from, each checked against the model's record."""
+    """A scorer, the photos it takes (``channels``×``image_size``² pixels) and the classes
+    its logits are of, in order; ``files``: the digest of each file it was read from,
+    each checked against the model's record."""
 
     scorer: OnnxScorer | TorchScorer
     channels: int
     image_size: int
+    classes: tuple[str, ...]
     files: dict[str, str]
 
 
@@ -154,12 +156,15 @@ def _torch_from_folder(folder: Path, record: Record) -> LoadedModel:
     """A train output's or an MLflow model folder's torch program."""
     if (folder / "MLmodel").is_file():  # fetched by components.fetch_model, say
         files = record.check(folder, list(identity.folder_digests(folder)))
-        return _from_mlflow(folder.resolve().as_uri(), files)
+        return _from_mlflow(folder.resolve().as_uri(), record, files)
     from components.networks.models import load_classifier
 
     files = record.check(folder, [WEIGHTS_FILE])
     classifier, spec = load_classifier(folder)
-    return LoadedModel(TorchScorer(classifier), spec["channels"], spec["image_size"], files)
+    classes = tuple(spec["classes"])
+    return LoadedModel(
+        TorchScorer(classifier), spec["channels"], spec["image_size"], classes, files
+    )
 
 
 def _from_onnx(folder: Path, name: str, passes: int, record: Record) -> LoadedModel:
@@ -178,45 +183,56 @@ def _from_onnx(folder: Path, name: str, passes: int, record: Record) -> LoadedMo
         and len(shape) == 4
         and all(isinstance(side, int) for side in shape[1:])
         and shape[2] == shape[3]
-        and list(outputs[0].shape)[1:] == [2]
+        and len(outputs[0].shape) == 2
     )
     problems = shape_problems(shape[1], shape[2]) if fits else ["its input and output"]
     if problems:
         found = [(i.name, i.type, i.shape) for i in inputs] + [(o.name, o.shape) for o in outputs]
         raise ValueError(
             f"expected an ONNX model at {path} with one float input {INPUT!r} of N×C×S×S "
-            f"photos and one output {OUTPUT!r} of N×2 logits, within the data contract "
+            f"photos and one output {OUTPUT!r} of N×K logits, within the data contract "
             f"({'; '.join(problems)}), found {found!s:.300}"
         )
     log.info(
         "scoring with ONNX Runtime (%s, sha256 %s…): %d forward passes at once, %d threads each",
         path.name, files[name][:12], passes, threads,
     )  # fmt: skip
-    if (folder / WEIGHTS_FILE).is_file():  # a train output: the graph is of its weights
-        files |= record.check(folder, [WEIGHTS_FILE])
-        spec = _weights_spec(folder, record, files)
-        if (spec["channels"], spec["image_size"]) != (shape[1], shape[2]):
-            raise ValueError(
-                f"expected {path} to take the {spec['channels']}×{spec['image_size']}² photos "
-                f"its {WEIGHTS_FILE} was trained on, found a graph of {shape[1]}×{shape[2]}²"
-            )
-    return LoadedModel(scorer, shape[1], shape[2], files)
+    spec = _weights_spec(folder, record, files)
+    taken = (spec["channels"], spec["image_size"], len(spec["classes"]))
+    if taken != (shape[1], shape[2], outputs[0].shape[1]):
+        raise ValueError(
+            f"expected {path} to take the {taken[0]}×{taken[1]}² photos and answer the "
+            f"{taken[2]} classes its spec names, found a graph of {shape[1]}×{shape[2]}² "
+            f"photos and {outputs[0].shape[1]} logits"
+        )
+    return LoadedModel(scorer, shape[1], shape[2], tuple(spec["classes"]), files)
 
 
 def _weights_spec(folder: Path, record: Record, files: dict[str, str]) -> dict[str, Any]:
-    """The spec a train output's weights were saved with: its ``spec.json`` where the
-    record holds that file's digest (torch stays unloaded), else read from ``model.pt``.
-    ``files`` takes the digest of what was read."""
+    """The spec a model's weights were saved with (its classes, the photos it takes): its
+    ``spec.json`` where the record holds that file's digest (torch stays unloaded), else
+    read from ``model.pt``. ``files`` takes the digest of what was read.
+
+    Raises:
+        ValueError: the folder holds neither (an MLflow model logged without its spec).
+    """
     if SPEC_FILE in record.digests:
         files |= record.check(folder, [SPEC_FILE])
         return read_spec(folder / SPEC_FILE)
+    if not (folder / WEIGHTS_FILE).is_file():
+        raise ValueError(
+            f"expected {SPEC_FILE} (its classes and input) beside the graph in {folder}, "
+            "found none in its record; train the model again"
+        )
     from components.networks.models import load_classifier
 
+    files |= record.check(folder, [WEIGHTS_FILE])
     return load_classifier(folder)[1]
 
 
-def _from_mlflow(uri: str, files: dict[str, str]) -> LoadedModel:
-    """A logged model's torch program (no pickle), its input read from its signature."""
+def _from_mlflow(uri: str, record: Record, files: dict[str, str]) -> LoadedModel:
+    """A logged model's torch program (no pickle), its input read from its signature and
+    its classes from its spec."""
     from components.tracking import logged_models
 
     shape, views_said = logged_models.model_input(uri)
@@ -226,5 +242,6 @@ def _from_mlflow(uri: str, files: dict[str, str]) -> LoadedModel:
         raise ValueError(
             f"expected a model at {uri} that takes {'; '.join(problems)}, found input shape {shape}"
         )
+    spec = _weights_spec(Path(urlparse(uri).path), record, files)
     scorer = TorchScorer(logged_models.load_model(uri), views_said)
-    return LoadedModel(scorer, shape[1], shape[2], files)
+    return LoadedModel(scorer, shape[1], shape[2], tuple(spec["classes"]), files)

@@ -15,7 +15,6 @@ from kserve.errors import InvalidInput
 from kserve.protocol.infer_type import InferRequest, InferResponse
 
 from components.core.cores import available_cores
-from components.core.names import CLASSES
 from components.data.images import decode_bytes, decode_pixels
 from components.scoring.loading import load_scorer
 from components.scoring.scorers import CALL_SECONDS, OnnxScorer, TorchScorer, class_probabilities
@@ -34,13 +33,15 @@ class ClientGone(Exception):
 
 
 class DogsVsCats(Model):
-    """``dogs-vs-cats``: photos in, a class and its probability out, in V1 or v2 form."""
+    """``dogs-vs-cats``: photos in, a class (by the name the model was trained with) and
+    its probability out, in V1 or v2 form."""
 
     def __init__(self, cfg: ServeConfig):
         super().__init__(MODEL_NAME)
         self.cfg = cfg
         self.scorer: OnnxScorer | TorchScorer | None = None
         self.channels = self.image_size = 0
+        self.classes: tuple[str, ...] = ()
         self.batcher: MicroBatcher | None = None
         # a request's photos are decoded by one thread, a thread a core: one client's
         # large request holds one of them, and the decodes running at once stay few
@@ -58,6 +59,8 @@ class DogsVsCats(Model):
             loaded.channels,
             loaded.image_size,
         )
+        self.classes = loaded.classes
+        log.info("answering with the classes %s", ", ".join(self.classes)[:500])
         wait = self.cfg.batch_wait_ms / 1000
         threads = max(1, cores // passes)  # torch's threads for each pass
         setup = _torch_threads(threads) if isinstance(self.scorer, TorchScorer) else None
@@ -111,7 +114,7 @@ class DogsVsCats(Model):
             raise
         assert self.batcher is not None
         rows = await self.batcher.run(pixels)
-        classes = [CLASSES[int(row.argmax())] for row in rows]
+        classes = [self.classes[int(row.argmax())] for row in rows]
         probabilities = [float(row.max()) for row in rows]
         if v2:
             return payloads.v2_answer(self.name, payload, classes, probabilities)

@@ -27,17 +27,28 @@ def publish_evaluation(
     metrics.metadata["mlflow_run_id"] = mlflow_run_id
     classification.log_confusion_matrix(result["classes"], result["confusion_matrix"])
     roc = json.loads((Path(evaluation_dir) / "roc.json").read_text())
-    classification.log_roc_curve(roc["fpr"], roc["tpr"], roc["thresholds"])
+    if roc["fpr"]:  # two classes: more have no one ROC curve
+        classification.log_roc_curve(roc["fpr"], roc["tpr"], roc["thresholds"])
     Path(report.path).write_text(markdown_report(result, mlflow_run_id))
 
 
 def markdown_report(result: dict[str, Any], mlflow_run_id: str) -> str:
+    """The metrics and the confusion matrix as Markdown tables, class names escaped."""
     rows = "\n".join(f"| {name} | {value:.4f} |" for name, value in result["metrics"].items())
-    (tn, fp), (fn, tp) = result["confusion_matrix"]
+    classes = [_cell(name) for name in result["classes"]]
+    matrix = "\n".join(
+        f"| {name} | " + " | ".join(map(str, counts)) + " |"
+        for name, counts in zip(classes, result["confusion_matrix"], strict=True)
+    )
     return (
-        f"# Dogs vs Cats: test split ({result['count']} images)\n\n"
+        f"# Test split: {result['count']} photos of {len(classes)} classes\n\n"
         f"MLflow run: `{mlflow_run_id}`\n\n"
         f"| metric | value |\n| --- | --- |\n{rows}\n\n"
-        f"| true / predicted | cat | dog |\n| --- | --- | --- |\n"
-        f"| cat | {tn} | {fp} |\n| dog | {fn} | {tp} |\n"
+        f"| true / predicted | {' | '.join(classes)} |\n|{' --- |' * (len(classes) + 1)}\n"
+        f"{matrix}\n"
     )
+
+
+def _cell(text: str) -> str:
+    """``text`` inside a Markdown table cell: its pipes and markup escaped."""
+    return "".join(f"\\{c}" if c in "\\|*_`[]<>#" else c for c in text)

@@ -20,7 +20,6 @@ from mlflow.models import Model, ModelSignature, infer_signature
 from mlflow.types import ColSpec, Schema
 
 from components.core import identity
-from components.core.names import CLASSES
 from components.tracking import store
 from components.tracking.store import tracking_uri
 from components.tracking.tags import IDENTITY_TAG
@@ -34,11 +33,11 @@ MOST_UNRECORDED_BYTES = 2**20  # a file no digest names: MLflow's MLmodel, envir
 VIEWS_KEY = "views"  # the metadata key of the views a call scores per photo
 
 
-def signature(example: np.ndarray, output: np.ndarray) -> ModelSignature:
+def signature(example: np.ndarray, output: np.ndarray, classes: list[str]) -> ModelSignature:
     """Pixels in (N×C×S×S, 0–255), one logit column per class out, named in label order."""
-    if output.shape[1:] != (len(CLASSES),):
-        raise ValueError(f"expected {len(CLASSES)} logits an image, found shape {output.shape}")
-    columns = Schema([ColSpec("float", f"logit_{name}") for name in CLASSES])
+    if output.shape[1:] != (len(classes),):
+        raise ValueError(f"expected {len(classes)} logits an image, found shape {output.shape}")
+    columns = Schema([ColSpec("float", f"logit_{name}") for name in classes])
     return ModelSignature(inputs=infer_signature(example).inputs, outputs=columns)
 
 
@@ -46,11 +45,13 @@ def log_model(
     model: torch.nn.Module,
     example: np.ndarray,
     output_digests: dict[str, str],
-    onnx_files: list[Path],
+    beside: list[Path],
+    classes: list[str],
     views: int,
 ) -> str:
-    """Log ``model`` with a signature and input example, and its ONNX graphs ``onnx_files``
-    beside its MLmodel file; read it back, check it predicts, and record its identity.
+    """Log ``model`` of ``classes`` with a signature and input example, and ``beside`` (its
+    spec and ONNX graphs) beside its MLmodel file; read it back, check it predicts, and
+    record its identity.
     ``views``: the views of each photo one call of ``model`` scores, in its metadata (a
     scorer bounds the photos a call by it).
 
@@ -69,18 +70,18 @@ def log_model(
         model,
         name=MODEL_NAME,
         serialization_format="pt2",  # torch.export: loading it runs no pickle
-        signature=signature(example, expected),
+        signature=signature(example, expected, classes),
         input_example=example,
         metadata={
-            "classes": list(CLASSES),
+            "classes": classes,
             "output": "logits, one column per class",
             VIEWS_KEY: views,
         },
         pip_requirements=[f"torch=={torch.__version__.split('+')[0]}", "numpy"],
         validate_serving_input=False,  # reloaded and checked below, as served: one load, not two
     )
-    for onnx_file in onnx_files:
-        store.client().log_model_artifact(info.model_id, str(onnx_file))
+    for file in beside:
+        store.client().log_model_artifact(info.model_id, str(file))
     with tempfile.TemporaryDirectory(prefix="logged-") as scratch:
         folder = download_model(info.model_uri, Path(scratch))
         logged = identity.folder_digests(folder)

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
+
 import mlflow
 from mlflow.entities.model_registry import RegisteredModel
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
+from components.core.names import CLASSES
 from components.tracking import store
 from components.tracking.store import REGISTRY_ABSENT, tracking_uri
+from components.tracking.tags import CLASSES_TAG
 
 
 def register_model(
@@ -82,3 +86,26 @@ def alias_holder(name: str, alias: str) -> tuple[str, dict[str, str]] | None:
             return None
         raise
     return str(version.version), dict(version.tags)
+
+
+def registered_classes(name: str) -> list[list[str]]:
+    """The class lists of registered model ``name``'s versions (a name without quotes,
+    as the register step's schema takes it), each list once (none
+    where no version is registered): a version's ``classes`` tag, else the ``data_classes``
+    its training run recorded, else PetImages's, which every version without either is of."""
+    client = store.client()
+    try:
+        versions = client.search_model_versions(f"name = '{name}'", max_results=1000)
+    except MlflowException as err:
+        if err.error_code in REGISTRY_ABSENT:
+            return []
+        raise
+    lists: list[list[str]] = []
+    for version in versions:
+        said = (version.tags or {}).get(CLASSES_TAG)
+        if said is None and version.run_id:
+            said = client.get_run(version.run_id).data.params.get("data_classes")
+        classes = json.loads(said) if said else list(CLASSES)
+        if classes not in lists:
+            lists.append(classes)
+    return lists

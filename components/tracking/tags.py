@@ -1,5 +1,8 @@
 """The tags this project's MLflow runs and logged models carry, each with what it says."""
 
+# a registered version's class names, as JSON, in label order: one list per registered name
+CLASSES_TAG = "classes"
+
 # KFP's
 KFP_RUN_ID_TAG = "kfp.run_id"  # the KFP run a step's run belongs to
 KFP_PIPELINE_TAG = "kfp.pipeline_name"

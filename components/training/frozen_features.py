@@ -143,8 +143,9 @@ class _Plan:
 
 @torch.no_grad()
 def predict_logits(learned: LearnedPart, features: DeviceSplit, amp: bool) -> torch.Tensor:
-    """Float32 logits (N×2) from cached features: the log of the mean class probabilities
-    over each photo's views, as ``Classifier`` predicts from its pixels."""
+    """Float32 logits (a row a photo, a column a class) from cached features: the log of
+    the mean class probabilities over each photo's views, as ``Classifier`` predicts from
+    its pixels."""
     learned.eval()
     device = features.labels.device
     outputs = []

@@ -38,7 +38,8 @@ def default_batch_size(device: torch.device) -> int:
 def predict_logits(
     model: torch.nn.Module, data: DeviceSplit, batch_size: int | None = None, amp: bool = True
 ) -> torch.Tensor:
-    """Float32 logits (N×2) for every sample of ``data``, in order, on its device."""
+    """Float32 logits (a row a photo, a column a class) for every sample of ``data``, in
+    order, on its device."""
     model.eval()
     device = data.labels.device
     batch_size = batch_size or default_batch_size(device)

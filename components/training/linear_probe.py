@@ -8,6 +8,7 @@ Pretrained Features and Underperform Out-of-Distribution").
 from __future__ import annotations
 
 import logging
+from typing import cast
 
 import torch
 from torch.nn import functional as F
@@ -45,13 +46,15 @@ def pooled_features(model: Classifier, photos: DeviceSplit) -> torch.Tensor:
 
 
 def fit_classifier(model: Classifier, photos: DeviceSplit) -> dict[str, torch.Tensor]:
-    """The logistic regression of ``model``'s pooled features of ``photos`` (L-BFGS, an L2
-    penalty of ``WEIGHT_PENALTY``), fitted on their device and returned on the CPU as the
+    """The multinomial logistic regression of ``model``'s pooled features of ``photos``
+    (L-BFGS, an L2 penalty of ``WEIGHT_PENALTY``), fitted on their device and returned on
+    the CPU as the
     classifier's weight and bias."""
     features = pooled_features(model, photos)
     labels = photos.labels
-    weight = torch.zeros(2, features.shape[1], device=features.device, requires_grad=True)
-    bias = torch.zeros(2, device=features.device, requires_grad=True)
+    classes = cast(EfficientNetLite, model.net).classifier.out_features
+    weight = torch.zeros(classes, features.shape[1], device=features.device, requires_grad=True)
+    bias = torch.zeros(classes, device=features.device, requires_grad=True)
     optimizer = torch.optim.LBFGS(
         [weight, bias], max_iter=MOST_ITERATIONS, line_search_fn="strong_wolfe"
     )

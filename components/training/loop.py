@@ -13,7 +13,6 @@ import torch
 from torch.nn import functional as F
 from torch.optim.lr_scheduler import LRScheduler
 
-from components.core.names import CLASSES
 from components.core.progress import progress
 from components.networks import pretrained
 from components.networks.backbones import BACKBONES
@@ -37,8 +36,9 @@ class DivergedError(RuntimeError):
     epoch was saved."""
 
 
-# a loss a thousand times a coin toss's (ln 2 for two classes): no longer learning
-DIVERGED_LOSS = 1000 * math.log(len(CLASSES))
+# a loss a thousand times a coin toss's (ln 2): no longer learning, whatever the classes
+# (a guess among 100 loses ln 100, 4.6)
+DIVERGED_LOSS = 1000 * math.log(2)
 
 
 @dataclass
@@ -85,7 +85,7 @@ def new_learner(
     torch.manual_seed(cfg.seed)
     # every batch has the same shape: let cuDNN time its convolution algorithms once
     torch.backends.cudnn.benchmark = device.type == "cuda"
-    net = build_model(cfg.model, meta["channels"], meta["image_size"])
+    net = build_model(cfg.model, meta["channels"], meta["image_size"], len(meta["classes"]))
     if cfg.model in BACKBONES:
         pretrained.load_pretrained(net, cfg.model)
     if isinstance(net, EfficientNetLite):

@@ -11,6 +11,7 @@ path of its own that adds nothing on natural photos passes any check on them.
 from __future__ import annotations
 
 import copy
+import json
 import logging
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from components.scoring.scorers import OnnxScorer, session_threads
 
 log = logging.getLogger(__name__)
 
+CLASSES_PROPERTY = "classes"  # the metadata property naming the logits' classes, as JSON
 KEPT_EXPORTS = 4  # graphs kept in a process, by structure (resnet18's: 45 MB)
 _exported: dict[tuple[object, ...], onnx.ModelProto] = {}
 
@@ -60,15 +62,19 @@ class OnnxGraph:
         """An ONNX Runtime session of the graph with ``model``'s weights now."""
         return OnnxScorer(self.current(model, photos).SerializeToString(), session_threads())
 
-    def write(self, path: Path, model: Classifier, photos: torch.Tensor) -> bytes:
-        """Write the graph with ``model``'s weights to ``path`` once ONNX Runtime gives
-        eager torch's class probabilities on ``photos`` (real ones: a batch of val); the
-        bytes written, the very ones checked.
+    def write(
+        self, path: Path, model: Classifier, photos: torch.Tensor, classes: list[str]
+    ) -> bytes:
+        """Write the graph with ``model``'s weights, its ``classes`` in its metadata (as
+        JSON), to ``path`` once ONNX Runtime gives eager torch's class probabilities on
+        ``photos`` (real ones: a batch of val); the bytes written, the very ones checked.
 
         Raises:
             RuntimeError: the two differ by more than ``check_agreement`` allows.
         """
-        graph: bytes = self.current(model, photos).SerializeToString()
+        proto = self.current(model, photos)
+        _set_property(proto, CLASSES_PROPERTY, json.dumps(classes, ensure_ascii=False))
+        graph: bytes = proto.SerializeToString()
         pixels = photos.cpu().float()
         with torch.no_grad():
             expected = _eager_logits(model, pixels)
@@ -77,6 +83,15 @@ class OnnxGraph:
         with atomic_file(path) as handle:
             handle.write(graph)
         return graph
+
+
+def _set_property(graph: onnx.ModelProto, key: str, value: str) -> None:
+    """Set metadata property ``key`` of ``graph`` to ``value``, the others kept."""
+    for prop in graph.metadata_props:
+        if prop.key == key:
+            prop.value = value
+            return
+    graph.metadata_props.add(key=key, value=value)
 
 
 def _kept(structure: tuple[object, ...], model: Classifier) -> onnx.ModelProto | None:

@@ -33,6 +33,7 @@ from components.core.names import (
     WEIGHTS_FILE,
 )
 from components.data.arrays import load_split, read_meta, split_file_sha256
+from components.data.classes import metric_keys
 from components.networks import pretrained
 from components.networks.backbones import BACKBONES
 from components.networks.models import Classifier, OneBatchOfViews, build_model, save_trained
@@ -255,7 +256,7 @@ def _refuse_a_start_size_the_net_cannot_take(cfg: TrainConfig, meta: dict[str, A
         raise ValueError(
             f"expected a start size of at most the data's side ({side}), found {cfg.start_size}"
         )
-    net = build_model(cfg.model, channels, side).eval()
+    net = build_model(cfg.model, channels, side, len(meta["classes"])).eval()
     try:
         with torch.no_grad():
             net(torch.zeros(1, channels, cfg.start_size, cfg.start_size))
@@ -322,7 +323,8 @@ def data_name(cfg: TrainConfig, meta: dict[str, Any]) -> str:
 
 
 def run_params(cfg: TrainConfig, meta: dict[str, Any]) -> dict[str, object]:
-    """The run's MLflow params: the recipe and the dataset's shape and counts."""
+    """The run's MLflow params: the recipe, the dataset's shape, its classes (as JSON) and
+    their counts in each split (``data_test_cat``)."""
     params = schema.params(cfg)
     params.update(image_size=meta["image_size"], channels=meta["channels"])
     if "photos_sha256" in meta:  # which photos each split holds, at any size
@@ -331,8 +333,13 @@ def run_params(cfg: TrainConfig, meta: dict[str, Any]) -> dict[str, object]:
         )
     if cfg.model in BACKBONES:
         params.update(pretrained.record(cfg.model))
+    classes = meta["classes"]
+    params.update(data_classes=json.dumps(classes, ensure_ascii=False))
     for split, counts in meta["counts"].items():
-        params.update({f"data_{split}_{name}": count for name, count in counts.items()})
+        keys = metric_keys(classes)
+        params.update(
+            {f"data_{split}_{key}": counts[name] for name, key in zip(classes, keys, strict=True)}
+        )
     return params
 
 
@@ -390,7 +397,9 @@ def _write_outputs(
         "shift_average": cfg.shift_average,
     }
     digests = save_trained(output, model, spec)  # spec.json: what scoring reads without torch
-    float_graph = graph.write(output / ONNX_FILE, model, splits[1].images[:CHECKED_PHOTOS])
+    float_graph = graph.write(
+        output / ONNX_FILE, model, splits[1].images[:CHECKED_PHOTOS], meta["classes"]
+    )
     digests[ONNX_FILE] = sha256_of_bytes(float_graph)
     int8_graph = _write_int8(cfg, float_graph, *splits)
     if int8_graph:
@@ -403,10 +412,11 @@ def _write_outputs(
     side = meta["image_size"]
     # a batch of two, so the exported model keeps a dynamic batch dimension
     example = np.full((2, meta["channels"], side, side), 128, np.float32)
-    onnx_files = [output / name for name in (ONNX_FILE, INT8_FILE) if name in digests]
+    # beside the MLmodel file: the graphs, and the spec that names the classes
+    beside = [output / name for name in (SPEC_FILE, ONNX_FILE, INT8_FILE) if name in digests]
     batched = OneBatchOfViews(model)  # the pt2 program holds the net once, not once a view
     return logged_models.log_model(
-        batched, example, digests, onnx_files, views=batched.view_count()
+        batched, example, digests, beside, meta["classes"], views=batched.view_count()
     )
 
 

@@ -47,7 +47,9 @@ def test_an_mlflow_model_taking_huge_images_is_refused_before_any_decoding(
     with run_log.start_run("dogs-vs-cats"):
         example = np.full((2, 1, 520, 520), 128, np.float32)
         digests = {"model.onnx": identity.sha256_of(tmp_path / "model.onnx")}
-        uri = logged_models.log_model(net, example, digests, [tmp_path / "model.onnx"], views=1)
+        uri = logged_models.log_model(
+            net, example, digests, [tmp_path / "model.onnx"], ["cat", "dog"], views=1
+        )
     with pytest.raises(ValueError, match=r"found input shape \(-1, 1, 520, 520\)"):
         predictions.predict_files(uri, [sample_images / "PetImages/Dog/1.jpg"], "torch")
 

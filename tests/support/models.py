@@ -84,7 +84,9 @@ def _saved(directory, net, channels: int, size: int, mean: float, graph: bool = 
         photos = torch.randint(
             0, 256, (4, channels, size, size), generator=torch.Generator().manual_seed(0)
         )
-        written = _graph(channels, size).write(directory / ONNX_FILE, model, photos.float())
+        written = _graph(channels, size).write(
+            directory / ONNX_FILE, model, photos.float(), spec["classes"]
+        )
         digests[ONNX_FILE] = identity.sha256_of_bytes(written)
     identity.write_record(directory, digests)
     return directory

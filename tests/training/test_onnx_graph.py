@@ -85,7 +85,7 @@ def test_a_graph_that_answers_otherwise_than_torch_is_not_written(monkeypatch, t
     with torch.no_grad():
         model.net.fc2.bias[1] += 3.0
     with pytest.raises(RuntimeError, match="expected the ONNX export to give eager torch's"):
-        graph.write(tmp_path / "model.onnx", model, photos)
+        graph.write(tmp_path / "model.onnx", model, photos, ["cat", "dog"])
     assert list(tmp_path.iterdir()) == []
 
 
@@ -96,7 +96,9 @@ def test_a_model_trained_on_the_gpu_is_checked_against_float32_on_the_cpu(tmp_pa
     torch.manual_seed(0)
     model = Classifier(build_model("resnet18", 3, 128), [0.5] * 3, [0.25] * 3).cuda().train()
     photos = torch.randint(0, 256, (64, 3, 128, 128), generator=torch.Generator().manual_seed(0))
-    onnx_graph.OnnxGraph().write(tmp_path / "model.onnx", model, photos.float().cuda())
+    onnx_graph.OnnxGraph().write(
+        tmp_path / "model.onnx", model, photos.float().cuda(), ["cat", "dog"]
+    )
     assert (tmp_path / "model.onnx").stat().st_size > 0
     assert model.training and next(model.parameters()).is_cuda
 
