@@ -89,8 +89,8 @@ def alias_holder(name: str, alias: str) -> tuple[str, dict[str, str]] | None:
 
 
 def registered_classes(name: str) -> list[list[str]]:
-    """The class lists of registered model ``name``'s versions (a name without quotes,
-    as the register step's schema takes it), each list once (none
+    """The class lists of registered model ``name``'s versions (a name without ', as the
+    register step's schema takes it: MLflow's filter has no escape for it), each list once (none
     where no version is registered): a version's ``classes`` tag, else the ``data_classes``
     its training run recorded, else PetImages's, which every version without either is of."""
     client = store.client()

@@ -61,17 +61,27 @@ def test_predict_names_files_it_cannot_classify_and_classifies_the_rest(
     good = sample_images / "PetImages/Dog/1.jpg"
     (tmp_path / "empty.jpg").write_bytes(b"")
     (tmp_path / "cut.jpg").write_bytes(good.read_bytes()[:500])
-    files = [tmp_path / "empty.jpg", good, tmp_path / "cut.jpg", tmp_path / "missing.jpg", tmp_path]
-    with pytest.raises(SystemExit, match="4 of 5 files could not be classified"):
+    files = [tmp_path / "empty.jpg", good, tmp_path / "cut.jpg", tmp_path / "missing.jpg"]
+    with pytest.raises(SystemExit, match="3 of 4 files could not be classified"):
         predict.main(["--model", str(model), *map(str, files)])
     assert capsys.readouterr().out == f"{good}\tdog\t0.8808\n"
-    empty, cut, missing, folder = [
-        r.getMessage() for r in caplog.records if r.levelname == "WARNING"
-    ]
+    empty, cut, missing = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert empty == f"skipped {tmp_path / 'empty.jpg'}: empty file (0 bytes)"
     assert cut.startswith(f"skipped {tmp_path / 'cut.jpg'}: truncated or corrupt image data")
     assert missing == f"skipped {tmp_path / 'missing.jpg'}: no such file"
-    assert folder == f"skipped {tmp_path}: not a file"
+
+
+def test_predict_takes_a_folder_of_photos_as_they_come(sample_images, tmp_path, capsys):
+    """A user's folder: photos by name, in subfolders too; notes and hidden files left out."""
+    model = always_dog_model(tmp_path / "model")
+    album = tmp_path / "album"
+    for name in ("b.jpg", "a.JPG", "trip/c.png", ".thumbs/d.jpg"):
+        (album / name).parent.mkdir(parents=True, exist_ok=True)
+        (album / name).write_bytes((sample_images / "PetImages/Cat/1.jpg").read_bytes())
+    (album / "notes.txt").write_text("not a photo")
+    predict.main(["--model", str(model), str(album)])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == [f"{album / name}\tdog\t0.8808" for name in ("a.JPG", "b.jpg", "trip/c.png")]
 
 
 class Trap(torch.nn.Module):

@@ -31,8 +31,10 @@ def test_known_predictions_give_the_expected_confusion_matrix(sample_arrays, tmp
     )
     assert report["confusion_matrix"] == [[0, 100], [0, 100]]
     assert report["metrics"]["accuracy"] == 0.5
-    assert report["metrics"]["dog_accuracy"] == 1.0 and report["metrics"]["cat_accuracy"] == 0.0
+    assert report["metrics"]["dog_recall"] == 1.0 and report["metrics"]["cat_recall"] == 0.0
+    assert report["metrics"]["cat_precision"] == 0.0 and report["metrics"]["dog_f1"] == 2 / 3
     assert report["metrics"]["roc_auc"] == 0.5  # every score tied
+    assert report["classes"] == ["cat", "dog"]
     assert json.loads((tmp_path / "eval/metrics.json").read_text()) == report
     for name in ("roc.json", "confusion_matrix.png", "misclassified.png"):
         assert (tmp_path / "eval" / name).stat().st_size > 0
@@ -139,7 +141,7 @@ def test_evaluate_logs_test_metrics_into_the_training_run(
     assert logged["test_accuracy"] == pytest.approx(report["metrics"]["accuracy"])
     meta = json.loads((sample_arrays / "meta.json").read_text())
     assert report["photos"] == meta["photos_sha256"]["test"]  # what the gate compares across sizes
-    assert {"test_f1", "test_roc_auc", "test_precision", "test_recall"} <= set(logged)
+    assert {"test_macro_f1", "test_roc_auc", "test_cat_precision", "test_dog_recall"} <= set(logged)
     for name in ("metrics.json", "confusion_matrix.png", "misclassified.png"):  # as written
         logged_file = mlflow.artifacts.download_artifacts(
             run_id=result.run_id, artifact_path=f"evaluation/test/{name}", dst_path=str(tmp_path)

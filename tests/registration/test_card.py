@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import json
+
 from components.registration.card import model_card
 
 REPORT = {
-    "metrics": {"accuracy": 0.9312, "roc_auc": 0.981, "cat_accuracy": 0.92, "dog_accuracy": 0.94},
+    "metrics": {
+        "accuracy": 0.9312,
+        "roc_auc": 0.981,
+        "cat_recall": 0.92,
+        "dog_recall": 0.94,
+        "macro_f1": 0.9311,
+    },
+    "classes": ["cat", "dog"],
     "count": 2500,
     "model_id": "m-7",
     "scored": "model.onnx",
@@ -25,6 +34,12 @@ PARAMS = {
     "lr": "0.004",
     "channels": "3",
     "image_size": "50",
+    "data_train_cat": "1000",
+    "data_train_dog": "990",
+    "data_val_cat": "125",
+    "data_val_dog": "124",
+    "data_test_cat": "1250",
+    "data_test_dog": "1250",
 }
 
 
@@ -33,8 +48,15 @@ def test_the_card_names_the_model_its_measured_accuracy_its_files_and_its_run():
         "run-7", REPORT, PARAMS, {"test-split": "d1", "train-split": "d2"}, FILES
     )
     assert description.startswith(
-        "Dogs-vs-cats classifier (compact_cnn, 3×50² pixels): test accuracy 0.9312 on 2500"
+        "Classifier of 2 classes (compact_cnn, 3×50² pixels): test accuracy 0.9312 on 2500 "
+        "held-out photos (recall by class: cat 0.9200, dog 0.9400; macro F1 0.9311; ROC AUC "
+        "0.9810)"
     )
+    assert (
+        "Photos by class: train 1000 cat, 990 dog; val 125 cat, 124 dog; test 1250 cat, "
+        "1250 dog." in description
+    )
+    assert tags["classes"] == '["cat", "dog"]' and tags["test_macro_f1"] == "0.9311"
     assert "measured by the evaluate step on model.onnx (sha256 cdcdcdcdcdcd…)" in description
     assert "MLflow run run-7" in description
     assert (
@@ -82,3 +104,13 @@ def test_the_card_states_every_training_setting_each_preset_sets():
         for key, value in training.items():
             assert f"{key}={value}" in description, (name, key)
             assert tags[f"recipe.{key}"] == str(value), (name, key)
+
+
+def test_the_card_of_five_classes_names_each_and_has_no_roc_auc():
+    classes = ["daisy", "dandelion", "roses", "sunflowers", "tulips"]
+    metrics = {"accuracy": 0.9, "macro_f1": 0.89, **{f"{c}_recall": 0.9 for c in classes}}
+    report = {**REPORT, "classes": classes, "metrics": metrics}
+    description, tags = model_card("run-5", report, PARAMS, {}, FILES)
+    assert "Classifier of 5 classes" in description and "tulips 0.9000; macro F1" in description
+    assert "ROC AUC" not in description and "test_roc_auc" not in tags
+    assert json.loads(tags["classes"]) == classes

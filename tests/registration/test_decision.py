@@ -234,7 +234,7 @@ def test_a_report_planted_into_a_run_never_evaluated_is_refused(
         "model_id": model_id,
         "scored": "model.onnx",
         "sha256": {name: files[name] for name in ("model.pt", "model.onnx")},
-        "metrics": {"accuracy": 0.95, "roc_auc": 0.99, "cat_accuracy": 0.95, "dog_accuracy": 0.95},
+        "metrics": {"accuracy": 0.95, "roc_auc": 0.99, "cat_recall": 0.95, "dog_recall": 0.95},
         "confusion_matrix": [[48, 2], [3, 47]],
         "count": 100,
     }
@@ -263,7 +263,7 @@ def test_a_test_split_of_one_class_is_never_judged(small_arrays, tmp_path, mlflo
         weak.run_id,
         mlflow_store,
         ValueError,
-        r"expected a test split holding cats and dogs, found \[0, 100\]",
+        r"expected a test split holding photos of every class, found \[0, 100\]",
     )
 
 
@@ -374,7 +374,7 @@ def test_a_test_split_cherry_picked_after_training_is_never_scored(
     (arrays / "meta.json").write_text(json.dumps(meta))
     with pytest.raises(ValueError, match="expected the split its training recorded") as refused:
         evaluated(arrays, tmp_path / "m")
-    assert ", 2 cats, " in str(refused.value)
+    assert ", 2 cat, " in str(refused.value)
     assert not (tmp_path / "m-eval").exists()
     assert "test_accuracy" not in MlflowClient(mlflow_store).get_run(result.run_id).data.metrics
 

@@ -124,7 +124,7 @@ def test_a_graph_of_another_photo_size_than_its_weights_is_refused(tmp_path, spe
     if not spec_recorded:
         (folder / SPEC_FILE).unlink()
     rerecord(folder)
-    with pytest.raises(ValueError, match=r"trained on, found a graph of 1×48²"):
+    with pytest.raises(ValueError, match=r"to take the 1×40² photos .*found a graph of 1×48²"):
         load_scorer(str(folder))
 
 

@@ -19,6 +19,8 @@ from components.training.loop import (
 )
 from tests.support.models import tiny_model, tiny_split
 
+PETS = ["cat", "dog"]
+
 
 @pytest.mark.gpu
 def test_bf16_autocast_on_the_gpu_agrees_with_fp32_on_the_cpu():
@@ -45,7 +47,7 @@ def test_an_epoch_on_the_gpu_never_waits_for_the_device():
 
 def test_compile_wraps_the_trained_net_and_leaves_the_saved_one_plain():
     cfg = TrainConfig(data="unused", output="unused", model="tutorial_cnn", compile=True)
-    meta = {"channels": 1, "image_size": 40, "mean": [0.45], "std": [0.25]}
+    meta = {"channels": 1, "image_size": 40, "mean": [0.45], "std": [0.25], "classes": PETS}
     learner = new_learner(cfg, meta, runtime.Workers(), torch.device("cpu"), steps_per_epoch=4)
     assert getattr(learner.parallel, "_orig_mod", None) is learner.model  # compiled lazily
     assert not any(key.startswith("_orig_mod") for key in learner.model.state_dict())
@@ -62,7 +64,7 @@ def test_a_compiled_epoch_on_the_gpu_with_fused_adamw_and_crops():
         min_crop_area=0.3,
         label_smoothing=0.1,
     )
-    meta = {"channels": 1, "image_size": 40, "mean": [0.45], "std": [0.25]}
+    meta = {"channels": 1, "image_size": 40, "mean": [0.45], "std": [0.25], "classes": PETS}
     device = torch.device("cuda")
     learner = new_learner(cfg, meta, runtime.Workers(), device, steps_per_epoch=8)
     assert learner.optimizer.defaults["fused"] and torch.backends.cudnn.benchmark
@@ -77,7 +79,7 @@ def test_an_epoch_trains_at_its_progressive_side_with_cutmix():
         data="unused", output="unused", model="compact_cnn", epochs=3, batch_size=10,
         start_size=16, cutmix=1.0,
     )  # fmt: skip
-    meta = {"channels": 3, "image_size": 32, "mean": [0.5] * 3, "std": [0.25] * 3}
+    meta = {"channels": 3, "image_size": 32, "mean": [0.5] * 3, "std": [0.25] * 3, "classes": PETS}
     learner = new_learner(cfg, meta, runtime.Workers(), torch.device("cpu"), steps_per_epoch=2)
     sides: list[int] = []
     learner.model.net.register_forward_pre_hook(lambda _, args: sides.append(args[0].shape[-1]))
@@ -94,7 +96,7 @@ def test_the_val_split_is_scored_after_every_nth_epoch_and_the_last():
         data="unused", output="unused", model="tutorial_cnn", epochs=3, batch_size=20,
         validate_every=2, runtime="torch",
     )  # fmt: skip
-    meta = {"channels": 1, "image_size": 40, "mean": [0.45], "std": [0.25]}
+    meta = {"channels": 1, "image_size": 40, "mean": [0.45], "std": [0.25], "classes": PETS}
     learner = new_learner(cfg, meta, runtime.Workers(), torch.device("cpu"), steps_per_epoch=2)
     data = tiny_split(torch.device("cpu"), count=40)
     scored = [

@@ -414,7 +414,7 @@ def test_a_bad_label_fails_before_any_mlflow_run_is_created(small_arrays, tmp_pa
     labels = np.load(data / "val_labels.npy")
     labels[7] = -1
     np.save(data / "val_labels.npy", labels, allow_pickle=False)
-    with pytest.raises(ValueError, match="expected labels 0 \\(cat\\) or 1 \\(dog\\) in val"):
+    with pytest.raises(ValueError, match=r"expected labels from 0 to 1 \(the classes in .* in val"):
         session.train(config(data, tmp_path / "out", epochs=1))
     assert MlflowClient(mlflow_store).search_runs(experiment_ids=["0", "1"]) == []
 
