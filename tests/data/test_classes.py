@@ -37,4 +37,5 @@ def test_a_class_list_outside_the_limits_is_refused_naming_the_name(classes, ref
 
 def test_names_mlflow_refuses_become_distinct_keys():
     assert metric_keys(["cat", "dog"]) == ["cat", "dog"]
-    assert metric_keys(["café crème", "a+b", "a_b", "a?b"]) == ["café crème", "a_b", "a_b_2", "a_b_3"]
+    keys = metric_keys(["café crème", "a+b", "a_b", "a?b"])
+    assert keys == ["café crème", "a_b", "a_b_2", "a_b_3"]
