@@ -29,6 +29,7 @@ STACK_FIXTURE = "running_server"  # that plugin's fixture that starts a stack
 REPO = Path(__file__).resolve().parents[1]
 SMALL_SAMPLE_PER_CLASS = 200  # photos of each class in ``small_sample_zip``
 SAMPLE_ZIP = REPO / "tests/fixtures/petimages-sample.zip"  # in the repository: nothing beside it
+FLOWERS_ZIP = REPO / "tests/fixtures/flowers-small.zip"  # 5 classes, 12 photos each
 
 
 @pytest.fixture(scope="session")
@@ -56,6 +57,25 @@ def sample_images(sample_zip, tmp_path_factory) -> Path:
     target = tmp_path_factory.mktemp("sample") / "raw"
     fetch(str(sample_zip), target)
     return target
+
+
+@pytest.fixture(scope="session")
+def flowers_arrays(tmp_path_factory) -> Path:
+    """TensorFlow's flower photos, five classes of twelve, downloaded and preprocessed to
+    RGB 40×40 arrays: a photo set other than PetImages, as a team brings its own."""
+    raw = tmp_path_factory.mktemp("flowers") / "raw"
+    fetch(str(FLOWERS_ZIP), raw)
+    target = raw.parent / "arrays"
+    build_arrays(
+        PreprocessConfig(input=str(raw), output=str(target), image_size=40, channels=3, workers=2)
+    )
+    return target
+
+
+@pytest.fixture(scope="session")
+def flowers_photos(flowers_arrays) -> list[Path]:
+    """Flower photos of each class as a user has them: the files preprocess kept."""
+    return sorted((flowers_arrays.parent / "raw/flower_photos").glob("*/*.jpg"))[::6]
 
 
 @pytest.fixture(scope="session")

@@ -449,3 +449,26 @@ def test_kept_test_photos_are_links_where_the_file_system_allows_else_copies(tmp
         shared = [photo.stat().st_ino in inputs for photo in kept]
         assert all(shared) if name == "linked" else not any(shared)
         assert all(photo.read_bytes() in inputs.values() for photo in kept)
+
+
+def test_three_classes_split_stratified_with_a_small_one_reported(tmp_path, caplog):
+    root = tmp_path / "in/shop"
+    for name, count in (("bolts", 20), ("nuts", 20), ("washers", 3)):
+        for i in range(count):
+            write_jpeg(root / name / f"{i}.jpg", seed=100 * len(name) + i)
+    (root / "README").write_text("what the photos are")
+    meta = build(tmp_path / "in", tmp_path / "out", **SMALL)
+    assert meta["classes"] == ["bolts", "nuts", "washers"] and meta["ignored"] == ["shop/README"]
+    assert meta["counts"]["test"] == {"bolts": 2, "nuts": 2, "washers": 1}
+    assert meta["counts"]["val"] == {"bolts": 2, "nuts": 2, "washers": 1}
+    assert meta["small_classes"] == ["washers"]
+    assert "class 'washers' has 3 photos, fewer than 20% of the largest class's 20" in caplog.text
+
+
+def test_a_class_too_small_for_every_split_is_refused_naming_it(tmp_path):
+    root = tmp_path / "in"
+    for name, count in (("bolts", 10), ("nuts", 2)):
+        for i in range(count):
+            write_jpeg(root / name / f"{i}.jpg", seed=i + 50 * len(name))
+    with pytest.raises(ValueError, match="enough photos of class 'nuts' .* one each, found 2"):
+        build(root, tmp_path / "out", **SMALL)
