@@ -69,10 +69,21 @@ def judgeable(train_photos: int, val_photos: int) -> bool:
     return True
 
 
-def calibration_picks(train_photos: int, seed: int) -> np.ndarray:
-    """Which train photos calibrate the int8 ranges: ``CALIBRATION_PHOTOS`` of them, in an
-    order the run's seed fixes."""
-    picks: np.ndarray = np.random.default_rng(seed).permutation(train_photos)
+def calibration_picks(labels: np.ndarray, seed: int) -> np.ndarray:
+    """Which train photos (by their ``labels``) calibrate the int8 ranges:
+    ``CALIBRATION_PHOTOS`` of them, drawn in an order the run's seed fixes, every class
+    among them (a class whose photos set no range could be clipped): the first of the
+    draw where they hold every class, else each class's share of it."""
+    order = np.random.default_rng(seed).permutation(len(labels))
+    drawn: np.ndarray = order[:CALIBRATION_PHOTOS]
+    if len(np.unique(labels[drawn])) == len(np.unique(labels)):
+        return drawn
+    ordered = labels[order]
+    share = np.empty(len(order))  # a photo's place within its class, as a fraction
+    for label in np.unique(ordered):
+        members = np.flatnonzero(ordered == label)
+        share[members] = np.arange(len(members)) / len(members)
+    picks: np.ndarray = order[np.argsort(share, kind="stable")]
     return picks[:CALIBRATION_PHOTOS]
 
 

@@ -29,7 +29,7 @@ OPSET = 18  # ONNX Runtime 1.20 on runs it; pinned so a model's graph does not f
 
 def export_graph(model: Classifier, example: torch.Tensor) -> onnx.ModelProto:
     """``model`` in eval mode as an ONNX graph: ``pixels`` (N×C×S×S, 0–255, N free) in,
-    ``logits`` (N×2) out, each weight an initializer named as in its state dict, the
+    ``logits`` (N×K) out, each weight an initializer named as in its state dict, the
     number of views in its metadata.
 
     ``example``: a batch of two or more photos of the model's input shape.

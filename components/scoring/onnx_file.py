@@ -16,7 +16,7 @@ from pathlib import Path
 import onnx
 from onnx import external_data_helper, numpy_helper
 
-INPUT, OUTPUT = "pixels", "logits"  # the graph's input (N×C×S×S photos) and output (N×2)
+INPUT, OUTPUT = "pixels", "logits"  # the graph's input (N×C×S×S photos) and output (N×K)
 VIEWS = "views"  # the graph's metadata: the views of a photo it scores
 # the classifiers are 1–45 MB; with their external data, if any. Loading takes about 4.1
 # times the weights laid out as external data (3.1 inline) above the process's own: the

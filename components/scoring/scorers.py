@@ -1,4 +1,4 @@
-"""Scorers: photos in (N×C×S×S float32, 0–255), logits out (N×2), by ONNX Runtime or torch.
+"""Scorers: photos in (N×C×S×S float32, 0–255), logits out (N×K), by ONNX Runtime or torch.
 
 On a CPU, ONNX Runtime scores the exported graph two to four times as fast as eager
 torch (docs/BENCHMARKS.md); on a GPU, torch runs it. ``--runtime auto`` picks so.
@@ -73,7 +73,7 @@ class NonFiniteLogitsError(ValueError):
 
 
 def class_probabilities(logits: np.ndarray) -> np.ndarray:
-    """Each photo's class probabilities (softmax of its N×2 logits).
+    """Each photo's class probabilities (softmax of its N×K logits).
 
     Raises:
         NonFiniteLogitsError: a photo's logits are NaN or infinite; an answer read from
@@ -100,7 +100,7 @@ def softmax(logits: np.ndarray) -> np.ndarray:
 def score_batches(
     scorer: OnnxScorer | TorchScorer, images: np.ndarray, batch_size: int = CPU_BATCH
 ) -> np.ndarray:
-    """Logits (N×2, float32) for N photos, scored ``batch_size`` at a time."""
+    """Logits (N×K, float32) for N photos, scored ``batch_size`` at a time."""
     chunks = [
         scorer(images[start : start + batch_size].astype(np.float32))
         for start in range(0, len(images), batch_size)

@@ -435,7 +435,7 @@ def _write_int8(
 
     if not int8.judgeable(len(train_data), len(val_data)):
         return None
-    picked = int8.calibration_picks(len(train_data), cfg.seed)
+    picked = int8.calibration_picks(train_data.labels.cpu().numpy(), cfg.seed)
     calibration = train_data.images[picked].cpu().numpy()
     int8_graph = int8.quantise(float_graph, calibration)
     images, labels = val_data.images.cpu().numpy(), val_data.labels.cpu().numpy()

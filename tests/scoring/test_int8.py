@@ -229,3 +229,13 @@ def test_an_int8_graph_swapped_for_another_is_never_scored_as_the_runs(
     with pytest.raises(ModelIdentityError, match=f"refusing {copied / INT8_FILE}: its sha256"):
         evaluate(cfg)
     assert client.get_run(result.run_id).data.metrics == before
+
+
+def test_calibration_holds_every_class_even_a_rare_one_among_a_hundred():
+    labels = np.r_[np.repeat(np.arange(99), 30), [99]]  # class 99: one photo in 2,971
+    picks = int8.calibration_picks(labels, seed=0)
+    assert len(picks) == int8.CALIBRATION_PHOTOS == len(set(picks.tolist()))
+    assert set(labels[picks].tolist()) == set(range(100))
+    pets = np.r_[np.zeros(2000, np.int64), np.ones(2000, np.int64)]
+    expected = np.random.default_rng(3).permutation(4000)[: int8.CALIBRATION_PHOTOS]
+    assert np.array_equal(int8.calibration_picks(pets, seed=3), expected)  # the seed's draw
