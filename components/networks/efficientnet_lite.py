@@ -182,19 +182,20 @@ class EfficientNetLite(nn.Module):
     def from_frozen(self, x: torch.Tensor) -> torch.Tensor:
         """The logits from ``frozen_part``'s output: the blocks that learn, the head conv,
         pooling and the classifier."""
-        logits: torch.Tensor = self._fc(self._dropout(self._pooled_from_frozen(x)))
+        logits: torch.Tensor = self._fc(self._dropout(self.pooled_from_frozen(x)))
         return logits
 
     @property
     def classifier(self) -> nn.Linear:
-        """The two-class layer on the pooled features."""
+        """The layer of a logit a class on the pooled features."""
         return self._fc
 
     def pooled(self, x: torch.Tensor) -> torch.Tensor:
         """What the classifier sees: the head conv's output, averaged over the image."""
-        return self._pooled_from_frozen(self.frozen_part(x))
+        return self.pooled_from_frozen(self.frozen_part(x))
 
-    def _pooled_from_frozen(self, x: torch.Tensor) -> torch.Tensor:
+    def pooled_from_frozen(self, x: torch.Tensor) -> torch.Tensor:
+        """What the classifier sees, from ``frozen_part``'s output."""
         for block in self._blocks[self.frozen_blocks :]:
             x = block(x)
         return F.relu6(self._bn1(self._conv_head(x))).mean((2, 3))

@@ -28,30 +28,40 @@ MOST_ITERATIONS = 200  # L-BFGS converges in well under this on 1,280 features
 
 
 @torch.no_grad()
-def pooled_features(model: Classifier, photos: DeviceSplit) -> torch.Tensor:
-    """The classifier's input for every photo (N×features, float32): the net in eval
-    mode, under bf16 autocast where the device has it natively."""
+def pooled_features(model: Classifier, photos: DeviceSplit) -> tuple[torch.Tensor, torch.Tensor]:
+    """The classifier's input (N×features, float32) and its labels: of every photo where
+    ``photos`` holds pixels (N×C×S×S); where it holds the frozen layers' cached output of
+    each photo's views (N×V×C×H×W), of every view, each a sample of its own (a photo and
+    its mirror image: twice the photos). The net in eval mode, under bf16 autocast where
+    the device has it natively."""
     net = model.net
     if not isinstance(net, EfficientNetLite):
         raise ValueError(f"expected a pretrained net to probe, found {type(net).__name__}")
     device = photos.labels.device
+    cached = photos.images.dim() == 5
     was_training = model.training
     model.eval()
-    features = []
-    for pixels, _ in photos.batches(default_batch_size(device)):
+    features, labels = [], []
+    for batch, batch_labels in photos.batches(default_batch_size(device)):
         with autocast(device, on_cpu=True):
-            features.append(net.pooled(model.normalised(pixels)).float())
+            if cached:
+                views = batch.shape[1]
+                pooled = net.pooled_from_frozen(batch.flatten(0, 1))
+                batch_labels = batch_labels.repeat_interleave(views)
+            else:
+                pooled = net.pooled(model.normalised(batch))
+        features.append(pooled.float())
+        labels.append(batch_labels)
     model.train(was_training)
-    return torch.cat(features)
+    return torch.cat(features), torch.cat(labels)
 
 
 def fit_classifier(model: Classifier, photos: DeviceSplit) -> dict[str, torch.Tensor]:
     """The multinomial logistic regression of ``model``'s pooled features of ``photos``
-    (L-BFGS, an L2 penalty of ``WEIGHT_PENALTY``), fitted on their device and returned on
-    the CPU as the
-    classifier's weight and bias."""
-    features = pooled_features(model, photos)
-    labels = photos.labels
+    (``pooled_features``: of their pixels, or of their cached frozen output) by L-BFGS,
+    with an L2 penalty of ``WEIGHT_PENALTY``, fitted on their device and returned on the
+    CPU as the classifier's weight and bias."""
+    features, labels = pooled_features(model, photos)
     classes = cast(EfficientNetLite, model.net).classifier.out_features
     weight = torch.zeros(classes, features.shape[1], device=features.device, requires_grad=True)
     bias = torch.zeros(classes, device=features.device, requires_grad=True)
@@ -71,9 +81,10 @@ def fit_classifier(model: Classifier, photos: DeviceSplit) -> dict[str, torch.Te
     with torch.no_grad():
         accuracy = ((features @ weight.T + bias).argmax(1) == labels).float().mean().item()
     log.info(
-        "linear probe: the classifier fitted on %d train photos' pooled features, "
-        "accuracy %.4f on them",
+        "linear probe: the classifier fitted on %d train photos' pooled features "
+        "(%d samples), accuracy %.4f on them",
         len(photos),
+        len(labels),
         accuracy,
     )
     return {"weight": weight.detach().cpu(), "bias": bias.detach().cpu()}

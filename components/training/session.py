@@ -140,14 +140,14 @@ def _train(
     state = runtime.share(workers, found)
     if state:
         checkpoints.restore(state, learner)
-    if cfg.probe_photos and not state:
-        _fit_the_classifier_first(cfg, model, train_data, workers)
     history = state["history"] if state else []
     fitted = (train_data, val_data)  # what the epochs train on and score: photos or features
     if cfg.cached_views:
         fitted = frozen_features.cache_splits(
             model, train_data, val_data, cfg.cached_views, cfg.amp
         )
+    if cfg.probe_photos and not state:  # from the cached features where there are
+        _fit_the_classifier_first(cfg, model, fitted[0], workers)
     run_id = state["mlflow_run_id"] if state else cfg.mlflow_run_id
     tracked = (
         run_log.start_run(

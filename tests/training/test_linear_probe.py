@@ -78,3 +78,22 @@ def test_a_short_fine_tune_starts_from_the_probe_and_keeps_every_statistic(
     # the ImageNet statistics, unchanged by an epoch of training; the weights learned
     assert torch.equal(trained.net._bn1.running_var, imagenet._bn1.running_var)
     assert not torch.equal(trained.net._conv_head.weight, imagenet._conv_head.weight)
+
+
+def test_the_probe_on_cached_views_sees_each_view_as_the_pixels_give_it(rgb_arrays):
+    """From the frozen layers' cached output of a photo and its mirror image, the pooled
+    features are those of both photos' pixels: twice the samples, at a fraction of the cost."""
+    from components.training import frozen_features
+
+    model = lite0()
+    model.net.freeze(10)
+    photos = DeviceSplit.load(rgb_arrays, "train", CPU).pick(12, seed=0)
+    cached, _ = frozen_features.cache_splits(model, photos, photos, 2, amp=False)
+    from_cache, labels = linear_probe.pooled_features(model, cached)
+    mirrored = DeviceSplit(photos.images.flip(3), photos.labels)
+    from_pixels = [linear_probe.pooled_features(model, split)[0] for split in (photos, mirrored)]
+    expected = torch.stack(from_pixels, 1).flatten(0, 1)  # photo 0, its mirror, photo 1, …
+    # the same up to bf16's rounding (its cache, its autocast): each row points one way
+    similarity = torch.nn.functional.cosine_similarity(from_cache, expected)
+    assert similarity.min() > 0.97, similarity
+    assert torch.equal(labels, photos.labels.repeat_interleave(2))
