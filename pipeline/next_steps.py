@@ -47,7 +47,8 @@ def next_step(
     return (
         f"the gate wants a test accuracy of at least {wanted:.2f} with 95% confidence and "
         f"this model reached {test_accuracy:.4f}, at least {lowest:.4f}: train a stronger one "
-        "(more photos, e.g. the whole archive with no --source, or --preset cpu), or, to walk "
+        "(more photos: for PetImages, the whole archive with no --source; or a stronger "
+        "preset), or, to walk "
         "the rest of the road on this data, run again with a lower gate: add "
         f"min_accuracy={math.floor(lowest * 100) / 100:.2f}"
     )
