@@ -89,9 +89,8 @@ def evaluate(cfg: EvaluateConfig) -> dict[str, Any]:
     for runtime in runtimes:
         scored = _scored_file(runtime)
         takes, logits = _model(model_dir, runtime, cfg.device)
-        _check_inputs_fit(takes, meta, data_dir)
+        _check_model_fits(takes, meta, data_dir)
         probabilities = class_probabilities(logits(images))
-        _check_outputs_fit(probabilities, classes, model_dir)
         scoring_record = {
             "model_id": model_id,
             "scored": scored,
@@ -230,12 +229,15 @@ def _device_type(name: str) -> str:
     return pick_device(name).type
 
 
-def _model(model_dir: Path, runtime: str, device_name: str) -> tuple[tuple[int, int], Logits]:
-    """The photos the model takes (channels, side) and its logits: ONNX Runtime for an
-    ONNX runtime, else the weights in torch on ``device_name``."""
+def _model(
+    model_dir: Path, runtime: str, device_name: str
+) -> tuple[tuple[int, int, list[str]], Logits]:
+    """The photos the model takes (channels, side), the classes it answers, and its
+    logits: ONNX Runtime for an ONNX runtime, else the weights in torch on ``device_name``."""
     if runtime != "torch":
         loaded = load_scorer(str(model_dir), runtime)
-        return (loaded.channels, loaded.image_size), functools.partial(score_batches, loaded.scorer)
+        takes = (loaded.channels, loaded.image_size, list(loaded.classes))
+        return takes, functools.partial(score_batches, loaded.scorer)
     import torch
 
     from components.networks.models import load_classifier
@@ -252,12 +254,21 @@ def _model(model_dir: Path, runtime: str, device_name: str) -> tuple[tuple[int, 
         no_labels = torch.zeros(len(images), dtype=torch.int64, device=device)  # not read
         return predict_logits(model, DeviceSplit(pixels, no_labels)).float().cpu().numpy()
 
-    return (spec["channels"], spec["image_size"]), logits
+    return (spec["channels"], spec["image_size"], spec["classes"]), logits
 
 
-def _check_inputs_fit(wanted: tuple[int, int], meta: dict[str, Any], data_dir: Path) -> None:
+def _check_model_fits(
+    wanted: tuple[int, int, list[str]], meta: dict[str, Any], data_dir: Path
+) -> None:
+    """Refuse a model of other photos than the data's, or of other classes."""
+    if wanted[2] != meta["classes"]:
+        raise ValueError(
+            f"the model answers the classes {', '.join(wanted[2])[:200]}, the data in "
+            f"{data_dir} holds {', '.join(meta['classes'])[:200]}; evaluate it on photos of "
+            "its own classes"
+        )
     found = (meta["channels"], meta["image_size"])
-    if wanted != found:
+    if wanted[:2] != found:
         raise ValueError(
             f"the model expects {wanted[0]}×{wanted[1]}×{wanted[1]} images, the data in "
             f"{data_dir} holds {found[0]}×{found[1]}×{found[1]}; preprocess with "
@@ -276,15 +287,6 @@ def _run_model(run_id: str) -> tuple[str, Record]:
     model_id = logged_models.logged_model_id(run_id)
     where = f"MLflow run {run_id}'s model {model_id} (the tracking store)"
     return model_id, Record(logged_models.recorded_identity(model_id), where)
-
-
-def _check_outputs_fit(probabilities: np.ndarray, classes: list[str], model_dir: Path) -> None:
-    if probabilities.shape[1] != len(classes):
-        raise ValueError(
-            f"expected a model of the data's {len(classes)} classes ({', '.join(classes)[:200]})"
-            f", found one in {model_dir} that answers {probabilities.shape[1]}; train it on "
-            "these photos' classes"
-        )
 
 
 def _figures(

@@ -7,6 +7,9 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from kserve.protocol.infer_type import InferInput, InferRequest
@@ -21,6 +24,7 @@ from components.serving.config import ServeConfig
 from components.serving.model import DogsVsCats
 from components.training import session
 from components.training.config import TrainConfig
+from tests.support.processes import HANG_SECONDS
 
 FLOWERS = ["daisy", "dandelion", "roses", "sunflowers", "tulips"]
 
@@ -55,6 +59,18 @@ def test_five_classes_are_registered_and_answered_by_name(
     assert json.loads(version.tags["classes"]) == FLOWERS
     assert "Classifier of 5 classes" in version.description
 
+    album = flowers_photos[0].parent  # as the README types it: a folder, the registry's URI
+    typed = subprocess.run(
+        [sys.executable, "-m", "components.predict", "--model", "models:/flowers@candidate"]
+        + [str(album)],
+        capture_output=True,
+        text=True,
+        timeout=HANG_SECONDS,
+    )
+    assert typed.returncode == 0, typed.stderr[-2000:]
+    lines = [line.split("\t") for line in typed.stdout.splitlines()]
+    assert [Path(file).parent for file, _, _ in lines] == [album] * len(list(album.glob("*.jpg")))
+    assert {label for _, label, _ in lines} <= set(FLOWERS)
     answers = predict_files("models:/flowers@candidate", flowers_photos).classified
     assert len(answers) == len(flowers_photos) and {a[1] for a in answers} <= set(FLOWERS)
     served = DogsVsCats(ServeConfig(model="models:/flowers@candidate"))
@@ -95,6 +111,15 @@ def test_a_model_of_other_classes_is_refused_under_a_name_even_with_force_alias(
         "roses, sunflowers, tulips under registered_model_name=pets: its versions are of the "
         "classes cat, dog; give these photos' model another registered_model_name"
     )
+    with pytest.raises(ValueError, match="the model answers the classes daisy, dandelion, "):
+        evaluate(
+            EvaluateConfig(
+                model_dir=str(tmp_path / "flowers"),
+                data=str(small_arrays),
+                output=str(tmp_path / "crossed"),
+                split="val",  # the test split: refused sooner, as not the one it trained beside
+            )
+        )
     client = MlflowClient(mlflow_store)
     assert [str(v.version) for v in client.search_model_versions("name = 'pets'")] == ["1"]
     assert str(client.get_model_version_by_alias("pets", "candidate").version) == first.version
