@@ -187,3 +187,46 @@ def test_a_failed_local_run_ends_in_one_line_naming_the_task_and_its_error(mlflo
     (error,) = done.stderr.splitlines()
     assert error.startswith("the local run failed at download-op: ") and "broken.zip" in error
     assert re.search(r"; full log: \S+\.log$", error)
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_your_own_photos_run_and_answer_by_class_as_the_readme_says(mlflow_store, tmp_path):
+    """The README's two commands for a team's own photos, as typed: five flower classes
+    through every task under registered_model_name=flowers, then a folder of photos named
+    by class from models:/flowers@candidate (a gate of 0: 6 test photos show little)."""
+    flowers = REPO / "tests/fixtures/flowers-small.zip"
+    done = subprocess.run(
+        [sys.executable, "-m", "pipeline", "run", "--local", "--preset", "pretrained"]
+        + ["--source", str(flowers), "registered_model_name=flowers", "min_accuracy=0"],
+        cwd=tmp_path,
+        env=os.environ,  # MLFLOW_TRACKING_URI: a SQLite file here
+        capture_output=True,
+        text=True,
+        timeout=HANG_SECONDS,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "registered flowers version 1 as @candidate" in done.stdout
+    album = tmp_path / "my-photos"
+    shutil.unpack_archive(flowers, tmp_path / "unpacked")
+    shutil.copytree(tmp_path / "unpacked/flower_photos/roses", album)
+    answered = subprocess.run(
+        [sys.executable, "-m", "components.predict", "--model", "models:/flowers@candidate"]
+        + ["my-photos/"],
+        cwd=tmp_path,
+        env=os.environ,
+        capture_output=True,
+        text=True,
+        timeout=HANG_SECONDS,
+    )
+    assert answered.returncode == 0, answered.stderr[-3000:]
+    labels = [line.split("\t")[1] for line in answered.stdout.splitlines()]
+    assert len(labels) == 12 and set(labels) <= {
+        "daisy",
+        "dandelion",
+        "roses",
+        "sunflowers",
+        "tulips",
+    }
+    version = MlflowClient(mlflow_store).get_model_version("flowers", "1")
+    assert version.tags["classes"] == '["daisy", "dandelion", "roses", "sunflowers", "tulips"]'
