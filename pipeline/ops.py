@@ -73,6 +73,7 @@ def preprocess_op(
     val_fraction: float,
     test_fraction: float,
     split_seed: int,
+    shard_mb: int,
 ) -> None:
     """Decode, de-duplicate and split the images into uint8 arrays plus meta.json.
 
@@ -84,6 +85,7 @@ def preprocess_op(
         val_fraction: share of each class held out for validation.
         test_fraction: share of each class held out for the test.
         split_seed: seed of the train/val/test split.
+        shard_mb: MiB of photos a shard of the arrays holds at the most.
     """
     from components.core.shutdown import skip_final_collection
     from components.preprocessing.build import build_arrays
@@ -98,6 +100,7 @@ def preprocess_op(
         val_fraction=val_fraction,
         test_fraction=test_fraction,
         split_seed=split_seed,
+        shard_mb=shard_mb,
     )
     meta = build_arrays(cfg)
     arrays.metadata.update(kept=meta["kept"], skipped=len(meta["skipped"]))

@@ -98,7 +98,7 @@ def first_of_each_split(source: Path, target: Path, counts: dict[str, int]) -> P
     del meta["photos_sha256"]  # the whole set's: these splits hold fewer photos
     for split, count in counts.items():
         images, labels = load_split(source, split)
-        save_split(target, split, images[:count], labels[:count])
+        meta["shards"][split] = save_split(target, split, images[:count], labels[:count])
         meta["counts"][split] = {
             name: int((labels[:count] == label).sum()) for label, name in enumerate(CLASSES)
         }

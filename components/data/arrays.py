@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-import os
 import string
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import numpy as np
 
 from components.core.errors import brief
 from components.data.classes import check_classes
+from components.data.shards import (
+    SHARD_FIELDS,
+    MappedSplit,
+    data_blocks,
+    file_sha256,
+    shard_files,
+    write_shard,
+)
 
 SPLITS = ("train", "val", "test")
 META = "meta.json"
@@ -30,30 +36,27 @@ def save_split(
     images: np.ndarray,
     labels: np.ndarray,
     rows: np.ndarray | None = None,
-    chunk_bytes: int = 8 * 2**20,
-) -> None:
-    """Save ``{split}_images.npy`` (uint8 N×C×H×W) and ``{split}_labels.npy`` (int64 N):
-    the ``rows`` of ``images`` and ``labels`` (all without), written about ``chunk_bytes``
-    at a time, so saving a split never holds a second copy of it, and synced to disk."""
+    shard_photos: int = 0,
+) -> list[dict[str, Any]]:
+    """Save the ``rows`` (all without) of ``images`` (uint8 N×C×H×W) and ``labels``
+    (int64 N) as ``split``'s shards of ``shard_photos`` photos each (one shard at 0), never
+    holding a second copy of more than one shard.
+
+    Returns:
+        Each shard's record, for ``meta.json``'s ``shards``.
+    """
     rows = np.arange(len(images)) if rows is None else rows
-    chunk = max(1, chunk_bytes // max(1, int(np.prod(images.shape[1:]))))
-    header = {"descr": "|u1", "fortran_order": False, "shape": (len(rows), *images.shape[1:])}
-    with _synced(directory / f"{split}_images.npy") as handle:
-        np.lib.format.write_array_header_1_0(handle, header)
-        for start in range(0, len(rows), chunk):
-            handle.write(np.ascontiguousarray(images[rows[start : start + chunk]], np.uint8).data)
-    with _synced(directory / f"{split}_labels.npy") as handle:
-        np.save(handle, np.asarray(labels[rows], np.int64), allow_pickle=False)
-
-
-@contextlib.contextmanager
-def _synced(path: Path) -> Iterator[BinaryIO]:
-    """``path`` opened for writing, and on disk when the block ends: before the step's
-    folder is renamed into place."""
-    with open(path, "wb") as handle:
-        yield handle
-        handle.flush()
-        os.fsync(handle.fileno())
+    per_shard = shard_photos or max(1, len(rows))
+    return [
+        write_shard(
+            directory,
+            split,
+            index,
+            images[rows[start : start + per_shard]],
+            labels[rows[start : start + per_shard]],
+        )  # fmt: skip
+        for index, start in enumerate(range(0, max(1, len(rows)), per_shard))
+    ]
 
 
 def read_meta(directory: Path) -> dict[str, Any]:
@@ -92,7 +95,44 @@ def read_meta(directory: Path) -> dict[str, Any]:
             f"expected the count of each class in each split ({', '.join(SPLITS)}) in "
             f"{path}, found {counts!r:.200}"
         )
+    _check_shards(meta, path)
     return meta
+
+
+def _check_shards(meta: dict[str, Any], path: Path) -> None:
+    """Each split's shards listed as ``write_shard`` records them, holding its photos."""
+    shards = meta.get("shards")
+    if not (isinstance(shards, dict) and set(shards) == set(SPLITS)):
+        raise ValueError(
+            f"expected the shards of each split ({', '.join(SPLITS)}) in {path}, found "
+            f"{brief(shards)}"
+        )
+    for split, records in shards.items():
+        if not (isinstance(records, list) and records):
+            raise ValueError(f"expected a list of the {split} split's shards in {path}, found "
+                             f"{brief(records)}")  # fmt: skip
+        for index, record in enumerate(records):
+            images, labels = shard_files(split, index)
+            if not (
+                isinstance(record, dict)
+                and set(record) == set(SHARD_FIELDS)
+                and (record["images"], record["labels"]) == (images, labels)
+                and type(record["count"]) is int
+                and record["count"] >= 0
+                and _is_sha256(record["images_sha256"])
+                and _is_sha256(record["labels_sha256"])
+            ):
+                raise ValueError(
+                    f"expected shard {index} of the {split} split in {path} as images "
+                    f"{images}, labels {labels}, a count and both files' sha256, found "
+                    f"{brief(record)}"
+                )
+        held, counted = sum(r["count"] for r in records), sum(meta["counts"][split].values())
+        if held != counted:
+            raise ValueError(
+                f"expected the {split} split's shards in {path} to hold its {counted} photos "
+                f"(its counts), found {held}"
+            )
 
 
 def check_image_spec(spec: object, source: Path | str) -> None:
@@ -157,38 +197,62 @@ def _counts_by_class(counts: object, classes: list[str]) -> bool:
     )
 
 
-def load_split(directory: Path, split: str) -> tuple[np.ndarray, np.ndarray]:
-    """Load one split's images and labels, checking they fit the data contract.
+def open_split(directory: Path, split: str, verify: bool = True) -> MappedSplit:
+    """Map one split's shards, checking they fit the data contract and, with ``verify``,
+    that each file's sha256 is the one ``meta.json`` records (a read of every byte).
 
     Raises:
-        ValueError: an array of the wrong type, or a shape other than ``meta.json``
-            says, an empty split, a label that is not the index of a class, or a split
-            without a class.
+        ValueError: a shard changed since preprocess wrote it, an array of the wrong type,
+            or a shape other than ``meta.json`` says, an empty split, a label that is not
+            the index of a class, or a split without a class.
     """
     directory = Path(directory)
     meta = read_meta(directory)
-    images = _load_array(directory / f"{split}_images.npy")
-    labels = _load_array(directory / f"{split}_labels.npy")
-    side = meta["image_size"]
-    if images.dtype != np.uint8 or images.shape[1:] != (meta["channels"], side, side):
+    side, channels = meta["image_size"], meta["channels"]
+    shards, labels = [], []
+    for record in meta["shards"][split]:
+        images_path, labels_path = directory / record["images"], directory / record["labels"]
+        if verify:
+            _check_digest(images_path, record["images_sha256"])
+            _check_digest(labels_path, record["labels_sha256"])
+        images = _map_array(images_path)
+        if images.dtype != np.uint8 or images.shape != (record["count"], channels, side, side):
+            raise ValueError(
+                f"expected uint8 {record['count']}×{channels}×{side}×{side} in {images_path} "
+                f"(as {META} says), found {images.dtype} with shape {images.shape}"
+            )
+        shard_labels = np.array(_map_array(labels_path))
+        if shard_labels.dtype != np.int64 or shard_labels.shape != (len(images),):
+            raise ValueError(
+                f"expected {len(images)} int64 labels in {labels_path.name}, found "
+                f"{shard_labels.dtype} with shape {shard_labels.shape}"
+            )
+        shards.append(images)
+        labels.append(shard_labels)
+    mapped = MappedSplit(shards, np.concatenate(labels))
+    _check_labels(mapped.labels, meta["classes"], split, directory)
+    return mapped
+
+
+def _check_digest(path: Path, expected: str) -> None:
+    if not path.is_file():
+        raise FileNotFoundError(f"expected {path.name} in {path.parent}, found none")
+    found = file_sha256(path)
+    if found != expected:
         raise ValueError(
-            f"expected uint8 N×{meta['channels']}×{side}×{side} in "
-            f"{directory / f'{split}_images.npy'} (as {META} says), found {images.dtype} "
-            f"with shape {images.shape}"
+            f"expected {path} with the sha256 {META} records ({expected[:16]}…), found "
+            f"{found[:16]}…: it changed since the preprocess step wrote it"
         )
-    if labels.dtype != np.int64 or labels.shape != (len(images),):
-        raise ValueError(
-            f"expected {len(images)} int64 labels in {split}_labels.npy, found "
-            f"{labels.dtype} with shape {labels.shape}"
-        )
+
+
+def _check_labels(labels: np.ndarray, classes: list[str], split: str, directory: Path) -> None:
     if len(labels) == 0:
         raise ValueError(f"expected images in the {split} split of {directory}, found none")
-    classes = meta["classes"]
     wrong = np.flatnonzero((labels < 0) | (labels >= len(classes)))
     if len(wrong):
         raise ValueError(
             f"expected labels from 0 to {len(classes) - 1} (the classes in {META}) in "
-            f"{split}_labels.npy, found {labels[wrong[0]]} at index {wrong[0]} "
+            f"{split}_labels_*.npy, found {labels[wrong[0]]} at index {wrong[0]} "
             f"({len(wrong)} such labels)"
         )
     counts = np.bincount(labels, minlength=len(classes))
@@ -199,7 +263,12 @@ def load_split(directory: Path, split: str) -> tuple[np.ndarray, np.ndarray]:
             f"none of {', '.join(absent)[:200]}: a model trained or judged without a class "
             "says nothing of it"
         )
-    return images, labels
+
+
+def load_split(directory: Path, split: str) -> tuple[np.ndarray, np.ndarray]:
+    """One split's images and labels, read whole into memory (``open_split``'s checks)."""
+    mapped = open_split(directory, split)
+    return mapped.images(), mapped.labels
 
 
 def photos_sha256(photos: Iterable[tuple[str, int]]) -> str:
@@ -218,17 +287,33 @@ def split_sha256(images: np.ndarray, labels: np.ndarray) -> str:
     return digest.hexdigest()
 
 
+def shards_digest(meta: dict[str, Any], split: str) -> str:
+    """The sha256 of a split's shards' recorded sha256s, in order: which bytes it holds,
+    no photo read (``open_split`` checks the files against them)."""
+    listed = "".join(r["images_sha256"] + r["labels_sha256"] for r in meta["shards"][split])
+    return hashlib.sha256(listed.encode()).hexdigest()
+
+
+def photo_shape(meta: dict[str, Any]) -> tuple[int, int, int]:
+    """One photo's C×H×W in the arrays ``meta`` describes."""
+    return meta["channels"], meta["image_size"], meta["image_size"]
+
+
 def split_file_sha256(directory: Path, split: str) -> str:
-    """``split_sha256`` of a split's files, read through the page cache, not copied in."""
-    images, labels = (
-        np.load(Path(directory) / f"{split}_{kind}.npy", mmap_mode="r", allow_pickle=False)
-        for kind in ("images", "labels")
-    )
-    return split_sha256(images, labels)
+    """``split_sha256`` of a split's shards, read a block at a time, never held whole."""
+    directory = Path(directory)
+    mapped = open_split(directory, split, verify=False)
+    shape = (len(mapped), *mapped.image_shape)
+    digest = hashlib.sha256(f"uint8{shape}int64{mapped.labels.shape}".encode())
+    for record in read_meta(directory)["shards"][split]:
+        for block in data_blocks(directory / record["images"]):
+            digest.update(block)
+    digest.update(mapped.labels.view(np.uint8).data)
+    return digest.hexdigest()
 
 
-def _load_array(path: Path) -> np.ndarray:
-    """Read a plain ``.npy`` array, refusing pickles and files shorter than their header."""
+def _map_array(path: Path) -> np.ndarray:
+    """Map a plain ``.npy`` array, refusing pickles and files shorter than their header."""
     if not path.is_file():
         raise FileNotFoundError(f"expected {path.name} in {path.parent}, found none")
     try:
@@ -245,4 +330,4 @@ def _load_array(path: Path) -> np.ndarray:
     if not isinstance(mapped, np.ndarray):
         mapped.close()
         raise ValueError(f"expected one .npy array in {path}, found a .npz archive")
-    return np.array(mapped)
+    return mapped

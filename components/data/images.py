@@ -267,17 +267,29 @@ def _to_8_bits(image: Image.Image) -> Image.Image:
     return Image.fromarray(values.astype(np.uint8), "L")
 
 
+def read_photo(path: Path) -> tuple[bytes | None, str | None]:
+    """A photo file's bytes, or None and why it is skipped unread (empty, too large)."""
+    length = Path(path).stat().st_size
+    if length == 0:
+        return None, "empty file (0 bytes)"
+    if length > MAX_FILE_BYTES:
+        return None, f"{length} bytes, over the {MAX_FILE_BYTES}-byte limit for a photo"
+    return Path(path).read_bytes(), None
+
+
+def digest_file(path: Path) -> Decoded:
+    """A photo file's sha256 without decoding it, or why it is skipped unread."""
+    data, reason = read_photo(path)
+    if data is None:
+        return Decoded(None, None, reason)
+    return Decoded(None, hashlib.sha256(data).hexdigest())
+
+
 def decode_file(path: Path, size: int, channels: int) -> Decoded:
     """Read and decode ``path``; a broken file becomes a ``Decoded`` with a reason."""
-    path = Path(path)
-    length = path.stat().st_size
-    if length == 0:
-        return Decoded(None, None, "empty file (0 bytes)")
-    if length > MAX_FILE_BYTES:
-        return Decoded(
-            None, None, f"{length} bytes, over the {MAX_FILE_BYTES}-byte limit for a photo"
-        )
-    data = path.read_bytes()
+    data, reason = read_photo(path)
+    if data is None:
+        return Decoded(None, None, reason)
     digest = hashlib.sha256(data).hexdigest()
     try:
         return Decoded(decode_bytes(data, size, channels), digest)

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
+from mlflow.data.meta_dataset import MetaDataset
 
 from components.core import cuda
 from components.core.atomic import atomic_directory, check_replaceable, write_json
@@ -29,7 +30,7 @@ from components.core.names import (
     TEST_PHOTOS_DIR,
     WEIGHTS_FILE,
 )
-from components.data.arrays import load_split, read_meta, split_sha256
+from components.data.arrays import load_split, photo_shape, read_meta, shards_digest, split_sha256
 from components.data.classes import metric_keys
 from components.data.kept_photos import replace_with_kept_photos
 from components.evaluation import metrics as scoring
@@ -107,10 +108,16 @@ def evaluate(cfg: EvaluateConfig) -> dict[str, Any]:
         for runtime, folder, (report, _, figures) in zip(
             runtimes, folders, scored_graphs, strict=True
         ):
-            _log_report(run_id, cfg.split, runtime, report, images, labels, folder, figures)
+            _log_report(run_id, cfg.split, runtime, report, data_dir, folder, figures)
     else:
         log.warning("no MLflow run id given or recorded in %s; metrics not logged", model_dir)
     return scored_graphs[0][0]
+
+
+def _dataset(data_dir: Path, split: str) -> MetaDataset:
+    """The split as the MLflow dataset its metrics are linked to."""
+    meta = read_meta(data_dir)
+    return run_log.split_dataset(split, data_dir, shards_digest(meta, split), photo_shape(meta))
 
 
 def _runtimes_to_score(cfg: EvaluateConfig, model_dir: Path) -> list[str]:
@@ -142,8 +149,7 @@ def _log_report(
     split: str,
     runtime: str,
     report: dict[str, Any],
-    images: np.ndarray,
-    labels: np.ndarray,
+    data_dir: Path,
     folder: Path,
     figures: dict[str, Figure],
 ) -> None:
@@ -152,7 +158,12 @@ def _log_report(
     the gate checks the report against; the int8 graph's figures apart (``{split}_int8``)."""
     prefix = f"{split}_int8" if runtime == INT8_RUNTIME else split
     run_log.log_evaluation_into(
-        run_id, split, report["metrics"], report["model_id"], images, labels, prefix=prefix
+        run_id,
+        split,
+        report["metrics"],
+        report["model_id"],
+        _dataset(data_dir, split),
+        prefix=prefix,  # fmt: skip
     )
     written = [folder / name for name in ("metrics.json", "roc.json", *figures)]
     run_log.log_artifacts_into(run_id, written, f"evaluation/{prefix}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from components.core.schema import LOCAL, check_seed, setting
+from components.core.schema import LOCAL, PER_RUN, check_seed, setting
 from components.data import images
 from components.data.arrays import MAX_IMAGE_SIZE, MIN_IMAGE_SIZE
 
@@ -25,6 +25,12 @@ class PreprocessConfig:
     val_fraction: float = setting(0.1, "share of each class held out for validation")
     test_fraction: float = setting(0.1, "share of each class held out for the test")
     split_seed: int = setting(0, "seed of the train/val/test split (training has its own seed)")
+    shard_mb: int = setting(
+        1024,
+        "MiB of photos a shard of the arrays holds at the most: what preprocess holds in "
+        "memory at once, and what training reads at a time where a split is not loaded whole",
+        role=PER_RUN,
+    )
     workers: int = setting(
         0,
         "decoding processes, at most one per core this process may use (its CPU limit); "
@@ -36,6 +42,8 @@ class PreprocessConfig:
         if self.channels not in images.MODES:
             raise ValueError(f"expected channels 1 or 3, found {self.channels}")
         check_seed(self.split_seed, "split_seed")
+        if self.shard_mb < 1:
+            raise ValueError(f"expected a shard of 1 MiB or more, found {self.shard_mb}")
         if self.workers < 0:
             raise ValueError(f"expected 0 or more workers, found {self.workers}")
         if not MIN_IMAGE_SIZE <= self.image_size <= MAX_IMAGE_SIZE:

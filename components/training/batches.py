@@ -2,45 +2,89 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import random
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from torch.nn import functional as F
 
-from components.data.arrays import load_split
+from components.data.arrays import open_split
+from components.data.shards import MappedSplit
+
+log = logging.getLogger(__name__)
 
 
-@dataclass
 class DeviceSplit:
-    """One split's uint8 images (N×C×H×W) and int64 labels, both on ``device``."""
+    """One split's int64 labels on ``device``, and its images (uint8 N×C×H×W, or cached
+    features): on the device too, or on disk (``MappedSplit``), read a batch at a time."""
 
-    images: torch.Tensor
-    labels: torch.Tensor
+    def __init__(self, images: torch.Tensor | MappedSplit, labels: torch.Tensor):
+        self.images, self.labels = images, labels
 
     @classmethod
-    def load(cls, directory: Path, split: str, device: torch.device) -> DeviceSplit:
-        images, labels = load_split(directory, split)
-        return cls(torch.from_numpy(images).to(device), torch.from_numpy(labels).to(device))
+    def load(
+        cls, directory: Path, split: str, device: torch.device, budget: int | None = None,
+        count: int = 0, seed: int = 0,
+    ) -> DeviceSplit:  # fmt: skip
+        """The split (``count`` of its photos where given: ``pick``'s), loaded whole onto
+        ``device`` where its photos take at most ``budget`` bytes (None: whatever they
+        take), else read from its shards a batch at a time; which of the two is logged."""
+        mapped = open_split(directory, split)
+        index = _drawn(len(mapped), count, seed)
+        if index is not None:
+            mapped = mapped.subset(index.numpy())
+        labels = torch.from_numpy(mapped.labels).to(device)
+        size = f"{len(mapped)} {split} photos ({mapped.nbytes / 2**30:.2f} GiB)"
+        if budget is None or mapped.nbytes <= budget:
+            log.info("%s loaded whole onto %s", size, device)
+            return cls(torch.from_numpy(mapped.images()).to(device), labels)
+        log.info(
+            "%s read from %d shards a batch at a time: over the %.2f GiB held whole "
+            "(memory_budget_mb)", size, len(mapped.shards), budget / 2**30,
+        )  # fmt: skip
+        return cls(mapped, labels)
 
     def __len__(self) -> int:
         return len(self.labels)
 
+    @property
+    def resident_bytes(self) -> int:
+        """The bytes of images this split holds in memory (none where read from disk)."""
+        return 0 if isinstance(self.images, MappedSplit) else self.images.nbytes
+
+    @property
+    def image_shape(self) -> tuple[int, ...]:
+        """One sample's shape: C×H×W for photos."""
+        if isinstance(self.images, MappedSplit):
+            return self.images.image_shape
+        return tuple(self.images.shape[1:])
+
+    def take(self, index: torch.Tensor | slice) -> torch.Tensor:
+        """The images at ``index``, on the labels' device."""
+        if not isinstance(self.images, MappedSplit):
+            return self.images[index]
+        rows = index if isinstance(index, slice) else index.cpu().numpy()
+        return torch.from_numpy(self.images.images(rows)).to(self.labels.device)
+
     def pick(self, count: int, seed: int) -> DeviceSplit:
         """``count`` of the samples, drawn at random by ``seed`` and kept in order; all of
         them at 0 or where ``count`` is the split's size or more."""
-        if not count or count >= len(self):
+        index = _drawn(len(self), count, seed)
+        if index is None:
             return self
-        drawn = torch.randperm(len(self), generator=torch.Generator().manual_seed(seed))
-        index = drawn[:count].sort().values.to(self.labels.device)
-        return DeviceSplit(self.images[index], self.labels[index])
+        return self._subset(index.to(self.labels.device))
 
     def shard(self, rank: int, world_size: int) -> DeviceSplit:
         """Every ``world_size``-th sample from ``rank``: this process's share."""
-        return DeviceSplit(self.images[rank::world_size], self.labels[rank::world_size])
+        return self._subset(torch.arange(rank, len(self), world_size, device=self.labels.device))
+
+    def _subset(self, index: torch.Tensor) -> DeviceSplit:
+        if isinstance(self.images, MappedSplit):
+            return DeviceSplit(self.images.subset(index.cpu().numpy()), self.labels[index])
+        return DeviceSplit(self.images[index], self.labels[index])
 
     def batches(
         self,
@@ -54,6 +98,7 @@ class DeviceSplit:
         With ``world_size`` > 1, rank ``rank`` gets every ``world_size``-th sample of the
         shared order (the tail that does not divide evenly is left out, so every rank has
         as many batches): rank r's i-th batch is its share of the i-th global batch.
+        Shuffled, a batch read from shards draws its photos from all of them.
         """
         count = len(self)
         if generator is not None:
@@ -64,7 +109,16 @@ class DeviceSplit:
             order = order[: count - count % world_size][rank::world_size]
         for start in range(0, len(order), batch_size):
             index = order[start : start + batch_size]
-            yield self.images[index], self.labels[index]
+            yield self.take(index), self.labels[index]
+
+
+def _drawn(size: int, count: int, seed: int) -> torch.Tensor | None:
+    """``count`` of ``range(size)`` drawn at random by ``seed``, in order; None for all
+    (``count`` 0, or ``size`` or more)."""
+    if not count or count >= size:
+        return None
+    drawn = torch.randperm(size, generator=torch.Generator().manual_seed(seed))
+    return drawn[:count].sort().values
 
 
 def augment(

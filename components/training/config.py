@@ -71,6 +71,13 @@ class TrainConfig:
         "of the net on it every epoch (no crops or CutMix then); the val split's once too; "
         "0: the frozen blocks run every epoch",
     )
+    memory_budget_mb: int = setting(
+        0,
+        "MiB of photos held whole in memory (on a GPU, in its memory), the val split's "
+        "first, then the train split's; a split past what is left is read from its shards "
+        "a batch at a time; 0: a quarter of this process's memory limit",
+        role=PER_RUN,
+    )
     train_photos: int = setting(
         0, "train on this many of the train split's photos, picked at random by the seed; 0: all"
     )

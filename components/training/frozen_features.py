@@ -101,7 +101,7 @@ class _Plan:
         self.model, self.net, self.split, self.views = model, net, split, views
         self.in_bf16, self.name = in_bf16, name
         with torch.no_grad():
-            one = views(model.normalised(split.images[:1]))
+            one = views(model.normalised(split.take(slice(0, 1))))
             self.view_count = len(one)
             self.shape = tuple(net.eval().frozen_part(one[0]).shape[1:])
         self.dtype = torch.bfloat16 if in_bf16 else torch.float32

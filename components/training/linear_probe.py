@@ -38,7 +38,7 @@ def pooled_features(model: Classifier, photos: DeviceSplit) -> tuple[torch.Tenso
     if not isinstance(net, EfficientNetLite):
         raise ValueError(f"expected a pretrained net to probe, found {type(net).__name__}")
     device = photos.labels.device
-    cached = photos.images.dim() == 5
+    cached = len(photos.image_shape) == 4  # views × C × H × W
     was_training = model.training
     model.eval()
     features, labels = [], []

@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, cast
 
+import numpy as np
 import torch
 from torch.nn import functional as F
 from torch.optim.lr_scheduler import LRScheduler
@@ -19,7 +20,7 @@ from components.networks.backbones import BACKBONES
 from components.networks.efficientnet_lite import EfficientNetLite
 from components.networks.models import Classifier, build_model
 from components.networks.registry import NETS
-from components.scoring.scorers import pick_runtime, score_batches
+from components.scoring.scorers import CPU_BATCH, pick_runtime, score_batches
 from components.training import frozen_features, runtime
 from components.training.batches import DeviceSplit, augment, cutmix, downscale, epoch_side
 from components.training.config import TrainConfig
@@ -179,8 +180,8 @@ def train_one_epoch(
     order = torch.Generator(device).manual_seed(epoch_seed(cfg.seed, epoch))
     noise = torch.Generator(device).manual_seed(epoch_seed(cfg.seed, epoch) + workers.rank)
     mixing = random.Random(epoch_seed(cfg.seed, epoch) + workers.rank)  # CutMix's boxes
-    crop = max(1, data.images.shape[-1] // 8) if NETS[cfg.model].random_crops else 0
-    side = epoch_side(data.images.shape[-1], cfg.start_size, epoch, cfg.epochs)
+    crop = max(1, data.image_shape[-1] // 8) if NETS[cfg.model].random_crops else 0
+    side = epoch_side(data.image_shape[-1], cfg.start_size, epoch, cfg.epochs)
     learner.parallel.train()
     loss_sum = torch.zeros((), device=device)
     correct = torch.zeros((), device=device, dtype=torch.int64)
@@ -233,8 +234,9 @@ def validate(
     if learner.learned:
         logits = frozen_features.predict_logits(learner.learned, shard, cfg.amp)
     elif learner.onnx:
-        scorer = learner.onnx.scorer(learner.model, shard.images)
-        logits = torch.from_numpy(score_batches(scorer, shard.images.numpy()))
+        scorer = learner.onnx.scorer(learner.model, shard.take(slice(0, 2)))
+        scored = [score_batches(scorer, batch.numpy()) for batch, _ in shard.batches(CPU_BATCH)]
+        logits = torch.from_numpy(np.concatenate(scored))
     else:
         logits = predict_logits(learner.model, shard, amp=cfg.amp)
     sums = (

@@ -24,6 +24,7 @@ import torch
 from components.core import identity, schema
 from components.core.atomic import atomic_file, claim_directory, exclusive, write_json
 from components.core.identity import sha256_of_bytes
+from components.core.memory import memory_limit
 from components.core.names import (
     HISTORY_FILE,
     INT8_FILE,
@@ -32,11 +33,12 @@ from components.core.names import (
     SPEC_FILE,
     WEIGHTS_FILE,
 )
-from components.data.arrays import load_split, read_meta, split_file_sha256
+from components.data.arrays import photo_shape, read_meta, shards_digest, split_file_sha256
 from components.data.classes import metric_keys
 from components.networks import pretrained
 from components.networks.backbones import BACKBONES
 from components.networks.models import Classifier, OneBatchOfViews, build_model, save_trained
+from components.scoring.scorers import CPU_BATCH
 from components.tracking import checkpoint_models, kfp_tracking, logged_models, run_log, store
 from components.tracking.tags import (
     DIVERGED_TAG,
@@ -133,8 +135,12 @@ def _train(
         log.info("nothing to resume: MLflow run %s trained all %d epochs; its model is %s",
                  run_id, cfg.epochs, finished)  # fmt: skip
         return TrainResult(run_id, found["history"] if found else [], finished)
-    train_data = DeviceSplit.load(Path(cfg.data), "train", device).pick(cfg.train_photos, cfg.seed)
-    val_data = DeviceSplit.load(Path(cfg.data), "val", device)
+    budget = cfg.memory_budget_mb * 2**20 or memory_limit() // 4
+    val_data = DeviceSplit.load(Path(cfg.data), "val", device, budget)
+    budget -= val_data.resident_bytes
+    train_data = DeviceSplit.load(
+        Path(cfg.data), "train", device, budget, cfg.train_photos, cfg.seed
+    )
     learner = new_learner(cfg, meta, workers, device, math.ceil(len(train_data) / cfg.batch_size))
     model = learner.model
     state = runtime.share(workers, found)
@@ -163,7 +169,10 @@ def _train(
             if meta.get("source"):
                 run_log.log_source_input(meta["source"])
             for split, context in (("train", "train"), ("val", "validation")):
-                run_log.log_split_input(split, context, *load_split(Path(cfg.data), split))
+                dataset = run_log.split_dataset(
+                    split, Path(cfg.data), shards_digest(meta, split), photo_shape(meta)
+                )
+                run_log.log_split_input(context, dataset, sum(meta["counts"][split].values()))
         if run_id and state and cfg.epochs != state["config"]["epochs"]:  # rank 0 only
             run_log.set_run_tags(run_id, {EPOCHS_TAG: _extension(cfg, state)})
         for epoch in range(len(history) + 1, cfg.epochs + 1):
@@ -398,7 +407,7 @@ def _write_outputs(
     }
     digests = save_trained(output, model, spec)  # spec.json: what scoring reads without torch
     float_graph = graph.write(
-        output / ONNX_FILE, model, splits[1].images[:CHECKED_PHOTOS], meta["classes"]
+        output / ONNX_FILE, model, splits[1].take(slice(0, CHECKED_PHOTOS)), meta["classes"]
     )
     digests[ONNX_FILE] = sha256_of_bytes(float_graph)
     int8_graph = _write_int8(cfg, float_graph, *splits)
@@ -436,10 +445,13 @@ def _write_int8(
     if not int8.judgeable(len(train_data), len(val_data)):
         return None
     picked = int8.calibration_picks(train_data.labels.cpu().numpy(), cfg.seed)
-    calibration = train_data.images[picked].cpu().numpy()
+    calibration = train_data.take(torch.from_numpy(picked)).cpu().numpy()
     int8_graph = int8.quantise(float_graph, calibration)
-    images, labels = val_data.images.cpu().numpy(), val_data.labels.cpu().numpy()
-    float_accuracy, int8_accuracy = int8.val_accuracies(float_graph, int8_graph, images, labels)
+    batches = (
+        (images.cpu().numpy(), labels.cpu().numpy())
+        for images, labels in val_data.batches(CPU_BATCH)
+    )
+    float_accuracy, int8_accuracy = int8.val_accuracies(float_graph, int8_graph, batches)
     run_log.log_metric("val_accuracy_int8", int8_accuracy)
     lost = 100 * (float_accuracy - int8_accuracy)
     if lost > int8.MOST_POINTS_LOST:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
 import pickle
 import shutil
@@ -10,6 +12,7 @@ import numpy as np
 import pytest
 
 from components.data.arrays import load_split, read_meta, save_split
+from tests.support.helpers import plant_shard_file
 
 
 @pytest.fixture
@@ -62,18 +65,18 @@ def test_a_meta_json_that_is_not_the_preprocess_steps_is_refused(arrays, text, m
 
 def test_arrays_of_another_shape_than_meta_json_says_are_refused(arrays):
     rewrite_meta(arrays, image_size=64)  # the arrays hold 40×40
-    with pytest.raises(ValueError, match=r"expected uint8 N×1×64×64 in .*train_images\.npy"):
+    with pytest.raises(ValueError, match=r"expected uint8 \d+×1×64×64 in .*train_images_00000"):
         load_split(arrays, "train")
 
 
 def test_a_npy_header_that_claims_more_than_the_file_holds_is_refused_unallocated(arrays):
     # a few bytes claiming 26 GB: read naively, an allocation of that size
-    with open(arrays / "val_images.npy", "wb") as handle:
-        np.lib.format.write_array_header_1_0(
-            handle, {"descr": "|u1", "fortran_order": False, "shape": (100_000, 1, 512, 512)}
-        )
-        handle.write(bytes(1000))
-    with pytest.raises(ValueError, match="cannot read .*val_images.npy as a .npy array"):
+    handle = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        handle, {"descr": "|u1", "fortran_order": False, "shape": (100_000, 1, 512, 512)}
+    )
+    plant_shard_file(arrays, "val_images_00000.npy", handle.getvalue() + bytes(1000))
+    with pytest.raises(ValueError, match="cannot read .*val_images_00000.npy as a .npy array"):
         load_split(arrays, "val")
 
 
@@ -83,14 +86,15 @@ def test_a_npy_header_that_claims_more_than_the_file_holds_is_refused_unallocate
     ids=["a pickle", "text"],
 )
 def test_a_file_that_is_not_a_plain_array_is_refused_not_unpickled(arrays, content):
-    (arrays / "val_labels.npy").write_bytes(content)
-    with pytest.raises(ValueError, match="refusing .*val_labels.npy: numpy reads it as pickled"):
+    plant_shard_file(arrays, "val_labels_00000.npy", content)
+    with pytest.raises(ValueError, match="refusing .*val_labels_00000.npy: numpy reads it as"):
         load_split(arrays, "val")
 
 
 def test_an_npz_archive_in_place_of_an_array_is_refused(arrays):
-    with open(arrays / "val_labels.npy", "wb") as handle:
-        np.savez(handle, labels=np.zeros(200, np.int64))
+    handle = io.BytesIO()
+    np.savez(handle, labels=np.zeros(200, np.int64))
+    plant_shard_file(arrays, "val_labels_00000.npy", handle.getvalue())
     with pytest.raises(ValueError, match="expected one .npy array in .*, found a .npz archive"):
         load_split(arrays, "val")
 
@@ -99,8 +103,10 @@ def test_a_split_without_a_class_is_refused_naming_the_class(arrays):
     """A test split of dogs alone would let any always-dog net score 1.0 at the gate."""
     images, labels = load_split(arrays, "test")
     dogs = labels == 1
-    np.save(arrays / "test_images.npy", images[dogs])
-    np.save(arrays / "test_labels.npy", labels[dogs])
+    meta = json.loads((arrays / "meta.json").read_text())
+    meta["shards"]["test"] = save_split(arrays, "test", images[dogs], labels[dogs])
+    meta["counts"]["test"] = {"cat": 0, "dog": int(dogs.sum())}
+    (arrays / "meta.json").write_text(json.dumps(meta))
     with pytest.raises(ValueError, match="every class in the test split .*found none of cat:"):
         load_split(arrays, "test")
 
@@ -109,7 +115,46 @@ def test_a_split_saved_by_rows_holds_those_rows_in_their_order(tmp_path):
     images = np.arange(7 * 3 * 2 * 2, dtype=np.uint8).reshape(7, 3, 2, 2)
     labels = np.array([0, 1, 0, 1, 1, 0, 1])
     rows = np.array([5, 0, 3, 6])
-    save_split(tmp_path, "val", images, labels, rows, chunk_bytes=3 * 12)  # 3 rows, then 1
-    saved = np.load(tmp_path / "val_images.npy")
+    shards = save_split(tmp_path, "val", images, labels, rows, shard_photos=3)  # 3, then 1
+    assert [shard["count"] for shard in shards] == [3, 1]
+    saved = np.concatenate([np.load(tmp_path / shard["images"]) for shard in shards])
     assert np.array_equal(saved, images[rows]) and saved.dtype == np.uint8
-    assert np.array_equal(np.load(tmp_path / "val_labels.npy"), labels[rows])
+    saved_labels = np.concatenate([np.load(tmp_path / shard["labels"]) for shard in shards])
+    assert np.array_equal(saved_labels, labels[rows])
+    for shard in shards:
+        assert (
+            shard["images_sha256"]
+            == hashlib.sha256((tmp_path / shard["images"]).read_bytes()).hexdigest()
+        )
+
+
+def test_a_shard_changed_since_preprocess_is_refused_naming_it(arrays):
+    path = arrays / "val_images_00000.npy"
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 1  # one bit of one pixel
+    path.write_bytes(bytes(data))
+    with pytest.raises(
+        ValueError,
+        match=r"expected .*val_images_00000.npy with the sha256 "
+        r"meta.json records .* changed since the preprocess step wrote it",
+    ):
+        load_split(arrays, "val")
+
+
+@pytest.mark.parametrize(
+    "shard, message",
+    [
+        (
+            {"images": "../../etc/passwd"},
+            "expected shard 0 of the val split .* as images val_images_00000.npy",
+        ),
+        ({"count": 5}, "expected the val split's shards .* to hold its \\d+ photos"),
+        ({"images_sha256": "x" * 64}, "both files' sha256"),
+    ],
+)
+def test_a_shard_listed_outside_the_contract_is_refused(arrays, shard, message):
+    meta = json.loads((arrays / "meta.json").read_text())
+    meta["shards"]["val"][0].update(shard)
+    (arrays / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(ValueError, match=message):
+        read_meta(arrays)

@@ -19,6 +19,7 @@ from components.evaluation.config import EvaluateConfig
 from components.evaluation.report import evaluate
 from components.training import session
 from components.training.config import TrainConfig
+from tests.support.helpers import npy_bytes, plant_shard_file
 from tests.support.models import always_dog_model, seeded_model
 from tests.support.processes import HANG_SECONDS
 from tests.support.servers import REPO
@@ -94,14 +95,13 @@ def test_missing_and_pickled_arrays_are_clear_errors(sample_arrays, tmp_path):
     data = tmp_path / "data"
     shutil.copytree(sample_arrays, data)
     model = always_dog_model(tmp_path / "model")
-    (data / "test_labels.npy").unlink()
-    with pytest.raises(FileNotFoundError, match="expected test_labels.npy"):
+    (data / "test_labels_00000.npy").unlink()
+    with pytest.raises(FileNotFoundError, match="expected test_labels_00000.npy"):
         evaluate(
             EvaluateConfig(model_dir=str(model), data=str(data), output=str(tmp_path / "eval"))
         )
-    np.save(
-        data / "test_labels.npy", np.array([{"evil": 1}] * 200, dtype=object), allow_pickle=True
-    )
+    evil = np.array([{"evil": 1}] * 200, dtype=object)
+    plant_shard_file(data, "test_labels_00000.npy", npy_bytes(evil, allow_pickle=True))
     with pytest.raises(ValueError, match="reads it as pickled objects"):
         evaluate(
             EvaluateConfig(model_dir=str(model), data=str(data), output=str(tmp_path / "eval"))
@@ -198,8 +198,8 @@ def test_labels_other_than_cat_and_dog_are_refused_before_anything_is_logged(
 ):
     data = tmp_path / "data"
     shutil.copytree(sample_arrays, data)
-    original = np.load(data / "test_labels.npy")
-    np.save(data / "test_labels.npy", labels(original).astype(np.int64), allow_pickle=False)
+    original = np.load(data / "test_labels_00000.npy")
+    plant_shard_file(data, "test_labels_00000.npy", npy_bytes(labels(original).astype(np.int64)))
     model = always_dog_model(tmp_path / "model")
     with pytest.raises(ValueError, match=message):
         evaluate(

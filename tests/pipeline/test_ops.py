@@ -79,9 +79,11 @@ def test_download_and_preprocess_bodies_write_their_artifacts(sample_zip, tmp_pa
         val_fraction=0.1,
         test_fraction=0.1,
         split_seed=3,
+        shard_mb=1,
     )
     meta = read_meta(tmp_path / "arrays")
     assert meta["image_size"] == 16 and meta["config"]["split_seed"] == 3
+    assert meta["config"]["shard_mb"] == 1
     assert arrays.metadata["kept"] == meta["kept"]
     # a task's process leaves its heap to the OS at exit, as the step's main does
     assert exit_collection_skips() == skips + 1

@@ -85,7 +85,10 @@ def test_same_seed_gives_identical_output_whatever_the_workers(sample_images, tm
         build(
             sample_images, tmp_path / out, image_size=24, channels=3, split_seed=7, workers=workers
         )
-    for name in [f"{s}_{k}.npy" for s in SPLITS for k in ("images", "labels")] + ["meta.json"]:
+    names = sorted(path.name for path in (tmp_path / "a").glob("*_*_*.npy"))
+    assert len(names) == 2 * len(SPLITS)
+    assert names == sorted(path.name for path in (tmp_path / "b").glob("*_*_*.npy"))
+    for name in [*names, "meta.json"]:
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
 
 
@@ -220,13 +223,13 @@ def test_a_class_without_photos_is_refused_naming_it(tmp_path, cats, broken_dogs
     for i in range(cats):
         write_jpeg(root / "PetImages/Cat" / f"{i}.jpg", seed=i)
     for i in range(broken_dogs):
-        (root / "PetImages/Dog" / f"{i}.jpg").write_bytes(b"\xff\xd8 not a jpeg")
+        (root / "PetImages/Dog" / f"{i}.jpg").write_bytes(b"\xff\xd8 not a jpeg %d" % i)
     with pytest.raises(ValueError, match=f"expected enough photos of {found}"):
         build(root, tmp_path / "out", **SMALL)
     assert not (tmp_path / "out").exists()
 
 
-def test_arrays_too_big_for_memory_are_refused_before_decoding(tmp_path, monkeypatch):
+def test_a_shard_too_big_for_memory_is_refused_before_decoding(tmp_path, monkeypatch):
     root = make_kaggle_folder(tmp_path / "in")
     monkeypatch.setattr(building, "available_memory", lambda: 100_000)  # 100 KB left
     decoded = []
@@ -374,19 +377,24 @@ def test_the_arrays_record_where_their_photos_came_from(sample_images, sample_ar
     assert no_record["source"] is None  # a folder no download step wrote
 
 
-def test_channel_stats_of_rows_are_those_of_the_rows_copied():
+def test_channel_stats_summed_a_shard_at_a_time_are_those_of_the_whole():
     pixels = np.random.default_rng(0).integers(0, 256, (50, 3, 8, 8), dtype=np.uint8)
-    rows = np.array([1, 4, 9, 16, 25, 36, 49])
-    by_rows = building.channel_stats(pixels, rows, chunk_bytes=3 * pixels[0].nbytes)
-    assert by_rows == building.channel_stats(pixels[rows])
-    chosen = pixels[rows].transpose(1, 0, 2, 3).reshape(3, -1) / 255.0
-    assert by_rows == (chosen.mean(axis=1).round(6).tolist(), chosen.std(axis=1).round(6).tolist())
+    train = building.WrittenSplit(labels=[0] * len(pixels))
+    for start in range(0, len(pixels), 7):  # shards of 7, the last of 1
+        sums, squares = building.channel_sums(pixels[start : start + 7], chunk_bytes=400)
+        train.sums = sums if not len(train.sums) else train.sums + sums
+        train.squares = squares if not len(train.squares) else train.squares + squares
+    whole = pixels.transpose(1, 0, 2, 3).reshape(3, -1) / 255.0
+    assert building.channel_stats(train, side=8) == (
+        whole.mean(axis=1).round(6).tolist(),
+        whole.std(axis=1).round(6).tolist(),
+    )
 
 
 @pytest.mark.slow
-def test_preprocess_holds_the_arrays_once_not_a_copy_per_split(sample_images, tmp_path):
-    """The decoded photos are compacted in place, the statistics and the splits read a chunk
-    at a time: the peak grows by about the arrays' size, not twice or three times it."""
+def test_preprocess_holds_one_shard_not_the_arrays(sample_images, tmp_path):
+    """The photos are decoded and written a shard at a time: the peak grows by about a
+    shard's size (8 MiB here), not by the arrays' (over 150 MB)."""
 
     def peak_bytes(side: int) -> int:
         probe = (
@@ -394,7 +402,8 @@ def test_preprocess_holds_the_arrays_once_not_a_copy_per_split(sample_images, tm
             "from components.preprocessing.build import build_arrays\n"
             "from components.preprocessing.config import PreprocessConfig\n"
             f"build_arrays(PreprocessConfig(input={str(sample_images)!r}, "
-            f"output={str(tmp_path / str(side))!r}, image_size={side}, channels=3, workers=2))\n"
+            f"output={str(tmp_path / str(side))!r}, image_size={side}, channels=3, "
+            "shard_mb=8, workers=2))\n"
             "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)\n"
         )
         done = subprocess.run(
@@ -404,9 +413,10 @@ def test_preprocess_holds_the_arrays_once_not_a_copy_per_split(sample_images, tm
         return int(done.stdout.split()[-1])
 
     large, small = peak_bytes(192), peak_bytes(24)
-    arrays = sum(path.stat().st_size for path in (tmp_path / "192").glob("*_images.npy"))
+    shards = list((tmp_path / "192").glob("train_images_*.npy"))
+    arrays = sum(path.stat().st_size for path in (tmp_path / "192").glob("*_images_*.npy"))
     grown = large - small
-    assert arrays > 150e6 and grown < 1.4 * arrays, (grown, arrays)
+    assert len(shards) > 10 and arrays > 150e6 and grown < arrays / 4, (grown, arrays)
 
 
 def test_inputs_that_are_links_are_kept_as_the_photos_they_name(tmp_path):

@@ -368,8 +368,8 @@ def test_a_test_split_cherry_picked_after_training_is_never_scored(
     result = trained(arrays, tmp_path / "m")
     images, labels = load_split(arrays, "test")
     kept = np.concatenate([np.flatnonzero(labels == 1), np.flatnonzero(labels == 0)[:2]])
-    save_split(arrays, "test", images[kept], labels[kept])
     meta = json.loads((arrays / "meta.json").read_text())
+    meta["shards"]["test"] = save_split(arrays, "test", images[kept], labels[kept])
     meta["counts"]["test"] = {"cat": 2, "dog": int((labels == 1).sum())}
     (arrays / "meta.json").write_text(json.dumps(meta))
     with pytest.raises(ValueError, match="expected the split its training recorded") as refused:
@@ -401,7 +401,9 @@ def test_arrays_forged_with_another_split_s_photos_kept_beside_them_are_never_sc
     are of other photos than the files kept beside them, which the claim is made from."""
     arrays = copied_arrays(sample_arrays, tmp_path / "arrays")
     images, labels = load_split(arrays, "test")
-    save_split(arrays, "test", images[::-1].copy(), labels[::-1].copy())  # other pixels a place
+    meta = json.loads((arrays / "meta.json").read_text())
+    meta["shards"]["test"] = save_split(arrays, "test", images[::-1].copy(), labels[::-1].copy())
+    (arrays / "meta.json").write_text(json.dumps(meta))  # other pixels a place, recorded
     trained(arrays, tmp_path / "m")
     with pytest.raises(ValueError, match="to be the photo of its place in the test arrays"):
         evaluated(arrays, tmp_path / "m")

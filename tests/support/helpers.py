@@ -6,6 +6,7 @@ import contextlib
 import gzip
 import hashlib
 import io
+import json
 import struct
 import sys
 import tarfile
@@ -228,3 +229,24 @@ def png_of_zeros(width: int, height: int, bit_depth: int = 8) -> bytes:
     return (
         b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", data) + chunk(b"IEND", b"")
     )
+
+
+def plant_shard_file(directory: Path, name: str, content: bytes) -> None:
+    """Write ``content`` as shard file ``name`` of the arrays in ``directory`` and record
+    its sha256 in their meta.json, as someone who writes the whole output would: what the
+    reader checks past the digests is reached."""
+    (directory / name).write_bytes(content)
+    meta = json.loads((directory / "meta.json").read_text())
+    for records in meta["shards"].values():
+        for record in records:
+            for kind in ("images", "labels"):
+                if record[kind] == name:
+                    record[f"{kind}_sha256"] = hashlib.sha256(content).hexdigest()
+    (directory / "meta.json").write_text(json.dumps(meta))
+
+
+def npy_bytes(array: np.ndarray, allow_pickle: bool = False) -> bytes:
+    """``array`` as the bytes of a .npy file."""
+    handle = io.BytesIO()
+    np.save(handle, array, allow_pickle=allow_pickle)
+    return handle.getvalue()

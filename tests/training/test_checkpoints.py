@@ -133,10 +133,11 @@ def test_resume_refuses_a_checkpoint_trained_on_images_of_another_size(
     session.train(config(small_arrays, tmp_path / "out", model="compact_cnn", dry_run=True))
     larger = tmp_path / "larger"  # the same photos padded to 48×48: global pooling takes them
     larger.mkdir()
+    meta = json.loads((small_arrays / "meta.json").read_text())
     for split in SPLITS:
         images, labels = load_split(small_arrays, split)
-        save_split(larger, split, np.pad(images, ((0, 0), (0, 0), (4, 4), (4, 4))), labels)
-    meta = json.loads((small_arrays / "meta.json").read_text())
+        padded = np.pad(images, ((0, 0), (0, 0), (4, 4), (4, 4)))
+        meta["shards"][split] = save_split(larger, split, padded, labels)
     (larger / "meta.json").write_text(json.dumps({**meta, "image_size": 48}))
     with pytest.raises(ValueError, match=r"images of channels × side \[1, 40\], the arrays"):
         session.train(config(larger, tmp_path / "out", model="compact_cnn", resume=True))
