@@ -79,7 +79,7 @@ def train_op(
     from components.tracking.kfp_tracking import kfp_task
     from components.tracking.store import use_tracking_uri
     from components.training.config import TrainConfig
-    from components.training.session import train_processes
+    from components.training.processes import train_processes
 
     recipe = pick(TrainConfig, locals())  # the recipe inputs, by their schema's names
     skip_final_collection()

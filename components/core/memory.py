@@ -71,3 +71,31 @@ def _v1_memory_mount(root: Path) -> tuple[Path, str]:
             if "memory" in kind[2].split(","):
                 return root / fields[4].lstrip("/"), fields[3]
     return root / "sys/fs/cgroup/memory", "/"
+
+
+def oom_kills(root: Path = Path("/")) -> int:
+    """How many processes the kernel's OOM killer has ended in this process's own cgroup
+    (v2 ``memory.events``, v1 ``memory.oom_control``): 0 where unknown."""
+    try:
+        lines = (root / "proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return 0
+    for line in lines:
+        hierarchy, _, rest = line.partition(":")
+        controllers, _, group = rest.partition(":")
+        if hierarchy == "0" and not controllers:
+            counters = root / "sys/fs/cgroup" / group.lstrip("/") / "memory.events"
+        elif "memory" in controllers.split(","):
+            mount, mounted_group = _v1_memory_mount(root)
+            relative = group.removeprefix(mounted_group) if mounted_group != "/" else group
+            counters = mount / relative.lstrip("/") / "memory.oom_control"
+        else:
+            continue
+        try:
+            for counter in counters.read_text().splitlines():
+                name, _, value = counter.partition(" ")
+                if name == "oom_kill" and value.strip().isdigit():
+                    return int(value)
+        except OSError:
+            continue
+    return 0

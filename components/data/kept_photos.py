@@ -23,8 +23,9 @@ from components.data.images import MAX_FILE_BYTES, decode_bytes
 MOST_MEAN_DIFFERENCE = 2.0
 
 
-def kept_files(directory: Path, count: int) -> list[Path]:
-    """The ``count`` kept test photos of the preprocess output ``directory``, in order.
+def kept_files(directory: Path, count: int, start: int = 0) -> list[Path]:
+    """The ``count`` kept test photos of the preprocess output ``directory`` from the
+    ``start``-th on, in order.
 
     Raises:
         FileNotFoundError: it keeps none (an older preprocess output).
@@ -35,7 +36,7 @@ def kept_files(directory: Path, count: int) -> list[Path]:
             f"expected the test split's photos in {folder} (written by the preprocess step), "
             "found none: preprocess the photos again"
         )
-    return [folder / f"{index:05d}" for index in range(count)]
+    return [folder / f"{index:05d}" for index in range(start, start + count)]
 
 
 def read_kept(file: Path) -> bytes:
@@ -95,28 +96,38 @@ def decoded(data: bytes, file: Path, size: int, channels: int) -> np.ndarray:
 
 def replace_with_kept_photos(directory: Path, images: np.ndarray, labels: np.ndarray) -> str:
     """The photos digest of the kept test photos, once each decodes to its array's pixels
-    (the arrays are these photos, whatever ``meta.json`` says), each array's pixels
-    replaced, in place, by its photo's decoded again: what is then scored is the photos
-    themselves, never arrays that are only within a tolerance of them (a few grey levels
-    nudged toward each label would pass the check).
+    (``replace_batch_with_kept_photos`` on the whole split)."""
+    return photos_sha256(replace_batch_with_kept_photos(directory, images, labels, 0))
+
+
+def replace_batch_with_kept_photos(
+    directory: Path, images: np.ndarray, labels: np.ndarray, start: int
+) -> list[tuple[str, int]]:
+    """The sha256 and label of each kept test photo of a batch of the test arrays (from
+    the ``start``-th on), once each decodes to its array's pixels (the arrays are these
+    photos, whatever ``meta.json`` says), each array's pixels replaced, in place, by its
+    photo's decoded again: what is then scored is the photos themselves, never arrays
+    that are only within a tolerance of them (a few grey levels nudged toward each label
+    would pass the check).
 
     Raises:
         FileNotFoundError: no kept photos.
         ValueError: a kept photo that is not its array's (another photo, or none).
     """
     read = []
-    for position, (pixels, digest, label) in enumerate(_checked(directory, images, labels)):
+    checked = _checked(directory, images, labels, start)
+    for position, (pixels, digest, label) in enumerate(checked):
         images[position] = pixels
         read.append((digest, int(label)))
-    return photos_sha256(read)
+    return read
 
 
 def _checked(
-    directory: Path, images: np.ndarray, labels: np.ndarray
+    directory: Path, images: np.ndarray, labels: np.ndarray, start: int
 ) -> Iterator[tuple[np.ndarray, str, int]]:
     """Each kept photo's pixels at the arrays' size, its sha256 and label, once it is
     within ``MOST_MEAN_DIFFERENCE`` of its array."""
-    files = kept_files(directory, len(labels))
+    files = kept_files(directory, len(labels), start)
     size, channels = images.shape[-1], images.shape[1]
     for file, pixels, label in zip(files, images, labels, strict=True):
         data = read_kept(file)

@@ -7,6 +7,8 @@ the step's output, and that file logged to MLflow.
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import numpy as np
 from matplotlib.figure import Figure
 
@@ -32,8 +34,14 @@ def confusion_matrix_figure(matrix: list[list[int]], classes: list[str]) -> Figu
     return figure
 
 
+class Photos(Protocol):
+    """Photos by position: an array of them, or a split read from disk one at a time."""
+
+    def __getitem__(self, index: int) -> np.ndarray: ...
+
+
 def misclassified_figure(
-    images: np.ndarray,
+    images: Photos,
     labels: np.ndarray,
     probabilities: np.ndarray,
     classes: list[str],
@@ -56,7 +64,7 @@ def misclassified_figure(
     for ax in axes:
         ax.set_axis_off()
     for ax, index in zip(axes, wrong, strict=False):
-        pixels = images[index]
+        pixels = images[int(index)]
         grey = pixels.shape[0] == 1
         ax.imshow(pixels[0] if grey else pixels.transpose(1, 2, 0), cmap="gray" if grey else None)
         guess, truth = classes[guesses[index]][:14], classes[labels[index]][:14]

@@ -30,9 +30,17 @@ from components.core.names import (
     TEST_PHOTOS_DIR,
     WEIGHTS_FILE,
 )
-from components.data.arrays import load_split, photo_shape, read_meta, shards_digest, split_sha256
+from components.data.arrays import (
+    open_split,
+    photo_shape,
+    photos_sha256,
+    read_meta,
+    shards_digest,
+    split_file_sha256,
+)
 from components.data.classes import metric_keys
-from components.data.kept_photos import replace_with_kept_photos
+from components.data.kept_photos import replace_batch_with_kept_photos
+from components.data.shards import MappedSplit
 from components.evaluation import metrics as scoring
 from components.evaluation import plots
 from components.evaluation.config import EvaluateConfig
@@ -78,20 +86,30 @@ def evaluate(cfg: EvaluateConfig) -> dict[str, Any]:
         for runtime in runtimes
     }
     meta = read_meta(data_dir)
-    images, labels = load_split(data_dir, cfg.split)
+    mapped = open_split(data_dir, cfg.split)
+    labels = mapped.labels
     # what was scored: these arrays, and which photos they hold at any size; the gate
     # compares models by them, so they must be the test split the training recorded
-    split, claimed = split_sha256(images, labels), meta.get("photos_sha256", {}).get(cfg.split)
+    split = split_file_sha256(data_dir, cfg.split)
+    claimed = meta.get("photos_sha256", {}).get(cfg.split)
     if run_id and cfg.split == "test":
         _check_trained_beside(run_id, split, claimed, labels, meta, data_dir)
-    photos = _kept_photos(data_dir, cfg.split, images, labels, claimed)
+    models = [_model(model_dir, runtime, cfg.device) for runtime in runtimes]
+    for takes, _ in models:
+        _check_model_fits(takes, meta, data_dir)
+    kept = cfg.split == "test" and (data_dir / TEST_PHOTOS_DIR).is_dir()
+    scored_logits, photos = _scored(data_dir, mapped, [logits for _, logits in models], kept)
+    if kept and photos != claimed:
+        raise ValueError(
+            f"expected the photos kept in {data_dir / TEST_PHOTOS_DIR} to be the ones "
+            f"{data_dir / 'meta.json'} names (photos sha256 {str(claimed)[:12]}…), found "
+            f"{str(photos)[:12]}…"
+        )
     classes = meta["classes"]
     scored_graphs = []
-    for runtime in runtimes:
+    for runtime, logits in zip(runtimes, scored_logits, strict=True):
         scored = _scored_file(runtime)
-        takes, logits = _model(model_dir, runtime, cfg.device)
-        _check_model_fits(takes, meta, data_dir)
-        probabilities = class_probabilities(logits(images))
+        probabilities = class_probabilities(logits)
         scoring_record = {
             "model_id": model_id,
             "scored": scored,
@@ -100,7 +118,7 @@ def evaluate(cfg: EvaluateConfig) -> dict[str, Any]:
             "photos": photos,
         }
         report = _report(classes, labels, probabilities, scoring_record)
-        figures = _figures(classes, images, labels, probabilities)
+        figures = _figures(classes, _PhotosOnDisk(mapped), labels, probabilities)
         scored_graphs.append((report, probabilities, figures))
         log.info("%s (%s): %s", cfg.split, scored, json.dumps(report["metrics"]))
     folders = _write_reports(output_dir, labels, scored_graphs)
@@ -171,28 +189,37 @@ def _log_report(
     run_log.set_run_tags(run_id, {EVALUATION_DIGEST_TAG.format(prefix=prefix): digest})
 
 
-def _kept_photos(
-    data_dir: Path, split: str, images: np.ndarray, labels: np.ndarray, claimed: str | None
-) -> str | None:
-    """Which photos the scored test arrays hold, proven from the photo files preprocess
-    kept beside them (each decodes to its array's pixels; their digest is ``meta.json``'s
-    claim): the gate compares models of other sizes by it. None where none are kept. Each
-    array is replaced by its photo decoded again, so that the photos themselves are
-    scored.
+BATCH = 256  # photos read, checked and scored at a time
 
-    Raises:
-        ValueError: the arrays are not the kept photos, or these not the ones claimed.
-    """
-    if split != "test" or not (data_dir / TEST_PHOTOS_DIR).is_dir():
-        return None
-    photos = replace_with_kept_photos(data_dir, images, labels)
-    if photos != claimed:
-        raise ValueError(
-            f"expected the photos kept in {data_dir / TEST_PHOTOS_DIR} to be the ones "
-            f"{data_dir / 'meta.json'} names (photos sha256 {str(claimed)[:12]}…), found "
-            f"{photos[:12]}…"
-        )
-    return photos
+
+def _scored(
+    data_dir: Path, mapped: MappedSplit, scorers: list[Logits], kept: bool
+) -> tuple[list[np.ndarray], str | None]:
+    """Each scorer's logits for the split's photos, read a batch at a time; with ``kept``,
+    each batch's arrays replaced first by the photo files preprocess kept beside them
+    (each must decode to its array's pixels), so that the photos themselves are scored,
+    and their photos digest: which photos were scored, at any size."""
+    outputs: list[list[np.ndarray]] = [[] for _ in scorers]
+    read: list[tuple[str, int]] = []
+    for start in range(0, len(mapped), BATCH):
+        images = mapped.images(slice(start, start + BATCH))
+        if kept:
+            labels = mapped.labels[start : start + BATCH]
+            read += replace_batch_with_kept_photos(data_dir, images, labels, start)
+        for output, scorer in zip(outputs, scorers, strict=True):
+            output.append(scorer(images))
+    return [np.concatenate(output) for output in outputs], photos_sha256(read) if kept else None
+
+
+class _PhotosOnDisk:
+    """A split's photos by position, each read from its shard when asked for."""
+
+    def __init__(self, mapped: MappedSplit):
+        self.mapped = mapped
+
+    def __getitem__(self, index: int) -> np.ndarray:
+        photo: np.ndarray = self.mapped.images(np.array([index]))[0]
+        return photo
 
 
 def _check_trained_beside(
@@ -301,7 +328,7 @@ def _run_model(run_id: str) -> tuple[str, Record]:
 
 
 def _figures(
-    classes: list[str], images: np.ndarray, labels: np.ndarray, probabilities: np.ndarray
+    classes: list[str], images: plots.Photos, labels: np.ndarray, probabilities: np.ndarray
 ) -> dict[str, Figure]:
     """The evaluation's figures by file name: a confusion matrix, the misclassified."""
     matrix = scoring.confusion_matrix(labels, probabilities.argmax(1), len(classes))

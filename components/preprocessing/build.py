@@ -23,6 +23,7 @@ from components.core.atomic import atomic_directory, check_replaceable, write_js
 from components.core.cores import available_cores
 from components.core.memory import memory_limit
 from components.core.names import DOWNLOAD_RECORD, TEST_PHOTOS_DIR
+from components.core.progress import logged
 from components.core.progress import progress as progress_bar
 from components.data import images
 from components.data.arrays import META, SPLITS, photos_sha256
@@ -227,6 +228,10 @@ def write_split(
         pixels = decoder.buffer[: len(kept)]
         labels = survey.labels[kept]
         written.shards.append(write_shard(directory, split, number, pixels, labels))
+        log.info(
+            "wrote %s shard %d of %d: %d photos (%d files did not decode)",
+            split, number + 1, max(1, len(chunks)), len(kept), len(lost),
+        )  # fmt: skip
         written.labels += labels.tolist()
         written.digests += [survey.digests[i] for i in kept]
         written.files += [survey.files[i] for i in kept]
@@ -425,7 +430,7 @@ class Decoder:
 
     def digests(self, paths: list[Path]) -> Iterator[images.Decoded]:
         """Each file's sha256 (or why it is skipped), in order."""
-        yield from self._map(images.digest_file, paths, "hash")
+        yield from self._map(images.digest_file, paths, "hash", logs=True)
 
     def decode(self, paths: list[Path]) -> Iterator[images.Decoded]:
         """Each file decoded, in order: the i-th's pixels in ``buffer[i]`` where a forked
@@ -433,14 +438,16 @@ class Decoder:
         work = functools.partial(_decode_to_output, size=self.size, channels=self.channels)
         yield from self._map(work, list(enumerate(paths)), "decode")
 
-    def _map(self, work: Any, items: list[Any], desc: str) -> Iterator[images.Decoded]:
-        bar = functools.partial(progress_bar, total=len(items), unit="img", desc=desc)
+    def _map(
+        self, work: Any, items: list[Any], desc: str, logs: bool = False
+    ) -> Iterator[images.Decoded]:
         if self.pool is None:
-            yield from bar(map(work, items))
-            return
-        # chunks small enough that no core idles long at the end
-        chunksize = max(1, min(256, len(items) // (self.workers * 32)))
-        yield from bar(self.pool.map(work, items, chunksize=chunksize))
+            done: Iterator[images.Decoded] = map(work, items)
+        else:  # chunks small enough that no core idles long at the end
+            chunksize = max(1, min(256, len(items) // (self.workers * 32)))
+            done = self.pool.map(work, items, chunksize=chunksize)
+        bar = progress_bar(done, total=len(items), unit="img", desc=desc)
+        yield from logged(bar, len(items), f"{desc}ed", "photos") if logs else bar
 
 
 _OUTPUT: np.ndarray | None = None  # a forked worker's view of the shard's array

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from components.core.memory import memory_limit
-from components.core.progress import progress
+from components.core.progress import logged, progress
 from components.networks.efficientnet_lite import EfficientNetLite
 from components.networks.models import Classifier, views_of
 from components.training.batches import DeviceSplit
@@ -124,13 +124,13 @@ class _Plan:
             (len(self.split), self.view_count, *self.shape), dtype=self.dtype, device=device
         )
         batch_size = default_batch_size(device)
-        batches = progress(
-            self.split.batches(batch_size),
-            total=math.ceil(len(self.split) / batch_size),
-            desc=f"frozen layers, {self.name}",
-            unit="batch",
-            leave=False,
-        )
+        total = math.ceil(len(self.split) / batch_size)
+        what = f"frozen layers' output, {self.name}"
+        batches = logged(
+            progress(self.split.batches(batch_size), total=total, desc=what, unit="batch",
+                     leave=False),
+            total, what, "batches",
+        )  # fmt: skip
         start = 0
         for pixels, _ in batches:
             with autocast(device, on_cpu=self.in_bf16, enabled=self.in_bf16):

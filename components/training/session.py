@@ -11,8 +11,6 @@ import json
 import logging
 import math
 import os
-import subprocess
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -147,13 +145,6 @@ def _train(
     if state:
         checkpoints.restore(state, learner)
     history = state["history"] if state else []
-    fitted = (train_data, val_data)  # what the epochs train on and score: photos or features
-    if cfg.cached_views:
-        fitted = frozen_features.cache_splits(
-            model, train_data, val_data, cfg.cached_views, cfg.amp
-        )
-    if cfg.probe_photos and not state:  # from the cached features where there are
-        _fit_the_classifier_first(cfg, model, fitted[0], workers)
     run_id = state["mlflow_run_id"] if state else cfg.mlflow_run_id
     tracked = (
         run_log.start_run(
@@ -175,6 +166,14 @@ def _train(
                 run_log.log_split_input(context, dataset, sum(meta["counts"][split].values()))
         if run_id and state and cfg.epochs != state["config"]["epochs"]:  # rank 0 only
             run_log.set_run_tags(run_id, {EPOCHS_TAG: _extension(cfg, state)})
+        # in the run: a long pass over the photos has a run to watch from its start
+        fitted = (train_data, val_data)  # what the epochs train on and score: photos or features
+        if cfg.cached_views:
+            fitted = frozen_features.cache_splits(
+                model, train_data, val_data, cfg.cached_views, cfg.amp
+            )
+        if cfg.probe_photos and not state:  # from the cached features where there are
+            _fit_the_classifier_first(cfg, model, fitted[0], workers)
         for epoch in range(len(history) + 1, cfg.epochs + 1):
             try:
                 metrics = run_epoch(learner, *fitted, cfg, epoch, workers)
@@ -468,21 +467,3 @@ def _write_int8(
         float_accuracy,
     )  # fmt: skip
     return int8_graph
-
-
-def train_processes(cfg: TrainConfig, processes: int) -> str:
-    """Train in this process, or with ``processes`` DDP processes under torchrun.
-
-    Returns:
-        The MLflow run id that the run recorded in its output.
-    """
-    if processes <= 1:
-        train(cfg)
-    else:
-        command = [
-            *(sys.executable, "-m", "torch.distributed.run", "--standalone"),
-            *(f"--nproc-per-node={processes}", "-m", "components.train"),
-            *schema.to_argv(cfg),
-        ]
-        subprocess.run(command, check=True)
-    return (Path(cfg.output) / RUN_ID_FILE).read_text()

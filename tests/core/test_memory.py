@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from components.core.memory import memory_limit
+from components.core.memory import memory_limit, oom_kills
 
 PHYSICAL = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 V1_UNLIMITED = 9223372036854771712  # what v1 says of a group with no limit
@@ -66,3 +66,19 @@ def test_no_limit_is_the_physical_memory(tmp_path):
     assert memory_limit(unlimited) == PHYSICAL
     assert memory_limit(tmp_path / "no-proc") == PHYSICAL
     assert memory_limit() <= PHYSICAL  # this machine's own files read
+
+
+def test_oom_kills_are_counted_in_the_processs_own_group_v1_and_v2(tmp_path):
+    v2 = v2_machine(tmp_path / "v2", "/kubepods/pod1/step", {})
+    assert oom_kills(v2) == 0  # no counters: none known
+    write(
+        v2 / "sys/fs/cgroup/kubepods/pod1/step/memory.events",
+        "low 0\nhigh 0\nmax 12\noom 2\noom_kill 2\noom_group_kill 0\n",
+    )
+    assert oom_kills(v2) == 2
+    v1 = v1_machine(tmp_path / "v1", "/kubepods/pod1", {})
+    write(
+        v1 / "sys/fs/cgroup/memory/kubepods/pod1/memory.oom_control",
+        "oom_kill_disable 0\nunder_oom 0\noom_kill 3\n",
+    )
+    assert oom_kills(v1) == 3

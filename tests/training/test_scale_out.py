@@ -14,7 +14,7 @@ from mlflow.tracking import MlflowClient
 
 from components import train
 from components.networks.models import build_model
-from components.training import session
+from components.training.processes import train_processes
 from tests.support.helpers import run_to_end
 
 
@@ -41,7 +41,7 @@ def test_two_gloo_processes_train_the_same_weights_as_one(small_arrays, tmp_path
     run_to_end([*common, "--output", str(tmp_path / "one")])
     # two processes the way the pipeline's train step starts them (gpus=2): torchrun
     two_processes = train.parse_config([*common, "--output", str(tmp_path / "two")])
-    session.train_processes(two_processes, processes=2)
+    train_processes(two_processes, processes=2)
 
     # the same global batches in the same order: the same training, up to float rounding
     # (Adam's first steps move near-zero gradients by ±lr whatever their size, so single
