@@ -8,10 +8,14 @@ process cannot end its own run, which would stay RUNNING).
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import logging
+import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 from components.core import schema
@@ -20,6 +24,7 @@ from components.core.names import RUN_ID_FILE
 from components.training.config import TrainConfig
 
 log = logging.getLogger(__name__)
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def train_processes(cfg: TrainConfig, processes: int) -> str:
@@ -37,11 +42,11 @@ def train_processes(cfg: TrainConfig, processes: int) -> str:
         launcher = ["-m", "torch.distributed.run", "--standalone"]
         entry = [*launcher, f"--nproc-per-node={processes}", *entry]
     kills = oom_kills()
-    done = subprocess.run([sys.executable, *entry, *schema.to_argv(cfg)], check=False)
-    if done.returncode == 0:
+    returncode = _run_watched([sys.executable, *entry, *schema.to_argv(cfg)])
+    if returncode == 0:
         return (Path(cfg.output) / RUN_ID_FILE).read_text()
     killed = oom_kills() > kills
-    if killed or done.returncode == -signal.SIGKILL:
+    if killed or returncode == -signal.SIGKILL:
         run = _mark_failed(cfg)
         cause = (
             "the kernel's OOM killer ended it"
@@ -53,7 +58,30 @@ def train_processes(cfg: TrainConfig, processes: int) -> str:
             f"{memory_limit() / 2**30:.1f} GiB{run}. Lower memory_budget_mb, train on "
             "fewer photos (train_photos), lower batch_size, or give the pod more memory"
         )
-    raise RuntimeError(f"training failed (exit status {done.returncode}); its error is above")
+    raise RuntimeError(f"training failed (exit status {returncode}); its error is above")
+
+
+def _run_watched(command: list[str]) -> int:
+    """Run ``command`` to its end and return its exit status. It dies with this process,
+    as it would with the pod, and gets the SIGTERM this process gets (an evicted pod's):
+    it stops at its next batch, its run KILLED, as the step would in its own process."""
+    parent = os.getpid()
+    child = subprocess.Popen(command, preexec_fn=functools.partial(_die_with, parent))
+    in_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, lambda *_: child.terminate()) if in_main else None
+    try:
+        return child.wait()
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _die_with(parent: int) -> None:
+    """In the child before it runs: the kernel kills it when its parent dies (Linux's
+    ``PR_SET_PDEATHSIG``), and it ends at once where the parent is already gone."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 def _mark_failed(cfg: TrainConfig) -> str:

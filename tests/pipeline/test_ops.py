@@ -83,7 +83,6 @@ def test_download_and_preprocess_bodies_write_their_artifacts(sample_zip, tmp_pa
     )
     meta = read_meta(tmp_path / "arrays")
     assert meta["image_size"] == 16 and meta["config"]["split_seed"] == 3
-    assert meta["config"]["shard_mb"] == 1
     assert arrays.metadata["kept"] == meta["kept"]
     # a task's process leaves its heap to the OS at exit, as the step's main does
     assert exit_collection_skips() == skips + 1
