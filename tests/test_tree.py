@@ -16,7 +16,6 @@ from tests.conftest import REPO
 # modules with no logic of their own to test, each with the reason
 NO_LOGIC = {
     "components/core/names.py": "constants",
-    "components/core/progress.py": "tqdm's options",
     "components/core/s3.py": "a boto3 client's timeouts; used against S3 in data/test_sources",
     "components/evaluation/config.py": "fields without checks",
     "components/tracking/tags.py": "constants",

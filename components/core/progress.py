@@ -22,14 +22,14 @@ def progress(iterable: Iterable[Any] | None = None, **options: Any) -> tqdm[Any]
 
 def logged(items: Iterable[T], total: int, what: str, unit: str) -> Iterator[T]:
     """``items``, with a log line each time another tenth of ``total`` is done: how many,
-    and the rate so far."""
+    and the time so far."""
     started, next_tenth = time.perf_counter(), 1
     for done, item in enumerate(items, 1):
         yield item
         if total and done * 10 >= next_tenth * total:
             seconds = time.perf_counter() - started
             log.info(
-                "%s: %d of %d %s (%d%%), %.0f %s/s", what, done, total, unit,
-                100 * done // total, done / max(seconds, 1e-9), unit,
+                "%s: %d of %d %s (%d%%) in %.0f s", what, done, total, unit,
+                100 * done // total, seconds,
             )  # fmt: skip
             next_tenth = 10 * done // total + 1

@@ -5,10 +5,12 @@ from __future__ import annotations
 import itertools
 import random
 
+import numpy as np
 import pytest
 import torch
 from torch.nn import functional as F
 
+from components.data.shards import MappedSplit, write_shard
 from components.training.batches import (
     DeviceSplit,
     _crop_image_by_image,
@@ -24,6 +26,38 @@ def test_batches_cover_every_sample_once_when_shuffled():
     data = DeviceSplit(torch.arange(10, dtype=torch.uint8).view(10, 1, 1, 1), torch.arange(10))
     seen = torch.cat([y for _, y in data.batches(3, torch.Generator().manual_seed(0))])
     assert sorted(seen.tolist()) == list(range(10)) and seen.tolist() != list(range(10))
+
+
+def split_on_disk(tmp_path, count: int = 23) -> tuple[DeviceSplit, DeviceSplit]:
+    """The same photos held in memory and read from three shards on disk."""
+    images = torch.randint(0, 256, (count, 3, 4, 4), dtype=torch.uint8)
+    labels = torch.arange(count) % 2
+    shards = []
+    for index, start in enumerate(range(0, count, 9)):  # 9, 9, then 5
+        record = write_shard(
+            tmp_path, "train", index, images[start : start + 9].numpy(),
+            labels[start : start + 9].numpy(),
+        )  # fmt: skip
+        shards.append(np.load(tmp_path / record["images"], mmap_mode="r"))
+    on_disk = DeviceSplit(MappedSplit(shards, labels.numpy()), labels)
+    return DeviceSplit(images, labels), on_disk
+
+
+def test_a_split_read_from_its_shards_gives_the_batches_one_held_whole_gives(tmp_path):
+    whole, on_disk = split_on_disk(tmp_path)
+    for generator_seed, rank, world_size in ((None, 0, 1), (4, 0, 1), (5, 1, 2)):
+        batches = [
+            split.batches(4, generator_seed and torch.Generator().manual_seed(generator_seed),
+                          rank, world_size)
+            for split in (whole, on_disk)
+        ]  # fmt: skip
+        for (a, y_a), (b, y_b) in itertools.zip_longest(*batches):
+            assert torch.equal(a, b) and torch.equal(y_a, y_b)
+    picked, picked_on_disk = whole.pick(7, seed=2), on_disk.pick(7, seed=2)
+    assert torch.equal(picked.images, picked_on_disk.take(slice(None)))
+    share, share_on_disk = whole.shard(1, 3), on_disk.shard(1, 3)
+    assert torch.equal(share.images, share_on_disk.take(torch.arange(len(share_on_disk))))
+    assert on_disk.resident_bytes == 0 and whole.resident_bytes == whole.images.nbytes
 
 
 def test_augment_flips_and_crops_deterministically():
