@@ -33,9 +33,7 @@ class MemoryGroup:
         self.v1 = (V1 / "memory.limit_in_bytes").exists()
         self.path = (V1 if self.v1 else V2) / f"bench-{uuid.uuid4().hex[:8]}"
         self.path.mkdir()
-        (self.path / ("memory.limit_in_bytes" if self.v1 else "memory.max")).write_text(
-            str(limit)
-        )
+        (self.path / ("memory.limit_in_bytes" if self.v1 else "memory.max")).write_text(str(limit))
         if not self.v1:
             (self.path / "memory.swap.max").write_text("0")
 
