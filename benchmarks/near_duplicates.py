@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.common import machine
-from components.data.layout import find_labelled_files
+from components.data.arrays import SPLITS, load_split, read_meta
 from components.downloading.fetch import fetch
-from components.preprocessing.build import decode_unique, split_indices
+from components.preprocessing.build import build_arrays
 from components.preprocessing.config import PreprocessConfig
 
 SIDE = 32  # pixels the hash reads
@@ -69,24 +69,23 @@ def main() -> None:
     args = parser.parse_args()
     print(f"machine: {machine()}")
     with tempfile.TemporaryDirectory(prefix="near-duplicates-") as scratch:
-        photos = Path(scratch) / "photos"
+        photos, arrays = Path(scratch) / "photos", Path(scratch) / "arrays"
         fetch(str(args.archive.resolve()), photos)
-        found = find_labelled_files(photos)
-        config = PreprocessConfig(input=str(photos), output="", image_size=SIDE, channels=1)
-        decoded = decode_unique(found, config)
-    defaults = PreprocessConfig(input="", output="")
-    splits = split_indices(
-        decoded.labels, defaults.val_fraction, defaults.test_fraction, defaults.split_seed
-    )
-    split_of = np.empty(len(decoded.labels), object)
-    for name, index in splits.items():
-        split_of[index] = name
-    pairs = close_pairs(perceptual_hashes(decoded.pixels), args.radius)
+        build_arrays(
+            PreprocessConfig(input=str(photos), output=str(arrays), image_size=SIDE, channels=1)
+        )
+        held = {split: load_split(arrays, split) for split in SPLITS}
+        dropped = read_meta(arrays)["duplicates_removed"]
+    pixels = np.concatenate([held[split][0] for split in SPLITS])
+    labels = np.concatenate([held[split][1] for split in SPLITS])
+    split_of = np.concatenate([np.full(len(held[split][1]), split, object) for split in SPLITS])
+    splits = {split: np.flatnonzero(split_of == split) for split in SPLITS}
+    pairs = close_pairs(perceptual_hashes(pixels), args.radius)
     across = [(i, j, d) for i, j, d in pairs if split_of[i] != split_of[j]]
     kinds = collections.Counter("-".join(sorted((split_of[i], split_of[j]))) for i, j, _ in across)
-    print(f"photos kept: {len(decoded.labels)} ({decoded.duplicates_removed} exact copies dropped)")
+    print(f"photos kept: {len(labels)} ({dropped} exact copies dropped)")
     print(f"pairs within {args.radius} bits: {len(pairs)}")
-    mixed = sum(decoded.labels[i] != decoded.labels[j] for i, j, _ in pairs)
+    mixed = sum(labels[i] != labels[j] for i, j, _ in pairs)
     print(f"  of different labels: {mixed}")
     print(f"  across splits: {len(across)} {dict(sorted(kinds.items()))}")
     for split in ("val", "test"):
@@ -95,7 +94,7 @@ def main() -> None:
               f"{len(splits[split])}")  # fmt: skip
     print("distance, labels, splits of the first pairs across splits:")
     for i, j, d in across[: args.examples]:
-        print(f"  {d}  {decoded.labels[i]}/{decoded.labels[j]}  {split_of[i]}/{split_of[j]}")
+        print(f"  {d}  {labels[i]}/{labels[j]}  {split_of[i]}/{split_of[j]}")
 
 
 if __name__ == "__main__":

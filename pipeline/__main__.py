@@ -98,6 +98,7 @@ def main(argv: list[str] | None = None) -> None:
             image=args.image,
             gpu_image=args.gpu_image,
             nodes=args.nodes,
+            preprocess_pods=args.preprocess_pods,
             trainer_runtime=args.trainer_runtime,
             training=placement_from(args, cluster),
             kfp_backend=args.kfp_backend,

@@ -66,6 +66,13 @@ def build_parser(description: str, here: Recipe, cluster: Recipe) -> argparse.Ar
             "(default: 1: the train task, torchrun when gpus > 1)",
         )
         sub.add_argument(
+            "--preprocess-pods",
+            type=int,
+            default=1,
+            help="decode the photos over this many pods, each a slice of the shards, "
+            "joined after (default: 1: one preprocess task)",
+        )
+        sub.add_argument(
             "--trainer-runtime",
             default=ClusterTarget.trainer_runtime,
             help="the ClusterTrainingRuntime a multi-node TrainJob uses (default: %(default)s)",

@@ -107,6 +107,108 @@ def preprocess_op(
 
 
 @component
+def preprocess_plan_op(
+    raw: Input[Dataset],
+    plan: Output[Dataset],
+    image_size: int,
+    channels: int,
+    val_fraction: float,
+    test_fraction: float,
+    split_seed: int,
+    shard_mb: int,
+    slices: int,
+) -> None:
+    """Hash every photo, drop exact copies, split them and cut the splits into shards,
+    spread over ``slices`` pods: the plan each slice task decodes its part of.
+
+    Args:
+        raw: the download step's extracted archive.
+        plan: where plan.json is written.
+        the rest: as ``preprocess_op``'s; slices: the pods that decode the shards.
+    """
+    from pathlib import Path
+
+    from components.core.shutdown import skip_final_collection
+    from components.preprocessing.config import PreprocessConfig
+    from components.preprocessing.decoder import Decoder
+    from components.preprocessing.plan import make_plan, write_plan
+
+    skip_final_collection()
+    cfg = PreprocessConfig(
+        input=raw.path,
+        output=plan.path,
+        image_size=image_size,
+        channels=channels,
+        val_fraction=val_fraction,
+        test_fraction=test_fraction,
+        split_seed=split_seed,
+        shard_mb=shard_mb,
+    )
+    with Decoder(cfg, 1) as decoder:
+        made = make_plan(cfg, decoder, slices)
+    Path(plan.path).mkdir(parents=True, exist_ok=True)
+    write_plan(made, Path(plan.path))
+    plan.metadata.update(files=len(made.files), slices=slices)
+
+
+@component
+def preprocess_slice_op(
+    raw: Input[Dataset], plan: Input[Dataset], index: int, shards: Output[Dataset]
+) -> None:
+    """Decode slice ``index`` of the plan's shards and write them, with slice.json.
+
+    Args:
+        raw: the download step's extracted archive.
+        plan: the plan step's output.
+        index: which slice, from 0.
+        shards: where the shards and slice.json are written.
+    """
+    from pathlib import Path
+
+    from components.core.shutdown import skip_final_collection
+    from components.preprocessing.decoder import Decoder
+    from components.preprocessing.plan import planned_config, read_plan
+    from components.preprocessing.slices import decode_slice, write_slice
+
+    skip_final_collection()
+    planned = read_plan(Path(plan.path))
+    cfg = planned_config(planned, raw.path, shards.path)
+    folder = Path(shards.path)
+    folder.mkdir(parents=True, exist_ok=True)
+    with Decoder(cfg, planned.per_shard) as decoder:
+        written = decode_slice(planned, index, Path(raw.path), folder, decoder)
+    write_slice(written, folder)
+
+
+@component
+def preprocess_join_op(
+    raw: Input[Dataset],
+    plan: Input[Dataset],
+    slices: Input[list[Dataset]],
+    arrays: Output[Dataset],
+) -> None:
+    """Join the slices' shards into the arrays and meta.json, as preprocess_op writes them.
+
+    Args:
+        raw: the download step's extracted archive (the test photos are kept from it).
+        plan: the plan step's output.
+        slices: every slice task's shards.
+        arrays: where the arrays and meta.json are written.
+    """
+    from pathlib import Path
+
+    from components.core.shutdown import skip_final_collection
+    from components.preprocessing.build import join_folders
+    from components.preprocessing.plan import planned_config, read_plan
+
+    skip_final_collection()
+    planned = read_plan(Path(plan.path))
+    cfg = planned_config(planned, raw.path, arrays.path)
+    meta = join_folders(planned, [Path(part.path) for part in slices], cfg)
+    arrays.metadata.update(kept=meta["kept"], skipped=len(meta["skipped"]))
+
+
+@component
 def evaluate_op(
     arrays: Input[Dataset],
     model: Input[Model],

@@ -25,6 +25,7 @@ OLDEST_BACKEND = (2, 5)  # tests/pipeline/test_spec.py parses the spec with its 
 OPTIONAL_SECRETS_SINCE = (2, 15)
 CURRENT_BACKEND = "2.15"
 MOST_NODES = 2**31 - 1  # a TrainJob's numNodes is a 32-bit integer
+MOST_PREPROCESS_PODS = 256  # a ParallelFor of more is a control plane's load for little gain
 
 
 NEWEST_BACKEND = (2, 15)  # the newest whose behaviour the spec was checked against
@@ -62,11 +63,17 @@ class ClusterTarget:
     kfp_backend: str = CURRENT_BACKEND  # the oldest KFP backend the spec must run on
     train_retries: int = 2  # KFP retries of the train task, to survive a lost pod
     sweep_parallelism: int = 4  # a sweep's combinations trained at once
+    preprocess_pods: int = 1  # more than one: a plan task, that many slice pods, a join
 
     def __post_init__(self) -> None:
         backend_version(self.kfp_backend)
         if not 1 <= self.nodes <= MOST_NODES:
             raise ValueError(f"expected 1 to {MOST_NODES} training nodes, found {self.nodes}")
+        if not 1 <= self.preprocess_pods <= MOST_PREPROCESS_PODS:
+            raise ValueError(
+                f"expected 1 to {MOST_PREPROCESS_PODS} preprocess pods, found "
+                f"{self.preprocess_pods}"
+            )
         if not is_dns_subdomain(self.trainer_runtime):
             raise ValueError(
                 "expected the trainer runtime as a ClusterTrainingRuntime's name (lowercase "

@@ -199,9 +199,27 @@ def _data_tasks(s: Settings, target: ClusterTarget, preflight: Any) -> Any:
     # no KFP retry: the step retries transient errors itself, within its deadline, and a
     # refused archive or a digest mismatch would only fail again
     _with_secret(download, target.training.s3_secret, S3_ENV, target)
-    preprocess = ops.preprocess_op(raw=download.outputs["dataset"], **s.preprocess)
+    raw = download.outputs["dataset"]
+    if target.preprocess_pods > 1:
+        return _preprocess_in_slices(s, target, raw)
+    preprocess = ops.preprocess_op(raw=raw, **s.preprocess)
     _cpu_task(preprocess, target, cpu="2", memory="4Gi")
     return preprocess.outputs["arrays"]
+
+
+def _preprocess_in_slices(s: Settings, target: ClusterTarget, raw: Any) -> Any:
+    """Preprocess over ``target.preprocess_pods`` pods: a plan (every photo hashed, the
+    split drawn), the slices of its shards decoded in parallel, their shards joined."""
+    plan = ops.preprocess_plan_op(raw=raw, slices=target.preprocess_pods, **s.preprocess)
+    _cpu_task(plan, target, cpu="2", memory="2Gi")
+    with dsl.ParallelFor(list(range(target.preprocess_pods))) as index:
+        part = ops.preprocess_slice_op(raw=raw, plan=plan.outputs["plan"], index=index)
+        _cpu_task(part, target, cpu="2", memory="4Gi")
+    join = ops.preprocess_join_op(
+        raw=raw, plan=plan.outputs["plan"], slices=dsl.Collected(part.outputs["shards"])
+    )
+    _cpu_task(join, target, cpu="1", memory="1Gi")
+    return join.outputs["arrays"]
 
 
 def _training_inputs(s: Settings, arrays: Any) -> dict[str, Any]:

@@ -72,7 +72,12 @@ def test_every_step_has_requests_limits_and_its_image(compiled):
 @pytest.fixture(scope="module")
 def compiled_multi_node(tmp_path_factory) -> dict:
     path = tmp_path_factory.mktemp("spec") / "multi-node.yaml"
-    pipeline_main(["compile", "--output", str(path), "--image", IMAGE, "--nodes", "2"])
+    pipeline_main(
+        [
+            *("compile", "--output", str(path), "--image", IMAGE, "--nodes", "2"),
+            *("--preprocess-pods", "3"),
+        ]
+    )
     return next(yaml.safe_load_all(path.read_text()))
 
 

@@ -18,6 +18,9 @@ from components.core.names import TEST_PHOTOS_DIR
 from components.data.arrays import SPLITS, load_split, read_meta
 from components.data.images import decode_bytes
 from components.preprocessing import build as building
+from components.preprocessing import decoder as decoding
+from components.preprocessing import plan as planning
+from components.preprocessing import slices as slicing
 from components.preprocessing.build import build_arrays
 from components.preprocessing.config import PreprocessConfig
 from tests.support.helpers import write_jpeg
@@ -231,9 +234,9 @@ def test_a_class_without_photos_is_refused_naming_it(tmp_path, cats, broken_dogs
 
 def test_a_shard_too_big_for_memory_is_refused_before_decoding(tmp_path, monkeypatch):
     root = make_kaggle_folder(tmp_path / "in")
-    monkeypatch.setattr(building, "available_memory", lambda: 100_000)  # 100 KB left
+    monkeypatch.setattr(planning, "available_memory", lambda: 100_000)  # 100 KB left
     decoded = []
-    monkeypatch.setattr(building.images, "decode_file", lambda *a, **k: decoded.append(a))
+    monkeypatch.setattr(decoding.images, "decode_file", lambda *a, **k: decoded.append(a))
     with pytest.raises(MemoryError, match=r"12 images at 3×64×64 need about 0.0 GiB"):
         build(root, tmp_path / "out", image_size=64, channels=3, workers=1)
     assert decoded == [] and not (tmp_path / "out").exists()
@@ -332,10 +335,10 @@ def test_photos_of_one_flat_colour_are_refused_not_scaled_by_zero(tmp_path):
 def test_more_workers_than_cores_start_no_more_processes_than_cores(tmp_path, monkeypatch):
     root = make_kaggle_folder(tmp_path / "in")
     started = []
-    real_pool = building.ProcessPoolExecutor
-    monkeypatch.setattr(building, "available_cores", lambda: 2)
+    real_pool = decoding.ProcessPoolExecutor
+    monkeypatch.setattr(decoding, "available_cores", lambda: 2)
     monkeypatch.setattr(
-        building, "ProcessPoolExecutor", lambda n, **kw: started.append(n) or real_pool(n, **kw)
+        decoding, "ProcessPoolExecutor", lambda n, **kw: started.append(n) or real_pool(n, **kw)
     )
     build(root, tmp_path / "out", image_size=16, workers=16)
     assert started == [2]
@@ -350,10 +353,10 @@ def test_workers_fork_from_a_process_of_one_thread_else_from_a_forkserver(
     as one process's either way."""
     root = make_kaggle_folder(tmp_path / "in")
     methods = []
-    real_pool = building.ProcessPoolExecutor
-    monkeypatch.setattr(building.threading, "active_count", lambda: threads)
+    real_pool = decoding.ProcessPoolExecutor
+    monkeypatch.setattr(decoding.threading, "active_count", lambda: threads)
     monkeypatch.setattr(
-        building,
+        decoding,
         "ProcessPoolExecutor",
         lambda n, mp_context, **shared: (
             methods.append(mp_context.get_start_method())
@@ -379,13 +382,13 @@ def test_the_arrays_record_where_their_photos_came_from(sample_images, sample_ar
 
 def test_channel_stats_summed_a_shard_at_a_time_are_those_of_the_whole():
     pixels = np.random.default_rng(0).integers(0, 256, (50, 3, 8, 8), dtype=np.uint8)
-    train = building.WrittenSplit(labels=[0] * len(pixels))
+    shards = []
     for start in range(0, len(pixels), 7):  # shards of 7, the last of 1
-        sums, squares = building.channel_sums(pixels[start : start + 7], chunk_bytes=400)
-        train.sums = sums if not len(train.sums) else train.sums + sums
-        train.squares = squares if not len(train.squares) else train.squares + squares
+        sums, squares = slicing.channel_sums(pixels[start : start + 7], chunk_bytes=400)
+        labels = [0] * len(pixels[start : start + 7])
+        shards.append(slicing.WrittenShard(0, {}, labels, [], [], sums.tolist(), squares.tolist()))
     whole = pixels.transpose(1, 0, 2, 3).reshape(3, -1) / 255.0
-    assert building.channel_stats(train, side=8) == (
+    assert building.channel_stats(shards, side=8) == (
         whole.mean(axis=1).round(6).tolist(),
         whole.std(axis=1).round(6).tolist(),
     )
