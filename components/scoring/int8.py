@@ -31,7 +31,11 @@ from components.scoring.scorers import OnnxScorer, score_batches, session_thread
 log = logging.getLogger(__name__)
 
 CALIBRATION_PHOTOS = 512  # train photos whose activations set the int8 ranges
-CALIBRATION_BATCH = 32
+# the quantiser's calibration run holds every activation of its batch: about 0.4 GB a
+# photo of 260×260 (Lite2), 13 GB for a batch of 32; a batch of this many pixels keeps it
+# near 2 GB, as fast, and sets the same ranges (min and max over all the photos)
+CALIBRATION_PIXELS = 4 * 260 * 260
+MOST_CALIBRATION_BATCH = 32
 MOST_POINTS_LOST = 0.2  # val accuracy, in percentage points, int8 may lose against float32
 QUANTISED_OPS = ["Conv", "Gemm", "MatMul", "Add", "Clip"]  # the net's own, as above
 
@@ -40,14 +44,20 @@ class _Photos(quantization.CalibrationDataReader):  # type: ignore[misc]
     """The calibration photos, a batch at a time, as the graph's input."""
 
     def __init__(self, photos: np.ndarray):
+        batch = calibration_batch(photos.shape[-1])
         self.batches = iter(
-            photos[start : start + CALIBRATION_BATCH].astype(np.float32)
-            for start in range(0, len(photos), CALIBRATION_BATCH)
+            photos[start : start + batch].astype(np.float32)
+            for start in range(0, len(photos), batch)
         )
 
     def get_next(self) -> dict[str, np.ndarray] | None:
         batch = next(self.batches, None)
         return None if batch is None else {INPUT: batch}
+
+
+def calibration_batch(side: int) -> int:
+    """Photos of ``side``×``side`` calibrated at a time: ``CALIBRATION_PIXELS`` at most."""
+    return max(1, min(MOST_CALIBRATION_BATCH, CALIBRATION_PIXELS // (side * side)))
 
 
 def judgeable(train_photos: int, val_photos: int) -> bool:

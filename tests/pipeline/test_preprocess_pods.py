@@ -5,7 +5,6 @@ as a real ParallelFor; either way the arrays are byte for byte those one preproc
 writes. The compiled spec is read as KFP's backend reads it.
 """
 
-
 from pathlib import Path
 
 import pytest

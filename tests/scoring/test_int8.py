@@ -239,3 +239,20 @@ def test_calibration_holds_every_class_even_a_rare_one_among_a_hundred():
     pets = np.r_[np.zeros(2000, np.int64), np.ones(2000, np.int64)]
     expected = np.random.default_rng(3).permutation(4000)[: int8.CALIBRATION_PHOTOS]
     assert np.array_equal(int8.calibration_picks(pets, seed=3), expected)  # the seed's draw
+
+
+def test_calibration_in_batches_of_bounded_pixels_sets_the_ranges_one_batch_sets(
+    int8_run, sample_arrays, monkeypatch
+):
+    """The quantiser's calibration holds every activation of its batch (13 GB for 32
+    photos of 260×260): batches of at most ``CALIBRATION_PIXELS`` give the same graph."""
+    output, _ = int8_run
+    graph = (output / ONNX_FILE).read_bytes()
+    images, _ = load_split(sample_arrays, "train")
+    photos = images[:96]
+    whole = int8.quantise(graph, photos)  # 40×40: all 96 in batches of 32
+    monkeypatch.setattr(int8, "CALIBRATION_PIXELS", 7 * 40 * 40)
+    assert int8.calibration_batch(40) == 7
+    assert int8.quantise(graph, photos) == whole
+    monkeypatch.undo()
+    assert [int8.calibration_batch(side) for side in (260, 96, 50)] == [4, 29, 32]
