@@ -102,7 +102,7 @@ def test_the_readmes_tune_local_command_records_the_search_in_the_default_store(
     assert len([line for line in shown if re.match(r"  trial \S+ started: lr=", line)]) == trials
     assert not [line for line in shown if " INFO " in line or line.startswith("[I ")], shown
     log = Path(re.search(r"full log: (\S+)", done.stdout)[1])
-    assert "components.preprocessing.build: found" in log.read_text()
+    assert "components.preprocessing.plan: found" in log.read_text()
     if "registered dogs-vs-cats version 1" in done.stdout:  # the gate's own word decides
         assert client.get_model_version_by_alias("dogs-vs-cats", "candidate").run_id == (
             best.info.run_id
