@@ -167,12 +167,13 @@ def preprocess_slice_op(
 
     from components.core.shutdown import skip_final_collection
     from components.preprocessing.decoder import Decoder
-    from components.preprocessing.plan import planned_config, read_plan
+    from components.preprocessing.plan import check_memory, planned_config, read_plan
     from components.preprocessing.slices import decode_slice, write_slice
 
     skip_final_collection()
     planned = read_plan(Path(plan.path))
     cfg = planned_config(planned, raw.path, shards.path)
+    check_memory(min(planned.per_shard, len(planned.files)), cfg)  # the plan's shard size
     folder = Path(shards.path)
     folder.mkdir(parents=True, exist_ok=True)
     with Decoder(cfg, planned.per_shard) as decoder:

@@ -212,6 +212,9 @@ def open_split(directory: Path, split: str, verify: bool = True) -> MappedSplit:
     shards, labels = [], []
     for record in meta["shards"][split]:
         images_path, labels_path = directory / record["images"], directory / record["labels"]
+        count = record["count"]
+        _check_size(images_path, count * channels * side * side)
+        _check_size(labels_path, count * 8)
         if verify:
             _check_digest(images_path, record["images_sha256"])
             _check_digest(labels_path, record["labels_sha256"])
@@ -232,6 +235,22 @@ def open_split(directory: Path, split: str, verify: bool = True) -> MappedSplit:
     mapped = MappedSplit(shards, np.concatenate(labels))
     _check_labels(mapped.labels, meta["classes"], split, directory)
     return mapped
+
+
+HEADER_ROOM = 4096  # a .npy header's bytes at the most, for the shapes meta.json allows
+
+
+def _check_size(path: Path, data_bytes: int) -> None:
+    """Refuse a shard file larger than its header and its ``data_bytes`` take, before any
+    byte of it is read (a sparse file of terabytes is not hashed)."""
+    if not path.is_file():
+        raise FileNotFoundError(f"expected {path.name} in {path.parent}, found none")
+    size = path.stat().st_size
+    if size > data_bytes + HEADER_ROOM:
+        raise ValueError(
+            f"expected {path} to hold the {data_bytes} bytes {META} counts and a header, "
+            f"found {size} bytes"
+        )
 
 
 def _check_digest(path: Path, expected: str) -> None:

@@ -158,3 +158,11 @@ def test_a_shard_listed_outside_the_contract_is_refused(arrays, shard, message):
     (arrays / "meta.json").write_text(json.dumps(meta))
     with pytest.raises(ValueError, match=message):
         read_meta(arrays)
+
+
+def test_a_shard_file_larger_than_its_count_is_refused_before_it_is_read(arrays):
+    path = arrays / "val_images_00000.npy"
+    with open(path, "r+b") as handle:  # a sparse tail of a terabyte: nothing to read in it
+        handle.truncate(path.stat().st_size + 2**40)
+    with pytest.raises(ValueError, match=r"val_images_00000.npy to hold the \d+ bytes meta.json"):
+        load_split(arrays, "val")

@@ -124,3 +124,16 @@ def test_preprocess_pods_outside_the_bounds_are_refused():
 
     with pytest.raises(ValueError, match="expected 1 to 256 preprocess pods, found 0"):
         ClusterTarget(preprocess_pods=0)
+
+
+def test_a_slice_holds_the_plans_shard_to_the_memory_it_has(sample_images, tmp_path, monkeypatch):
+    """A plan's shard size is checked where the slice runs: another pod, another limit."""
+    from components.preprocessing import plan as planning
+
+    raw = Dataset(name="raw", uri=str(sample_images), metadata={})
+    plan = Dataset(name="plan", uri=str(tmp_path / "plan"), metadata={})
+    ops.preprocess_plan_op.python_func(raw=raw, plan=plan, slices=2, **SETTINGS)
+    monkeypatch.setattr(planning, "available_memory", lambda: 100_000)  # 100 KB left
+    part = Dataset(name="shards", uri=str(tmp_path / "slice0"), metadata={})
+    with pytest.raises(MemoryError, match=r"expected a shard that fits in memory: 606 images"):
+        ops.preprocess_slice_op.python_func(raw=raw, plan=plan, index=0, shards=part)
