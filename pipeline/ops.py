@@ -87,22 +87,14 @@ def preprocess_op(
         split_seed: seed of the train/val/test split.
         shard_mb: MiB of photos a shard of the arrays holds at the most.
     """
+    from components.core.schema import pick
     from components.core.shutdown import skip_final_collection
     from components.preprocessing.build import build_arrays
     from components.preprocessing.config import PreprocessConfig
 
+    settings = pick(PreprocessConfig, locals())  # the inputs, by their schema's names
     skip_final_collection()
-    cfg = PreprocessConfig(
-        input=raw.path,
-        output=arrays.path,
-        image_size=image_size,
-        channels=channels,
-        val_fraction=val_fraction,
-        test_fraction=test_fraction,
-        split_seed=split_seed,
-        shard_mb=shard_mb,
-    )
-    meta = build_arrays(cfg)
+    meta = build_arrays(PreprocessConfig(input=raw.path, output=arrays.path, **settings))
     arrays.metadata.update(kept=meta["kept"], skipped=len(meta["skipped"]))
 
 
@@ -128,22 +120,15 @@ def preprocess_plan_op(
     """
     from pathlib import Path
 
+    from components.core.schema import pick
     from components.core.shutdown import skip_final_collection
     from components.preprocessing.config import PreprocessConfig
     from components.preprocessing.decoder import Decoder
     from components.preprocessing.plan import make_plan, write_plan
 
+    settings = pick(PreprocessConfig, locals())  # the inputs, by their schema's names
     skip_final_collection()
-    cfg = PreprocessConfig(
-        input=raw.path,
-        output=plan.path,
-        image_size=image_size,
-        channels=channels,
-        val_fraction=val_fraction,
-        test_fraction=test_fraction,
-        split_seed=split_seed,
-        shard_mb=shard_mb,
-    )
+    cfg = PreprocessConfig(input=raw.path, output=plan.path, **settings)
     with Decoder(cfg, 1) as decoder:
         made = make_plan(cfg, decoder, slices)
     Path(plan.path).mkdir(parents=True, exist_ok=True)

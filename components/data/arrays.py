@@ -297,15 +297,6 @@ def photos_sha256(photos: Iterable[tuple[str, int]]) -> str:
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()
 
 
-def split_sha256(images: np.ndarray, labels: np.ndarray) -> str:
-    """The sha256 of a split as loaded (which photos, at which size, with which labels),
-    every byte counted: what evaluate scored, and what the training run recorded."""
-    digest = hashlib.sha256(f"{images.dtype}{images.shape}{labels.dtype}{labels.shape}".encode())
-    for array in (images, labels):
-        digest.update(np.ascontiguousarray(array).reshape(-1).view(np.uint8).data)
-    return digest.hexdigest()
-
-
 def shards_digest(meta: dict[str, Any], split: str) -> str:
     """The sha256 of a split's shards' recorded sha256s, in order: which bytes it holds,
     no photo read (``open_split`` checks the files against them)."""
@@ -319,7 +310,10 @@ def photo_shape(meta: dict[str, Any]) -> tuple[int, int, int]:
 
 
 def split_file_sha256(directory: Path, split: str) -> str:
-    """``split_sha256`` of a split's shards, read a block at a time, never held whole."""
+    """The sha256 of a split (which photos, at which size, with which labels), every byte
+    counted: its dtypes and shapes, its images' bytes, then its labels', read from the
+    shards a block at a time, never held whole. What the training run records of the test
+    split, and what evaluate checks it scored."""
     directory = Path(directory)
     mapped = open_split(directory, split, verify=False)
     shape = (len(mapped), *mapped.image_shape)

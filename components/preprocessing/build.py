@@ -24,7 +24,7 @@ from components.data.shards import shard_files
 from components.preprocessing.config import PreprocessConfig
 from components.preprocessing.decoder import Decoder
 from components.preprocessing.plan import Plan, make_plan, shard_photos, small_classes, too_few
-from components.preprocessing.slices import WrittenSlice, decode_slice, read_slice
+from components.preprocessing.slices import WrittenShard, WrittenSlice, decode_slice, read_slice
 
 log = logging.getLogger(__name__)
 
@@ -158,7 +158,7 @@ def join_slices(
     return meta
 
 
-def channel_stats(train: list[Any], side: int) -> tuple[list[float], list[float]]:
+def channel_stats(train: list[WrittenShard], side: int) -> tuple[list[float], list[float]]:
     """Per-channel mean and std of the train shards' pixels, scaled to [0, 1], from their
     exact sums."""
     photos = sum(len(shard.labels) for shard in train)

@@ -116,13 +116,8 @@ def _write(
         if len(kept) != position:  # the kept photos to the front, in place
             decoder.buffer[len(kept)] = decoder.buffer[position]
         kept.append(rows[position])
-    for row in lost if spares is not None else []:
-        while spares is not None and (spare := spares.take(plan.labels[row])) is not None:
-            result = decoder.decode_here(plan.file(input_dir, plan.files[spare]))
-            if _decoded(result, spare, plan, written) and result.pixels is not None:
-                decoder.buffer[len(kept)] = result.pixels
-                kept.append(spare)
-                break
+    if spares is not None:
+        kept += _replacements(lost, spares, plan, input_dir, decoder, written, len(kept))
     pixels = decoder.buffer[: len(kept)]
     labels = np.array([plan.labels[row] for row in kept], np.int64)
     record = write_shard(output_dir, split, number, pixels, labels)
@@ -140,6 +135,28 @@ def _write(
         sums.tolist(),
         squares.tolist(),
     )
+
+
+def _replacements(
+    lost: list[int],
+    spares: _Spares,
+    plan: Plan,
+    input_dir: Path,
+    decoder: Decoder,
+    written: WrittenSlice,
+    start: int,
+) -> list[int]:
+    """A spare of each ``lost`` file's class that decodes, where one is left, decoded here
+    into ``decoder.buffer`` from row ``start`` on."""
+    taken: list[int] = []
+    for row in lost:
+        while (spare := spares.take(plan.labels[row])) is not None:
+            result = decoder.decode_here(plan.file(input_dir, plan.files[spare]))
+            if _decoded(result, spare, plan, written) and result.pixels is not None:
+                decoder.buffer[start + len(taken)] = result.pixels
+                taken.append(spare)
+                break
+    return taken
 
 
 def _decoded(result: images.Decoded, row: int, plan: Plan, written: WrittenSlice) -> bool:

@@ -11,7 +11,7 @@ import shutil
 import numpy as np
 import pytest
 
-from components.data.arrays import load_split, read_meta, save_split
+from components.data.arrays import load_split, read_meta, save_split, split_file_sha256
 from tests.support.helpers import plant_shard_file
 
 
@@ -166,3 +166,20 @@ def test_a_shard_file_larger_than_its_count_is_refused_before_it_is_read(arrays)
         handle.truncate(path.stat().st_size + 2**40)
     with pytest.raises(ValueError, match=r"val_images_00000.npy to hold the \d+ bytes meta.json"):
         load_split(arrays, "val")
+
+
+def test_a_splits_digest_counts_every_byte_whatever_its_shards(arrays, tmp_path):
+    images, labels = load_split(arrays, "train")
+    header = f"{images.dtype}{images.shape}{labels.dtype}{labels.shape}".encode()
+    whole = hashlib.sha256(header + images.tobytes() + labels.tobytes()).hexdigest()
+    assert split_file_sha256(arrays, "train") == whole
+    meta = json.loads((arrays / "meta.json").read_text())
+    for old in arrays.glob("train_*.npy"):
+        old.unlink()
+    meta["shards"]["train"] = save_split(arrays, "train", images, labels, shard_photos=77)
+    (arrays / "meta.json").write_text(json.dumps(meta))
+    assert len(meta["shards"]["train"]) > 2 and split_file_sha256(arrays, "train") == whole
+    images[0, 0, 0, 0] ^= 1
+    meta["shards"]["train"] = save_split(arrays, "train", images, labels, shard_photos=77)
+    (arrays / "meta.json").write_text(json.dumps(meta))
+    assert split_file_sha256(arrays, "train") != whole
