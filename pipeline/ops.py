@@ -48,20 +48,38 @@ def preflight_op(tracking_uri: str, grid: Optional[list] = None) -> None:  # noq
 
 
 @component
-def download_op(source: str, sha256: str, dataset: Output[Dataset]) -> None:
-    """Fetch and extract the PetImages archive.
+def download_op(
+    source: str, sha256: str, experiment: str, tracking_uri: str, dataset: Output[Dataset]
+) -> str:
+    """Fetch and extract the photos; record every file's sha256 in the tracking store.
 
     Args:
         source: https://, s3://, file:// or a path.
         sha256: the archive's expected digest; empty: not checked, only recorded.
+        experiment: the MLflow experiment the source listing is recorded in.
+        tracking_uri: the MLflow tracking server.
         dataset: where the archive is extracted.
+
+    Returns:
+        The MLflow run that records the source listing (evaluate checks the test split
+        against it).
     """
     from pathlib import Path
 
+    from components.core.uris import redact
     from components.downloading.fetch import fetch
+    from components.tracking.source_listing import record_listing
+    from components.tracking.store import use_tracking_uri
 
-    record = fetch(source, Path(dataset.path), sha256=sha256 or None)
+    use_tracking_uri(tracking_uri)
+    record = fetch(
+        source,
+        Path(dataset.path),
+        sha256=sha256 or None,
+        record_listing=lambda data: record_listing(data, redact(source), experiment),
+    )
     dataset.metadata.update(sha256=record.sha256, file_count=record.file_count)
+    return str(record.listing_run)
 
 
 @component
@@ -201,6 +219,7 @@ def evaluate_op(
     mlflow_run_id: str,
     tracking_uri: str,
     experiment: str,
+    source_listing: str,
     evaluation: Output[Artifact],
     metrics: Output[Metrics],
     classification: Output[ClassificationMetrics],
@@ -215,6 +234,8 @@ def evaluate_op(
         mlflow_run_id: the training run the test metrics are logged into.
         tracking_uri: the MLflow tracking server.
         experiment: the MLflow experiment of the run.
+        source_listing: the download task's MLflow run that records the source listing,
+            which the test split is checked against.
         evaluation: metrics.json, roc.json and the PNGs.
         metrics: scalar metrics for the KFP UI.
         classification: confusion matrix and ROC curve for the KFP UI.
@@ -240,6 +261,7 @@ def evaluate_op(
         output=evaluation.path,
         experiment=experiment,
         mlflow_run_id=mlflow_run_id,
+        source_listing=source_listing,
     )
     result = evaluate(cfg)
     publish_evaluation(result, evaluation.path, mlflow_run_id, metrics, classification, report)

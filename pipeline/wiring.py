@@ -28,6 +28,14 @@ MLFLOW_ENV = {key: key for key in MLFLOW_KEYS}
 TRAIN_RETRY_WINDOW = f"{7 * 24 * 3600}s"  # a week: longer than any training run
 
 
+class Data(NamedTuple):
+    """The data tasks' outputs: the arrays, and the download task's MLflow run that
+    records the source listing."""
+
+    arrays: Any
+    listing: Any
+
+
 class PipelineOutputs(NamedTuple):
     """What a finished run hands back: where to look in MLflow, and how it went."""
 
@@ -94,8 +102,8 @@ class Settings:
 
 
 def wire(s: Settings, target: ClusterTarget) -> PipelineOutputs:
-    arrays = _data_tasks(s, target, _preflight_task(s, target))
-    training = _training_inputs(s, arrays)
+    data = _data_tasks(s, target, _preflight_task(s, target))
+    training = _training_inputs(s, data.arrays)
     if target.nodes > 1:  # compiled for several nodes: a Kubeflow Trainer TrainJob trains
         train = train_ops.trainjob_op(
             nodes=target.nodes,
@@ -110,7 +118,7 @@ def wire(s: Settings, target: ClusterTarget) -> PipelineOutputs:
     else:
         train = train_ops.train_op(gpus=_gpus(s, target), **training)
         _train_task(train, target, s.gpus)
-    evaluate, register, deploy = _after_training(s, arrays, train, target)
+    evaluate, register, deploy = _after_training(s, data, train, target)
     return PipelineOutputs(
         mlflow_run_id=evaluate.outputs["mlflow_run_id"],
         test_accuracy=evaluate.outputs["accuracy"],
@@ -121,7 +129,7 @@ def wire(s: Settings, target: ClusterTarget) -> PipelineOutputs:
 
 def wire_sweep(s: Settings, grid: Any, target: ClusterTarget) -> SweepOutputs:
     preflight = _preflight_task(s, target, grid)
-    arrays = _data_tasks(s, target, preflight)
+    data = _data_tasks(s, target, preflight)
     parent = ops.sweep_parent_op(
         grid=grid,
         experiment=s.train["experiment"],
@@ -135,10 +143,10 @@ def wire_sweep(s: Settings, grid: Any, target: ClusterTarget) -> SweepOutputs:
         # the child finds its parent run by the KFP run they share: kfp.local hands a
         # ParallelFor body the loop item in place of an outer task's output parameter
         train = train_ops.train_op(
-            gpus=_gpus(s, target), combination=combination, **_training_inputs(s, arrays)
+            gpus=_gpus(s, target), combination=combination, **_training_inputs(s, data.arrays)
         ).after(parent)
         _train_task(train, target, s.gpus)
-        evaluate = _evaluate_task(s, arrays, train, target, combination)
+        evaluate = _evaluate_task(s, data, train, target, combination)
     best = ops.sweep_best_op(
         parent_run_id=parent.output,
         child_run_ids=dsl.Collected(evaluate.outputs["mlflow_run_id"]),
@@ -147,7 +155,7 @@ def wire_sweep(s: Settings, grid: Any, target: ClusterTarget) -> SweepOutputs:
     _cpu_task(best, target, cpu="500m", memory="1Gi").set_caching_options(False)
     _with_mlflow_secret(best, target)
     register = _register_task(
-        s, arrays, best.outputs["mlflow_run_id"], best.outputs["test_accuracy"], target
+        s, data.arrays, best.outputs["mlflow_run_id"], best.outputs["test_accuracy"], target
     )
     deploy = _deploy_task(s, register, best.outputs["mlflow_run_id"], target)
     return SweepOutputs(
@@ -162,8 +170,8 @@ def wire_sweep(s: Settings, grid: Any, target: ClusterTarget) -> SweepOutputs:
 
 
 def wire_tune(s: Settings, search: dict[str, Any], target: ClusterTarget) -> TuneOutputs:
-    arrays = _data_tasks(s, target, _preflight_task(s, target))
-    training = _training_inputs(s, arrays)
+    data = _data_tasks(s, target, _preflight_task(s, target))
+    training = _training_inputs(s, data.arrays)
     del training["checkpoint_root"]  # each trial checkpoints into its own MLflow run
     tune = train_ops.tune_op(
         image=target.train_image,
@@ -174,7 +182,7 @@ def wire_tune(s: Settings, search: dict[str, Any], target: ClusterTarget) -> Tun
     )
     # it only waits on Katib: an attempt finds the Experiment of the one before
     _launcher_task(tune, target, cpu="500m", memory="2Gi")
-    evaluate, register, deploy = _after_training(s, arrays, tune, target)
+    evaluate, register, deploy = _after_training(s, data, tune, target)
     return TuneOutputs(
         best_run_id=evaluate.outputs["mlflow_run_id"],
         test_accuracy=evaluate.outputs["accuracy"],
@@ -192,19 +200,20 @@ def _preflight_task(s: Settings, target: ClusterTarget, grid: Any = None) -> Any
     return preflight
 
 
-def _data_tasks(s: Settings, target: ClusterTarget, preflight: Any) -> Any:
-    """Download and preprocess, once ``preflight`` passed; the arrays."""
-    download = ops.download_op(**s.download).after(preflight)
+def _data_tasks(s: Settings, target: ClusterTarget, preflight: Any) -> Data:
+    """Download and preprocess, once ``preflight`` passed; the arrays and the listing."""
+    download = ops.download_op(tracking_uri=s.tracking_uri, **s.download).after(preflight)
     _cpu_task(download, target, cpu="1", memory="2Gi")
     # no KFP retry: the step retries transient errors itself, within its deadline, and a
     # refused archive or a digest mismatch would only fail again
     _with_secret(download, target.training.s3_secret, S3_ENV, target)
+    _with_mlflow_secret(download, target)
     raw = download.outputs["dataset"]
     if target.preprocess_pods > 1:
-        return _preprocess_in_slices(s, target, raw)
+        return Data(_preprocess_in_slices(s, target, raw), download.outputs["Output"])
     preprocess = ops.preprocess_op(raw=raw, **s.preprocess)
     _cpu_task(preprocess, target, cpu="2", memory="4Gi")
-    return preprocess.outputs["arrays"]
+    return Data(preprocess.outputs["arrays"], download.outputs["Output"])
 
 
 def _preprocess_in_slices(s: Settings, target: ClusterTarget, raw: Any) -> Any:
@@ -234,22 +243,23 @@ def _training_inputs(s: Settings, arrays: Any) -> dict[str, Any]:
 
 
 def _after_training(
-    s: Settings, arrays: Any, trained: Any, target: ClusterTarget
+    s: Settings, data: Data, trained: Any, target: ClusterTarget
 ) -> tuple[Any, Any, Any]:
     """The trained model's evaluate, register (the gate) and deploy tasks, in order."""
-    evaluate = _evaluate_task(s, arrays, trained, target)
+    evaluate = _evaluate_task(s, data, trained, target)
     register = _register_task(
-        s, arrays, trained.outputs["Output"], evaluate.outputs["accuracy"], target
+        s, data.arrays, trained.outputs["Output"], evaluate.outputs["accuracy"], target
     )
     deploy = _deploy_task(s, register, trained.outputs["Output"], target)
     return evaluate, register, deploy
 
 
 def _evaluate_task(
-    s: Settings, arrays: Any, train: Any, target: ClusterTarget, combination: Any = ""
+    s: Settings, data: Data, train: Any, target: ClusterTarget, combination: Any = ""
 ) -> Any:
     evaluate = ops.evaluate_op(
-        arrays=arrays,
+        arrays=data.arrays,
+        source_listing=data.listing,
         model=train.outputs["trained_model"],
         mlflow_run_id=train.outputs["Output"],
         tracking_uri=s.tracking_uri,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from components.core.names import CLASSES
 from components.data.classes import MIN_CLASSES, check_classes
@@ -31,12 +31,26 @@ class LabelledFiles:
     root: Path
     layout: str
     classes: tuple[str, ...] = CLASSES
+    folders: tuple[str, ...] = ()  # each class's folder under the root ("" for the root)
     files: list[tuple[Path, int]] = field(default_factory=list)
     ignored: list[Path] = field(default_factory=list)
 
     def name(self, path: Path) -> str:
         """``path`` relative to the root, as used in reports."""
         return path.relative_to(self.root).as_posix()
+
+
+def label_of_name(name: str, layout: str, classes: list[str], folders: list[str]) -> int | None:
+    """The label ``find_labelled_files`` gives the file ``name`` (relative to the root, as
+    a source listing names it) in a layout of ``classes`` in ``folders``; None for a file
+    it leaves out."""
+    folder, _, base = name.rpartition("/")
+    if PurePosixPath(base).suffix.lower() not in IMAGE_SUFFIXES:
+        return None
+    if layout == "kaggle":
+        match = KAGGLE_NAME.match(base)
+        return CLASSES.index(match.group(1).lower()) if match and folder in folders else None
+    return folders.index(folder) if folder in folders else None
 
 
 def find_labelled_files(root: Path) -> LabelledFiles:
@@ -113,7 +127,8 @@ def _subfolders(folder: Path) -> dict[str, Path]:
 def _from_class_dirs(
     root: Path, layout: str, classes: tuple[str, ...], class_dirs: list[Path]
 ) -> LabelledFiles:
-    found = LabelledFiles(root=root, layout=layout, classes=classes)
+    folders = tuple(_relative(folder, root) for folder in class_dirs)
+    found = LabelledFiles(root=root, layout=layout, classes=classes, folders=folders)
     for label, folder in enumerate(class_dirs):
         for path in _files_of(folder):
             if path.suffix.lower() in IMAGE_SUFFIXES:
@@ -124,8 +139,13 @@ def _from_class_dirs(
     return found
 
 
+def _relative(folder: Path, root: Path) -> str:
+    relative = folder.relative_to(root).as_posix()
+    return "" if relative == "." else relative
+
+
 def _from_kaggle_names(root: Path, folder: Path) -> LabelledFiles:
-    found = LabelledFiles(root=root, layout="kaggle")
+    found = LabelledFiles(root=root, layout="kaggle", folders=(_relative(folder, root),) * 2)
     if not folder.is_dir():
         return found
     for path in _files_of(folder):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from components.core.names import DEFAULT_EXPERIMENT
 from components.core.schema import LOCAL, PER_RUN, setting
 from components.data import archives, sources
 
@@ -30,6 +31,9 @@ class DownloadConfig:
         PETIMAGES_URL,
         "https://, http://, s3://BUCKET/KEY, file:// or a path to a .zip, .tar.gz or directory",
         role=PER_RUN,
+    )
+    experiment: str = setting(
+        DEFAULT_EXPERIMENT, "MLflow experiment the source listing is recorded in", role=PER_RUN
     )
     sha256: str = setting(
         "",

@@ -5,7 +5,8 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -14,15 +15,21 @@ from components.core.cache import cache_dir as default_cache_dir
 from components.core.names import DOWNLOAD_RECORD
 from components.core.uris import redact
 from components.data import archives, sources
+from components.data.test_share import list_source
 from components.downloading.config import DownloadConfig, check_sha256
 
 log = logging.getLogger(__name__)
 
 RECORD = DOWNLOAD_RECORD
+LISTING = "listing.json"  # every file extracted, with its sha256 and size
 
 
 def download(cfg: DownloadConfig) -> DownloadRecord:
-    """The download step: ``cfg.source`` fetched into ``cfg.output`` within its limits."""
+    """The download step: ``cfg.source`` fetched into ``cfg.output`` within its limits,
+    its listing recorded in the tracking store (``MLFLOW_TRACKING_URI``), in
+    ``cfg.experiment``."""
+    from components.tracking.source_listing import record_listing  # mlflow: for this only
+
     return fetch(
         cfg.source,
         Path(cfg.output),
@@ -35,6 +42,7 @@ def download(cfg: DownloadConfig) -> DownloadRecord:
             deadline_seconds=cfg.deadline_seconds,
         ),
         limits=archives.ExtractionLimits(cfg.max_files, cfg.max_bytes, cfg.max_ratio),
+        record_listing=lambda data: record_listing(data, redact(cfg.source), cfg.experiment),
     )
 
 
@@ -46,6 +54,8 @@ class DownloadRecord:
     bytes: int
     sha256: str | None
     file_count: int
+    listing: str | None = None  # the sha256 of listing.json: every file with its sha256
+    listing_run: str | None = None  # the MLflow run that records the listing
 
 
 def fetch(
@@ -57,6 +67,7 @@ def fetch(
     cache_dir: Path | None = None,
     retry: sources.RetryPolicy = sources.RetryPolicy(),
     limits: archives.ExtractionLimits = archives.ExtractionLimits(),
+    record_listing: Callable[[bytes], str] | None = None,
 ) -> DownloadRecord:
     """Fetch ``source`` into ``output``: an extracted archive or a copied directory.
 
@@ -72,6 +83,8 @@ def fetch(
         retry: attempts, back-off, stall timeout and deadline of a download.
         limits: the most files and bytes an archive may expand to; a download may
             bring no more bytes than it may expand to either.
+        record_listing: records the listing of every file extracted (``listing.json``)
+            where it is vouched for (the tracking store); returns the record's id.
 
     Returns:
         What was fetched: source, bytes, sha256 and file count (``download.json``).
@@ -80,7 +93,7 @@ def fetch(
     check_sha256(sha256)
     check_replaceable(output, "download")  # at once, not after the download
     previous = _reusable_record(output, source, sha256)
-    if previous:
+    if previous and (previous.listing_run or not record_listing):
         log.info("reusing %s: it already holds %s (sha256 %s)", output, redact(source), sha256)
         return previous
     if sources.is_remote(source):
@@ -93,6 +106,11 @@ def fetch(
     try:
         with atomic_directory(output, "download") as staging:
             record = _unpack(source, archive, staging, sha256, limits)
+            listing = list_source(staging).to_bytes()
+            (staging / LISTING).write_bytes(listing)
+            record = replace(record, listing=hashlib.sha256(listing).hexdigest())
+            if record_listing:
+                record = replace(record, listing_run=record_listing(listing))
             write_json(staging / RECORD, asdict(record))
     except ValueError:
         if sources.is_remote(source) and not sha256:

@@ -21,6 +21,12 @@ class EvaluateConfig:
     mlflow_run_id: str | None = setting(
         None, "MLflow run to log into (default: the one in MODEL/mlflow_run_id)", role=LOCAL
     )
+    source_listing: str | None = setting(
+        None,
+        "MLflow run of the download step that records the photos' source listing, which the "
+        "test split is checked against (default: the one the training run recorded)",
+        role=LOCAL,
+    )
     device: str = setting("auto", "auto, cpu, cuda or cuda:N", role=LOCAL)
     runtime: str = setting(
         "auto",

@@ -42,7 +42,7 @@ from components.data.classes import metric_keys
 from components.data.kept_photos import replace_batch_with_kept_photos
 from components.data.shards import MappedSplit
 from components.evaluation import metrics as scoring
-from components.evaluation import plots
+from components.evaluation import plots, source_check
 from components.evaluation.config import EvaluateConfig
 from components.scoring.loading import Record, folder_record, load_scorer
 from components.scoring.scorers import class_probabilities, pick_runtime, score_batches
@@ -92,18 +92,31 @@ def evaluate(cfg: EvaluateConfig) -> dict[str, Any]:
     # compares models by them, so they must be the test split the training recorded
     split = split_file_sha256(data_dir, cfg.split)
     claimed = meta.get("photos_sha256", {}).get(cfg.split)
+    listing = None
     if run_id and cfg.split == "test":
-        _check_trained_beside(run_id, split, claimed, labels, meta, data_dir)
+        params = run_log.run_params(run_id)
+        _check_trained_beside(run_id, params, split, claimed, labels, meta, data_dir)
+        listing = source_check.listing_run(cfg.source_listing, params, run_id)
     models = [_model(model_dir, runtime, cfg.device) for runtime in runtimes]
     for takes, _ in models:
         _check_model_fits(takes, meta, data_dir)
     kept = cfg.split == "test" and (data_dir / TEST_PHOTOS_DIR).is_dir()
-    scored_logits, photos = _scored(data_dir, mapped, [logits for _, logits in models], kept)
+    scored_logits, read = _scored(data_dir, mapped, [logits for _, logits in models], kept)
+    photos = photos_sha256(read) if kept else None
     if kept and photos != claimed:
         raise ValueError(
             f"expected the photos kept in {data_dir / TEST_PHOTOS_DIR} to be the ones "
             f"{data_dir / 'meta.json'} names (photos sha256 {str(claimed)[:12]}…), found "
             f"{str(photos)[:12]}…"
+        )
+    source = None
+    if listing and kept:
+        source = source_check.check_against_source(listing, meta, read, data_dir)
+    elif cfg.split == "test":
+        log.warning(
+            "the test split is not checked against a source listing (no download step "
+            "recorded one for these photos): the gate will not compare this model with "
+            "the version that holds its alias"
         )
     classes = meta["classes"]
     scored_graphs = []
@@ -116,6 +129,7 @@ def evaluate(cfg: EvaluateConfig) -> dict[str, Any]:
             "sha256": checked[runtime],
             "split_sha256": split,
             "photos": photos,
+            "source_listing": source,
         }
         report = _report(classes, labels, probabilities, scoring_record)
         figures = _figures(classes, _PhotosOnDisk(mapped), labels, probabilities)
@@ -194,11 +208,11 @@ BATCH = 256  # photos read, checked and scored at a time
 
 def _scored(
     data_dir: Path, mapped: MappedSplit, scorers: list[Logits], kept: bool
-) -> tuple[list[np.ndarray], str | None]:
+) -> tuple[list[np.ndarray], list[tuple[str, int]]]:
     """Each scorer's logits for the split's photos, read a batch at a time; with ``kept``,
     each batch's arrays replaced first by the photo files preprocess kept beside them
     (each must decode to its array's pixels), so that the photos themselves are scored,
-    and their photos digest: which photos were scored, at any size."""
+    and their sha256s and labels: which photos were scored, at any size."""
     outputs: list[list[np.ndarray]] = [[] for _ in scorers]
     read: list[tuple[str, int]] = []
     for start in range(0, len(mapped), BATCH):
@@ -208,7 +222,7 @@ def _scored(
             read += replace_batch_with_kept_photos(data_dir, images, labels, start)
         for output, scorer in zip(outputs, scorers, strict=True):
             output.append(scorer(images))
-    return [np.concatenate(output) for output in outputs], photos_sha256(read) if kept else None
+    return [np.concatenate(output) for output in outputs], read
 
 
 class _PhotosOnDisk:
@@ -224,6 +238,7 @@ class _PhotosOnDisk:
 
 def _check_trained_beside(
     run_id: str,
+    params: dict[str, str],
     split: str,
     photos: str | None,
     labels: np.ndarray,
@@ -237,7 +252,6 @@ def _check_trained_beside(
     Raises:
         ValueError: the arrays or the photos digest differ from the run's record.
     """
-    params = run_log.run_params(run_id)
     recorded, recorded_photos = params.get(TEST_SPLIT_PARAM), params.get(TEST_PHOTOS_PARAM)
     if recorded == split and recorded_photos == photos:
         return

@@ -20,7 +20,9 @@ from components.core import schema
 from components.core.atomic import atomic_directory, check_replaceable, write_json
 from components.core.names import DOWNLOAD_RECORD, TEST_PHOTOS_DIR
 from components.data.arrays import META, SPLITS, photos_sha256
+from components.data.kept_photos import LEFT_OUT_DIR, LEFT_OUT_NAMES
 from components.data.shards import shard_files
+from components.data.test_share import in_test_share
 from components.preprocessing.config import PreprocessConfig
 from components.preprocessing.decoder import Decoder
 from components.preprocessing.plan import Plan, make_plan, shard_photos, small_classes, too_few
@@ -119,6 +121,8 @@ def join_slices(
         )
     test_files = [plan.file(input_dir, name) for s in shards["test"] for name in s.files]
     _keep_photos(staging / TEST_PHOTOS_DIR, test_files)
+    left_out = _test_share_left_out(plan, skipped, cfg.test_fraction)
+    _keep_left_out(staging / TEST_PHOTOS_DIR, [(n, plan.file(input_dir, n)) for n in left_out])
 
     def by_class(values: list[int] | np.ndarray) -> dict[str, int]:
         counts = np.bincount(np.array(values, np.int64), minlength=len(plan.classes))
@@ -127,6 +131,7 @@ def join_slices(
     duplicates = plan.duplicates_removed - sum(held.copies_skipped for held in slices)
     meta = {
         "classes": plan.classes,
+        "class_folders": plan.folders,
         "image_size": cfg.image_size,
         "channels": cfg.channels,
         "layout": plan.layout,
@@ -186,6 +191,24 @@ def _keep_photos(folder: Path, files: list[Path]) -> None:
         _link_or_copy(file.resolve(), folder / f"{position:05d}")
 
 
+def _keep_left_out(folder: Path, files: list[tuple[str, Path]]) -> None:
+    """The test share's files that did not decode, as ``_keep_photos`` keeps photos, in
+    ``left_out/`` with their names in ``left_out.json``: evaluate checks each."""
+    (folder / LEFT_OUT_DIR).mkdir()
+    for position, (_, file) in enumerate(files):
+        _link_or_copy(file.resolve(), folder / LEFT_OUT_DIR / f"{position:05d}")
+    write_json(folder / LEFT_OUT_NAMES, [name for name, _ in files])
+
+
+def _test_share_left_out(plan: Plan, skipped: list[dict[str, Any]], fraction: float) -> list[str]:
+    """The skipped files in the test share (the photos evaluate expects and finds
+    missing), by name: it checks that each does not decode."""
+    digests = dict(zip(plan.files, plan.digests, strict=True))
+    digests |= {name: digest for digest, names in plan.copies.items() for name in names}
+    names = [entry["file"] for entry in skipped]
+    return [name for name in names if name in digests and in_test_share(digests[name], fraction)]
+
+
 def _download_record(input_dir: Path) -> dict[str, Any] | None:
     """Where the photos came from, as the download step recorded it (source URI, its
     sha256 and size), or None for a folder that no download step wrote."""
@@ -195,4 +218,4 @@ def _download_record(input_dir: Path) -> dict[str, Any] | None:
         return None
     if not isinstance(record, dict):
         return None
-    return {key: record.get(key) for key in ("source", "sha256", "bytes")}
+    return {key: record.get(key) for key in ("source", "sha256", "bytes", "listing", "listing_run")}

@@ -22,6 +22,7 @@ from components.core import schema
 from components.core.memory import memory_limit
 from components.data.arrays import SPLITS
 from components.data.layout import LabelledFiles, find_labelled_files
+from components.data.test_share import in_test_share
 from components.preprocessing.config import PreprocessConfig
 from components.preprocessing.decoder import Decoder
 
@@ -38,6 +39,7 @@ class Plan:
 
     classes: list[str]
     layout: str
+    folders: list[str]  # each class's folder under the input (the layout's)
     files: list[str]
     labels: list[int]
     digests: list[str]
@@ -95,8 +97,9 @@ def make_plan(cfg: PreprocessConfig, decoder: Decoder, slices: int = 1) -> Plan:
     plan = _surveyed(found, decoder, per_shard, slices)
     plan.config = schema.params(cfg)
     labels = np.array(plan.labels, np.int64)
-    _check_class_sizes(labels, found.classes, cfg, input_dir, len(plan.skipped))
-    split = split_indices(labels, cfg.val_fraction, cfg.test_fraction, cfg.split_seed)
+    test = np.array([in_test_share(d, cfg.test_fraction) for d in plan.digests], bool)
+    _check_class_sizes(labels, test, found.classes, cfg, input_dir, len(plan.skipped))
+    split = split_indices(labels, test, cfg.val_fraction, cfg.split_seed)
     plan.splits = {name: split[name].tolist() for name in SPLITS}
     return plan
 
@@ -129,6 +132,7 @@ def _surveyed(found: LabelledFiles, decoder: Decoder, per_shard: int, slices: in
     return Plan(
         classes=list(found.classes),
         layout=found.layout,
+        folders=list(found.folders),
         files=[found.name(paths[i]) for i in keep],
         labels=[labels[i] for i in keep],
         digests=[digest_of[i] for i in keep],
@@ -213,6 +217,7 @@ def available_memory() -> int | None:
 
 def _check_class_sizes(
     labels: np.ndarray,
+    test: np.ndarray,
     classes: tuple[str, ...],
     cfg: PreprocessConfig,
     input_dir: Path,
@@ -221,9 +226,16 @@ def _check_class_sizes(
     """Refuse a class too small for each split to hold one of its photos, naming it; warn
     of a class much smaller than the largest (its figures rest on few photos)."""
     counts = np.bincount(labels, minlength=len(classes))
-    for name, count in zip(classes, counts, strict=True):
-        test, val = split_sizes(int(count), cfg.val_fraction, cfg.test_fraction)
-        if count - test - val < 1:
+    tests = np.bincount(labels[test], minlength=len(classes))
+    for name, count, tested in zip(classes, counts, tests, strict=True):
+        if cfg.test_fraction > 0 and not tested:
+            raise ValueError(
+                f"expected a photo of class {name!r} under {input_dir} in the test share, "
+                f"found none of its {count}: a photo is a test photo when its sha256 falls in "
+                f"the lowest {cfg.test_fraction:g} of the range (test_fraction), whatever "
+                "the split seed; add photos of the class or raise test_fraction"
+            )
+        if count - tested - val_size(int(count), cfg.val_fraction) < 1:
             raise ValueError(too_few(name, int(count), cfg, input_dir, skipped))
     for name in small_classes(classes, counts):
         log.warning(
@@ -247,27 +259,27 @@ def small_classes(classes: tuple[str, ...], counts: np.ndarray) -> list[str]:
 
 
 def split_indices(
-    labels: np.ndarray, val_fraction: float, test_fraction: float, seed: int
+    labels: np.ndarray, test: np.ndarray, val_fraction: float, seed: int
 ) -> dict[str, np.ndarray]:
-    """Stratified, seeded split of ``range(len(labels))`` into train/val/test index arrays."""
+    """The split of ``range(len(labels))`` into train/val/test index arrays: test the
+    photos in the test share (``test``, from their sha256s), val a seeded draw of each
+    class's share from the rest, train the others; each split in a seeded order."""
     rng = np.random.default_rng(seed)
     parts: dict[str, list[np.ndarray]] = {split: [] for split in SPLITS}
     for label in np.unique(labels):
-        index = rng.permutation(np.flatnonzero(labels == label))
-        n_test, n_val = split_sizes(len(index), val_fraction, test_fraction)
-        parts["test"].append(index[:n_test])
-        parts["val"].append(index[n_test : n_test + n_val])
-        parts["train"].append(index[n_test + n_val :])
+        rows = np.flatnonzero(labels == label)
+        rest = rng.permutation(rows[~test[rows]])
+        n_val = val_size(len(rows), val_fraction)
+        parts["test"].append(rows[test[rows]])
+        parts["val"].append(rest[:n_val])
+        parts["train"].append(rest[n_val:])
     return {
         split: rng.permutation(np.concatenate(p)) if p else np.zeros(0, np.int64)
         for split, p in parts.items()
     }
 
 
-def split_sizes(count: int, val_fraction: float, test_fraction: float) -> tuple[int, int]:
-    """How many of a class's ``count`` photos go to test and to val: their share, and at
-    least one where the share is not 0, so that every split holds every class."""
-    return (
-        max(round(count * test_fraction), int(test_fraction > 0)),
-        max(round(count * val_fraction), int(val_fraction > 0)),
-    )
+def val_size(count: int, val_fraction: float) -> int:
+    """How many of a class's ``count`` photos go to val: their share, and at least one
+    where the share is not 0, so that val holds every class."""
+    return max(round(count * val_fraction), int(val_fraction > 0))

@@ -2,9 +2,10 @@
 
 Slice ``k`` of ``n`` decodes shard numbers ``k``, ``k + n``, … of each split and writes
 them under their own names, so that the slices' files put together are the arrays one
-process would write. Test and val go first: a photo of theirs that does not decode is
-replaced by a photo of its class from this slice's train shards, so that they keep their
-share of every class; train's then leave out what was taken.
+process would write. Test and val go first. A val photo that does not decode is replaced
+by a photo of its class from this slice's train shards, so that val keeps its share of
+every class; train's then leave out what was taken. A test photo that does not decode is
+left out: the test split holds the source's test photos and no other.
 """
 
 from __future__ import annotations
@@ -67,14 +68,14 @@ def decode_slice(
             if split == "train":
                 rows = [row for row in rows if row not in spares.taken]
             shard = _write(plan, split, number, rows, input_dir, output_dir, decoder, written,
-                           spares if split != "train" else None)  # fmt: skip
+                           spares if split == "val" else None)  # fmt: skip
             written.shards[split].append(shard)
     return written
 
 
 class _Spares:
-    """Train's files by class, from the end of their order: what replaces a test or val
-    photo that does not decode."""
+    """Train's files by class, from the end of their order: what replaces a val photo
+    that does not decode."""
 
     def __init__(self, train: list[int], labels: list[int]):
         self.left: dict[int, list[int]] = {}

@@ -10,8 +10,8 @@ from components.core import schema
 from components.core.names import INT8_FILE, ONNX_FILE, WEIGHTS_FILE
 from components.data.arrays import SPLITS
 from components.data.classes import metric_keys
-from components.registration.challenge import TEST_DIGEST_TAG, TEST_PHOTOS_TAG
-from components.tracking.tags import CLASSES_TAG
+from components.registration.challenge import TEST_DIGEST_TAG, TEST_PHOTOS_TAG, TEST_SHARE_TAG
+from components.tracking.tags import CLASSES_TAG, SOURCE_LISTING_TAG
 from components.training.config import TrainConfig
 
 # the recipe a card states: every setting of the train step's that defines the result
@@ -77,8 +77,18 @@ def model_card(
         **{f"data.{name}.digest": digest for name, digest in sorted(digests.items())},
         TEST_DIGEST_TAG: report["split_sha256"],
         **({TEST_PHOTOS_TAG: report["photos"]} if report.get("photos") else {}),
+        **_source_tags(report.get("source_listing")),
     }
     return description, tags
+
+
+def _source_tags(source: object) -> dict[str, str]:
+    """What the card records of the check of the test split against its source's listing:
+    the listing's sha256 and the test share's fraction (the model trained on no photo in
+    it); nothing where it was not checked."""
+    if not isinstance(source, dict):
+        return {}
+    return {SOURCE_LISTING_TAG: str(source["sha256"]), TEST_SHARE_TAG: str(source["test_fraction"])}
 
 
 def _figures_by_class(metrics: dict[str, float], classes: list[str]) -> str:

@@ -1,8 +1,9 @@
 """Champion/challenger: a new version takes the alias only when it beats the version
-that holds it on the same test photos: the challenger's test photos with the holder
-scored again on them (``rescore``), photo by photo and beyond chance; where they are not
-at hand, the holder's card figure when it was measured on the same arrays (their sha256)
-or the same photos at another size (the preprocess step's photos digest)."""
+that holds it on the same test photos, photos neither of them trained on: the
+challenger's test photos that are in the holder's test share too, with the holder scored
+again on them (``rescore``), photo by photo and beyond chance; where they are not at
+hand, the holder's card figure when it was measured on the same arrays (their sha256) or
+the same photos at another size (the preprocess step's photos digest)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,9 @@ from components.registration.rescore import Rescored
 
 TEST_DIGEST_TAG = "data.test-split.sha256"  # the model card's record of its test split
 TEST_PHOTOS_TAG = "data.test-photos.sha256"  # and of which photos it holds, at any size
+# the test fraction of its test share, where its split was checked against the source's
+# listing (components.data.test_share): it trained on no photo below it
+TEST_SHARE_TAG = "data.test-share"
 ACCURACY_TAG = "test_accuracy"
 
 
@@ -27,6 +31,15 @@ class Holder:
     def accuracy(self) -> float | None:
         try:
             return float(self.tags[ACCURACY_TAG])
+        except (KeyError, ValueError):
+            return None
+
+    @property
+    def share(self) -> float | None:
+        """The test fraction of its test share, where its split was checked against its
+        source's listing: then it trained on no photo in that share."""
+        try:
+            return float(self.tags[TEST_SHARE_TAG])
         except (KeyError, ValueError):
             return None
 
@@ -60,8 +73,9 @@ def challenge(
 ) -> Verdict:
     """Judge a challenger of ``accuracy`` on the test split ``test_digest`` (its arrays;
     ``test_photos``: its photos at any size) against the alias's ``holder``; ``again``:
-    the holder scored again on the challenger's test photos, or why it could not be;
-    ``wrong``: the positions of the photos the challenger got wrong.
+    the holder scored again on the challenger's test photos (those neither trained on),
+    or why it could not be; ``wrong``: the positions of the photos the challenger got
+    wrong.
 
     Beating means a higher accuracy on the same photos; a tie keeps the holder. Where both
     were scored photo by photo on the same photos (the holder scored again), it means
@@ -71,18 +85,24 @@ def challenge(
     if holder is None:
         return Verdict(True, f"no version held @{alias}", {"challenge.outcome": "first"})
     theirs, where = holder.accuracy, "on the same test split"
-    if isinstance(again, Rescored):  # scored on these very photos, one by one
+    if isinstance(again, Rescored) and wrong is not None:  # these photos, one by one
         theirs = again.accuracy
+        wrong = sorted(set(wrong) & set(again.positions))
+        accuracy = 1 - len(wrong) / again.count
         where = (
-            f"on the same {again.count} test photos (sha256 {again.photos[:12]}…), "
-            f"version {holder.version} scored again on them"
+            f"on the same {again.count} test photos (of test photos sha256 "
+            f"{again.photos[:12]}…), which neither trained on, version {holder.version} "
+            "scored again on them"
         )
+    elif isinstance(again, Rescored):
+        theirs, again = None, "the challenger's report does not say which photos it got wrong"
     elif not holder.tested_on(test_digest, test_photos):
         theirs = None
     record = {
         "challenge.version": holder.version,
         "challenge.test_accuracy": "unknown" if theirs is None else f"{theirs:.4f}",
         "challenge.rescored": str(isinstance(again, Rescored) and theirs is not None).lower(),
+        **({"challenge.photos": str(again.count)} if isinstance(again, Rescored) else {}),
     }
     if theirs is None:
         return _not_comparable(

@@ -30,6 +30,8 @@ MOST_REPORT_BYTES = 2**20  # a report is a few KB: metrics, counts, digests
 # the challenger run's record of the holder's accuracy on its test photos, scored again
 HOLDER_ACCURACY_METRIC = "challenge_holder_test_accuracy"
 FLOAT_MODEL_FILES = (ONNX_FILE, WEIGHTS_FILE)  # what a float model's evaluation scores
+# champion and challenger are compared on no fewer photos that neither trained on
+MIN_SHARED_PHOTOS = 30
 
 
 @dataclass(frozen=True)
@@ -102,7 +104,8 @@ def _register(
     split, photos = report["split_sha256"], report["photos"]
     again = None
     if holder and (cfg.data is not None or not holder.tested_on(split, photos)):
-        again = _scored_again(cfg, holder, photos)  # the holder on these photos, one by one
+        # the holder on these photos, one by one, where neither trained on them
+        again = _scored_again(cfg, holder, photos, report.get("source_listing"))
     wrong = report.get("wrong")  # positions, from a report whose digest was checked
     if not (isinstance(wrong, list) and all(type(i) is int for i in wrong)):
         wrong = None  # an older report: the figures alone are compared
@@ -126,18 +129,39 @@ def _register(
     )
 
 
-def _scored_again(cfg: RegisterConfig, holder: Holder, photos: str | None) -> Rescored | str:
-    """The alias's holder scored on the challenger's test photos (recorded in the
-    challenger's run beside its own figure), or why it could not be."""
+def _scored_again(
+    cfg: RegisterConfig, holder: Holder, photos: str | None, source: object
+) -> Rescored | str:
+    """The alias's holder scored on the challenger's test photos that neither trained on
+    (recorded in the challenger's run beside its own figure), or why it could not be:
+    the photos of the challenger's test split, checked against its source's listing
+    (``source``, the report's record of the check), that are in the holder's test share
+    too, its split checked alike."""
     from components.tracking import run_log
 
+    if not isinstance(source, dict):
+        return (
+            "this model's test split was not checked against the source listing a download "
+            "step recorded"
+        )
+    if holder.share is None:
+        return (
+            f"version {holder.version}'s test split was not checked against a source listing, "
+            "so which photos it trained on is not known"
+        )
     if cfg.data is None or photos is None:
         return "no test photos to score it again on (--data)"
     model = f"models:/{cfg.registered_model_name}/{holder.version}"
     try:
-        again = rescore.score_holder(model, Path(cfg.data), photos)
+        again = rescore.score_holder(model, Path(cfg.data), photos, holder.share)
     except (OSError, ValueError, ModelIdentityError) as err:
         return f"it could not be scored again on this model's test photos: {err}"
+    if again.count < MIN_SHARED_PHOTOS:
+        return (
+            f"only {again.count} of this model's test photos are test photos of version "
+            f"{holder.version}'s too, photos neither trained on; {MIN_SHARED_PHOTOS} are "
+            "needed at the least"
+        )
     run_log.log_metrics_into(cfg.mlflow_run_id, {HOLDER_ACCURACY_METRIC: again.accuracy})
     return again
 

@@ -20,6 +20,7 @@ import numpy as np
 
 from components.data.arrays import open_split, photos_sha256, read_meta
 from components.data.kept_photos import decoded, kept_files, kept_sha256, read_kept
+from components.data.test_share import in_test_share
 
 log = logging.getLogger(__name__)
 
@@ -35,10 +36,15 @@ class Rescored:
     count: int
     photos: str
     wrong: tuple[int, ...] = ()
+    positions: tuple[int, ...] = ()  # the challenger's test photos it was scored on
 
 
-def score_holder(model_uri: str, data_dir: Path, photos: str) -> Rescored:
-    """Score the registered model ``model_uri`` on the test photos kept in ``data_dir``.
+def score_holder(
+    model_uri: str, data_dir: Path, photos: str, share: float | None = None
+) -> Rescored:
+    """Score the registered model ``model_uri`` on the test photos kept in ``data_dir``
+    (with ``share``: those of them in its own test share, the only ones it cannot have
+    trained on).
 
     Every file is hashed first, a block at a time, and nothing is decoded unless their
     sha256s and labels give the digest ``photos`` and no photo is there twice (preprocess
@@ -50,6 +56,7 @@ def score_holder(model_uri: str, data_dir: Path, photos: str) -> Rescored:
         model_uri: the holder, as ``models:/NAME/VERSION``.
         data_dir: the preprocess step's output the challenger was tested on.
         photos: the photos digest the challenger's training recorded of its test split.
+        share: the test fraction the holder's own test split was drawn with.
 
     Raises:
         FileNotFoundError: ``data_dir`` keeps no test photos (an older preprocess output).
@@ -70,22 +77,27 @@ def score_holder(model_uri: str, data_dir: Path, photos: str) -> Rescored:
             f"expected {model_uri} to answer the test photos' classes "
             f"({', '.join(classes)[:200]}), found {', '.join(holder.classes)[:200]}"
         )
+    positions = [
+        i for i, digest in enumerate(digests) if share is None or in_test_share(digest, share)
+    ]
+    if not positions:
+        raise ValueError(f"expected test photos in {model_uri}'s test share, found none")
     wrong: list[int] = []
-    for start in range(0, len(files), BATCH):
+    for start in range(0, len(positions), BATCH):
+        batch = positions[start : start + BATCH]
         pixels = np.stack(
             [
-                _decoded_as_hashed(file, digest, holder.image_size, holder.channels)
-                for file, digest in zip(
-                    files[start : start + BATCH], digests[start : start + BATCH], strict=True
-                )
+                _decoded_as_hashed(files[i], digests[i], holder.image_size, holder.channels)
+                for i in batch
             ]
         )
         guesses = class_probabilities(score_batches(holder.scorer, pixels)).argmax(1)
-        missed = np.flatnonzero(guesses != labels[start : start + BATCH])
-        wrong += (start + missed).tolist()
-    correct = len(files) - len(wrong)
-    log.info("%s scored again on %d test photos: %d right", model_uri, len(files), correct)
-    return Rescored(correct / len(files), len(files), photos, tuple(wrong))
+        wrong += [i for i, guess in zip(batch, guesses, strict=True) if guess != labels[i]]
+    correct = len(positions) - len(wrong)
+    log.info("%s scored again on %d test photos: %d right", model_uri, len(positions), correct)
+    return Rescored(
+        correct / len(positions), len(positions), photos, tuple(wrong), tuple(positions)
+    )
 
 
 def _check_photos(files: list[Path], digests: list[str], labels: np.ndarray, photos: str) -> None:

@@ -47,7 +47,9 @@ from components.tracking.tags import (
     OUTPUT_TAG,
     PARENT_TAG,
     SEARCH_TAG,
+    SOURCE_LISTING_PARAM,
     STORE_TAG,
+    TEST_FRACTION_PARAM,
     TEST_SPLIT_PARAM,
     TRIAL_TAG,
 )
@@ -341,6 +343,10 @@ def run_params(cfg: TrainConfig, meta: dict[str, Any]) -> dict[str, object]:
         )
     if cfg.model in BACKBONES:
         params.update(pretrained.record(cfg.model))
+    listing_run = (meta.get("source") or {}).get("listing_run")
+    if listing_run:  # the test split's source listing, and its share
+        params[SOURCE_LISTING_PARAM] = listing_run
+        params[TEST_FRACTION_PARAM] = meta["config"]["test_fraction"]
     classes = meta["classes"]
     params.update(data_classes=json.dumps(classes, ensure_ascii=False))
     for split, counts in meta["counts"].items():
