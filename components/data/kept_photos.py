@@ -19,9 +19,9 @@ from components.core.names import TEST_PHOTOS_DIR
 from components.data.arrays import photos_sha256
 from components.data.images import MAX_FILE_BYTES, decode_bytes
 
-# the test share's files that did not decode, kept in test_photos/ as the photos are, and
-# their names in the source, in order
-LEFT_OUT_DIR, LEFT_OUT_NAMES = "left_out", "left_out.json"
+# beside the arrays: the test share's files that did not decode, kept as the test photos
+# are, and their names in the source, in order
+LEFT_OUT_DIR, LEFT_OUT_NAMES = "test_left_out", "names.json"
 # a kept photo decoded again differs from its array by rounding at most; another photo,
 # by tens of grey levels on average
 MOST_MEAN_DIFFERENCE = 2.0
@@ -50,7 +50,7 @@ def left_out_files(directory: Path) -> dict[str, Path]:
     Raises:
         ValueError: the list is not one of names (or over a megabyte a thousand files).
     """
-    folder = Path(directory) / TEST_PHOTOS_DIR
+    folder = Path(directory) / LEFT_OUT_DIR
     try:
         with _opened_kept(folder / LEFT_OUT_NAMES) as handle:
             names = json.loads(handle.read())
@@ -60,7 +60,7 @@ def left_out_files(directory: Path) -> dict[str, Path]:
         raise ValueError(f"expected the names of the files preprocess left out: {err}") from None
     if not (isinstance(names, list) and all(isinstance(name, str) for name in names)):
         raise ValueError(f"expected a list of names in {folder / LEFT_OUT_NAMES}")
-    return {name: folder / LEFT_OUT_DIR / f"{i:05d}" for i, name in enumerate(names)}
+    return {name: folder / f"{i:05d}" for i, name in enumerate(names)}
 
 
 def read_kept(file: Path) -> bytes:

@@ -1,13 +1,14 @@
 """Which photos are test photos, and the check that a test split holds them all.
 
 A photo is a test photo when its sha256, read as a point in [0, 1), falls below the test
-fraction: its own bytes decide, not a seed and not whoever writes the arrays. Every run
-on one source shares its test photos, whatever its split seed (the seed only moves photos
-between train and val), and no run trains on a photo that is a test photo of any source
-at that fraction. The download step lists every file it extracted with its sha256 (the
-source listing) and records the listing in the tracking store; evaluate then checks that
-a test split is the source's test share: each of its photos, none added, none left out
-but those that do not decode.
+fraction: its own bytes decide, not a seed and not whoever writes the arrays. A class
+with no such photo gives its photo of the lowest point, so that every class is tested.
+Every run on one source shares its test photos, whatever its split seed (the seed only
+moves photos between train and val), and no run trains on a photo whose point is below
+its test fraction, whatever its source. The download step lists every file it extracted
+with its sha256 (the source listing) and records the listing in the tracking store;
+evaluate then checks that a test split is the source's test share: each of its photos,
+none added, none left out but those that do not decode.
 """
 
 from __future__ import annotations
@@ -32,8 +33,26 @@ def test_point(sha256: str) -> float:
 
 
 def in_test_share(sha256: str, fraction: float) -> bool:
-    """Whether the photo of this sha256 is a test photo at ``fraction``."""
+    """Whether the photo of this sha256 is below ``fraction``: a test photo of any source
+    at that fraction."""
     return test_point(sha256) < fraction
+
+
+def test_share(digests: list[str], labels: list[int], fraction: float) -> list[bool]:
+    """Which of the photos (distinct sha256s, with their labels) are test photos: those
+    below ``fraction`` and, in a class with none, its photo of the lowest point."""
+    points = [test_point(digest) for digest in digests]
+    chosen = [point < fraction for point in points]
+    if fraction <= 0:
+        return chosen
+    lowest: dict[int, int] = {}
+    for i, label in enumerate(labels):
+        if label not in lowest or points[i] < points[lowest[label]]:
+            lowest[label] = i
+    tested = {label for label, test in zip(labels, chosen, strict=True) if test}
+    for label, i in lowest.items():
+        chosen[i] = chosen[i] or label not in tested
+    return chosen
 
 
 @dataclass(frozen=True)
@@ -100,19 +119,18 @@ def list_source(folder: Path, leave_out: Iterable[str] = ()) -> SourceListing:
 def source_test_share(
     listing: SourceListing, label_of: Callable[[str], int | None], fraction: float
 ) -> dict[str, int]:
-    """The source's test photos, by sha256, with their labels, as preprocess splits them:
-    the files of a class (``label_of`` a listed name; None: not a photo of a class) whose
-    sha256 is in the test share, but for files identical to one of another class."""
+    """The source's test photos, by sha256, with their labels, as preprocess splits them
+    (``test_share``): of the files of a class (``label_of`` a listed name; None: not a
+    photo of a class) that preprocess reads (a photo's size at most), but for files
+    identical to one of another class."""
     labels: dict[str, set[int]] = {}
     for name, digest in listing.files.items():
         label = label_of(name)
-        if label is not None:
+        if label is not None and listing.sizes[name] <= MAX_FILE_BYTES:
             labels.setdefault(digest, set()).add(label)
-    return {
-        digest: next(iter(found))
-        for digest, found in labels.items()
-        if len(found) == 1 and in_test_share(digest, fraction)
-    }
+    photos = {digest: found.pop() for digest, found in labels.items() if len(found) == 1}
+    chosen = test_share(list(photos), list(photos.values()), fraction)
+    return {d: label for (d, label), test in zip(photos.items(), chosen, strict=True) if test}
 
 
 def check_test_split(
@@ -125,8 +143,8 @@ def check_test_split(
     """Refuse a test split (``kept``: its photos' sha256s and labels) that is not the
     source's test ``share``: a photo from elsewhere or under another label, or one of the
     share's missing unless preprocess left it out rightly (``left_out``: the files it
-    kept of those it did not decode, by their listed names): larger than a photo, or
-    bytes that do not decode.
+    kept of those it did not decode, by their listed names):
+    the bytes of a photo that does not decode.
 
     Raises:
         ValueError: naming a photo that breaks the rule, and how many do.
@@ -148,11 +166,7 @@ def check_test_split(
         digest
         for digest in share
         if digest not in held
-        and not any(
-            listing.sizes[name] > MAX_FILE_BYTES  # skipped unread, as preprocess skips it
-            or _does_not_decode(left_out.get(name), digest)
-            for name in names[digest]
-        )
+        and not any(_does_not_decode(left_out.get(name), digest) for name in names[digest])
     ]
     if unexplained:
         example = names[unexplained[0]][0]

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from urllib.parse import urlparse
 
-from components.core.atomic import atomic_directory, check_replaceable, write_json
+from components.core.atomic import MARKER, STAGING, atomic_directory, check_replaceable, write_json
 from components.core.cache import cache_dir as default_cache_dir
 from components.core.names import DOWNLOAD_RECORD
 from components.core.uris import redact
@@ -106,7 +106,7 @@ def fetch(
     try:
         with atomic_directory(output, "download") as staging:
             record = _unpack(source, archive, staging, sha256, limits)
-            listing = list_source(staging).to_bytes()
+            listing = list_source(staging, leave_out=(MARKER, STAGING)).to_bytes()
             (staging / LISTING).write_bytes(listing)
             record = replace(record, listing=hashlib.sha256(listing).hexdigest())
             if record_listing:

@@ -122,7 +122,7 @@ def join_slices(
     test_files = [plan.file(input_dir, name) for s in shards["test"] for name in s.files]
     _keep_photos(staging / TEST_PHOTOS_DIR, test_files)
     left_out = _test_share_left_out(plan, skipped, cfg.test_fraction)
-    _keep_left_out(staging / TEST_PHOTOS_DIR, [(n, plan.file(input_dir, n)) for n in left_out])
+    _keep_left_out(staging / LEFT_OUT_DIR, [(n, plan.file(input_dir, n)) for n in left_out])
 
     def by_class(values: list[int] | np.ndarray) -> dict[str, int]:
         counts = np.bincount(np.array(values, np.int64), minlength=len(plan.classes))
@@ -192,11 +192,11 @@ def _keep_photos(folder: Path, files: list[Path]) -> None:
 
 
 def _keep_left_out(folder: Path, files: list[tuple[str, Path]]) -> None:
-    """The test share's files that did not decode, as ``_keep_photos`` keeps photos, in
-    ``left_out/`` with their names in ``left_out.json``: evaluate checks each."""
-    (folder / LEFT_OUT_DIR).mkdir()
+    """The test share's files that did not decode, kept as ``_keep_photos`` keeps photos,
+    with their names in the input (``names.json``): evaluate checks each."""
+    folder.mkdir()
     for position, (_, file) in enumerate(files):
-        _link_or_copy(file.resolve(), folder / LEFT_OUT_DIR / f"{position:05d}")
+        _link_or_copy(file.resolve(), folder / f"{position:05d}")
     write_json(folder / LEFT_OUT_NAMES, [name for name, _ in files])
 
 

@@ -22,7 +22,7 @@ from components.core import schema
 from components.core.memory import memory_limit
 from components.data.arrays import SPLITS
 from components.data.layout import LabelledFiles, find_labelled_files
-from components.data.test_share import in_test_share
+from components.data.test_share import test_share
 from components.preprocessing.config import PreprocessConfig
 from components.preprocessing.decoder import Decoder
 
@@ -97,7 +97,7 @@ def make_plan(cfg: PreprocessConfig, decoder: Decoder, slices: int = 1) -> Plan:
     plan = _surveyed(found, decoder, per_shard, slices)
     plan.config = schema.params(cfg)
     labels = np.array(plan.labels, np.int64)
-    test = np.array([in_test_share(d, cfg.test_fraction) for d in plan.digests], bool)
+    test = np.array(test_share(plan.digests, plan.labels, cfg.test_fraction), bool)
     _check_class_sizes(labels, test, found.classes, cfg, input_dir, len(plan.skipped))
     split = split_indices(labels, test, cfg.val_fraction, cfg.split_seed)
     plan.splits = {name: split[name].tolist() for name in SPLITS}
@@ -228,13 +228,6 @@ def _check_class_sizes(
     counts = np.bincount(labels, minlength=len(classes))
     tests = np.bincount(labels[test], minlength=len(classes))
     for name, count, tested in zip(classes, counts, tests, strict=True):
-        if cfg.test_fraction > 0 and not tested:
-            raise ValueError(
-                f"expected a photo of class {name!r} under {input_dir} in the test share, "
-                f"found none of its {count}: a photo is a test photo when its sha256 falls in "
-                f"the lowest {cfg.test_fraction:g} of the range (test_fraction), whatever "
-                "the split seed; add photos of the class or raise test_fraction"
-            )
         if count - tested - val_size(int(count), cfg.val_fraction) < 1:
             raise ValueError(too_few(name, int(count), cfg, input_dir, skipped))
     for name in small_classes(classes, counts):

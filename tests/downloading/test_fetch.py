@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 
 import pytest
 
 from components.data import sources
+from components.data.test_share import SourceListing
 from components.download import main as download_main
 from tests.support.downloads import DIGEST, PAYLOAD, fetch
 from tests.support.helpers import ScriptedServer
@@ -18,12 +20,20 @@ def test_http_download_extracts_and_records(tmp_path):
         record = fetch(server.url(), tmp_path, sha256=DIGEST)
     assert (tmp_path / "out/PetImages/Cat/7.jpg").read_bytes() == bytes([7]) * 50_000
     saved = json.loads((tmp_path / "out/download.json").read_text())
+    listing = (tmp_path / "out/listing.json").read_bytes()
     assert saved == {
         "source": server.url(),
         "bytes": len(PAYLOAD),
         "sha256": DIGEST,
         "file_count": 8,
+        "listing": hashlib.sha256(listing).hexdigest(),
+        "listing_run": None,  # fetch alone records it nowhere else
     }
+    files = SourceListing.from_bytes(listing).files
+    assert (
+        len(files) == 8
+        and files["PetImages/Cat/7.jpg"] == hashlib.sha256(bytes([7]) * 50_000).hexdigest()
+    )
     assert record.file_count == 8
 
 

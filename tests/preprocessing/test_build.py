@@ -17,6 +17,7 @@ from components.core.atomic import MARKER, RETIRED, STAGING, leftover_record, wr
 from components.core.names import TEST_PHOTOS_DIR
 from components.data.arrays import SPLITS, load_split, read_meta
 from components.data.images import decode_bytes
+from components.data.test_share import in_test_share
 from components.preprocessing import build as building
 from components.preprocessing import decoder as decoding
 from components.preprocessing import plan as planning
@@ -62,7 +63,11 @@ def test_sample_arrays_follow_the_contract(sample_arrays):
         }
         total += len(images)
     assert total == 2003
-    assert meta["counts"]["test"] == {"cat": 100, "dog": 100}  # stratified 10%
+    # the test share: the photos whose sha256 falls in the lowest tenth, about 10% a class
+    assert meta["counts"]["test"] == {"cat": 98, "dog": 104}
+    kept = sorted((sample_arrays / TEST_PHOTOS_DIR).iterdir())
+    digests = [hashlib.sha256(f.read_bytes()).hexdigest() for f in kept]
+    assert len(digests) == 202 and all(in_test_share(d, 0.1) for d in digests)
     assert 0.2 < meta["mean"][0] < 0.8 and 0.1 < meta["std"][0] < 0.4
 
 
@@ -375,7 +380,8 @@ def test_workers_fork_from_a_process_of_one_thread_else_from_a_forkserver(
 def test_the_arrays_record_where_their_photos_came_from(sample_images, sample_arrays, tmp_path):
     download = json.loads((sample_images / "download.json").read_text())
     meta = json.loads((sample_arrays / "meta.json").read_text())
-    assert meta["source"] == {k: download[k] for k in ("source", "sha256", "bytes")}
+    keys = ("source", "sha256", "bytes", "listing", "listing_run")
+    assert meta["source"] == {k: download[k] for k in keys}
     no_record = build(make_kaggle_folder(tmp_path / "in"), tmp_path / "out", **SMALL)
     assert no_record["source"] is None  # a folder no download step wrote
 
@@ -472,7 +478,8 @@ def test_three_classes_split_stratified_with_a_small_one_reported(tmp_path, capl
     (root / "README").write_text("what the photos are")
     meta = build(tmp_path / "in", tmp_path / "out", **SMALL)
     assert meta["classes"] == ["bolts", "nuts", "washers"] and meta["ignored"] == ["shop/README"]
-    assert meta["counts"]["test"] == {"bolts": 2, "nuts": 2, "washers": 1}
+    # the test share: the photos below a tenth, and a class with none gives its lowest
+    assert meta["counts"]["test"] == {"bolts": 4, "nuts": 2, "washers": 1}
     assert meta["counts"]["val"] == {"bolts": 2, "nuts": 2, "washers": 1}
     assert meta["small_classes"] == ["washers"]
     assert "class 'washers' has 3 photos, fewer than 20% of the largest class's 20" in caplog.text

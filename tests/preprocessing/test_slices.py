@@ -11,7 +11,7 @@ from components.preprocessing.slices import decode_slice, read_slice, write_slic
 from tests.support.helpers import write_jpeg
 
 
-def test_a_slice_writes_its_own_shards_and_replaces_a_test_photo_that_does_not_decode(tmp_path):
+def test_a_slice_writes_its_own_shards_and_leaves_out_a_test_photo_that_does_not_decode(tmp_path):
     root = tmp_path / "in"
     for i in range(40):
         write_jpeg(root / "train" / f"cat.{i}.jpg", seed=i)
@@ -34,12 +34,13 @@ def test_a_slice_writes_its_own_shards_and_replaces_a_test_photo_that_does_not_d
         "train_images_00001.npy",
         "train_images_00003.npy",
     ]
-    (test,) = first.shards["test"]  # 8 test photos: one shard, slice 0's
-    assert len(test.labels) == 8 and broken not in test.files  # its place taken by a spare
+    (test,) = first.shards["test"]  # the test share: one shard, slice 0's
+    planned = [plan.files[row] for row in plan.splits["test"]]
+    assert test.files == planned[1:]  # left out, not replaced: test holds its share alone
     (skipped,) = first.skipped
     assert skipped["file"] == broken and "truncated" in skipped["reason"]
     train_files = {f for s in first.shards["train"] + second.shards["train"] for f in s.files}
-    assert not train_files & set(test.files)  # the spare left train
+    assert len(train_files) == len(plan.splits["train"])  # no train photo taken as a spare
     write_slice(first, out0)
     assert read_slice(out0) == first
 
