@@ -146,7 +146,9 @@ def wire_sweep(s: Settings, grid: Any, target: ClusterTarget) -> SweepOutputs:
             gpus=_gpus(s, target), combination=combination, **_training_inputs(s, data.arrays)
         ).after(parent)
         _train_task(train, target, s.gpus)
-        evaluate = _evaluate_task(s, data, train, target, combination)
+        # the listing the training recorded: kfp.local hands the body the loop item in
+        # place of the download task's output too
+        evaluate = _evaluate_task(s, data._replace(listing=""), train, target, combination)
     best = ops.sweep_best_op(
         parent_run_id=parent.output,
         child_run_ids=dsl.Collected(evaluate.outputs["mlflow_run_id"]),

@@ -27,7 +27,7 @@ POINT_DIGITS = 15  # hex digits of a sha256 read as its point: 60 bits, exact in
 LISTING_BYTES_A_FILE = 400  # a listing's entry at the most: a sha256 and a long name
 
 
-def test_point(sha256: str) -> float:
+def share_point(sha256: str) -> float:
     """Where a photo falls in [0, 1): the first 60 bits of its sha256, as a fraction."""
     return int(sha256[:POINT_DIGITS], 16) / float(16**POINT_DIGITS)
 
@@ -35,13 +35,13 @@ def test_point(sha256: str) -> float:
 def in_test_share(sha256: str, fraction: float) -> bool:
     """Whether the photo of this sha256 is below ``fraction``: a test photo of any source
     at that fraction."""
-    return test_point(sha256) < fraction
+    return share_point(sha256) < fraction
 
 
-def test_share(digests: list[str], labels: list[int], fraction: float) -> list[bool]:
+def choose_test_photos(digests: list[str], labels: list[int], fraction: float) -> list[bool]:
     """Which of the photos (distinct sha256s, with their labels) are test photos: those
     below ``fraction`` and, in a class with none, its photo of the lowest point."""
-    points = [test_point(digest) for digest in digests]
+    points = [share_point(digest) for digest in digests]
     chosen = [point < fraction for point in points]
     if fraction <= 0:
         return chosen
@@ -129,7 +129,7 @@ def source_test_share(
         if label is not None and listing.sizes[name] <= MAX_FILE_BYTES:
             labels.setdefault(digest, set()).add(label)
     photos = {digest: found.pop() for digest, found in labels.items() if len(found) == 1}
-    chosen = test_share(list(photos), list(photos.values()), fraction)
+    chosen = choose_test_photos(list(photos), list(photos.values()), fraction)
     return {d: label for (d, label), test in zip(photos.items(), chosen, strict=True) if test}
 
 

@@ -22,7 +22,7 @@ from components.core import schema
 from components.core.memory import memory_limit
 from components.data.arrays import SPLITS
 from components.data.layout import LabelledFiles, find_labelled_files
-from components.data.test_share import test_share
+from components.data.test_share import choose_test_photos
 from components.preprocessing.config import PreprocessConfig
 from components.preprocessing.decoder import Decoder
 
@@ -97,7 +97,7 @@ def make_plan(cfg: PreprocessConfig, decoder: Decoder, slices: int = 1) -> Plan:
     plan = _surveyed(found, decoder, per_shard, slices)
     plan.config = schema.params(cfg)
     labels = np.array(plan.labels, np.int64)
-    test = np.array(test_share(plan.digests, plan.labels, cfg.test_fraction), bool)
+    test = np.array(choose_test_photos(plan.digests, plan.labels, cfg.test_fraction), bool)
     _check_class_sizes(labels, test, found.classes, cfg, input_dir, len(plan.skipped))
     split = split_indices(labels, test, cfg.val_fraction, cfg.split_seed)
     plan.splits = {name: split[name].tolist() for name in SPLITS}

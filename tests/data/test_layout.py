@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from components.data.layout import find_labelled_files
+from components.data.layout import find_labelled_files, label_of_name
 
 
 def touch(root, *names):
@@ -109,3 +109,29 @@ def test_one_folder_of_photos_is_no_class_list(tmp_path):
     touch(tmp_path, "top/only/1.jpg")
     with pytest.raises(FileNotFoundError, match=r"expected ROOT/CLASS/\*\.jpg .*found: top/"):
         find_labelled_files(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "names",
+    [
+        ("PetImages/Cat/1.jpg", "PetImages/Dog/2.png", "PetImages/Dog/Thumbs.db", "x/Cat/3.jpg"),
+        (
+            "train/cat.1.jpg",
+            "train/dog.2.jpeg",
+            "train/bird.1.jpg",
+            "cat.9.jpg",
+            "train/a/cat.3.jpg",
+        ),
+        ("flowers/daisy/1.jpg", "flowers/rose/2.jpg", "flowers/rose/sub/3.jpg", "flowers/a.jpg"),
+    ],
+)
+def test_a_listed_name_gets_the_label_the_layout_gives_its_file(tmp_path, names):
+    """What evaluate labels a source listing's names by, for each layout: the label
+    ``find_labelled_files`` gives, or None for every file it leaves out."""
+    touch(tmp_path, *names)
+    found = find_labelled_files(tmp_path)
+    labels = {found.name(path): label for path, label in found.files}
+    for name in names:
+        given = label_of_name(name, found.layout, list(found.classes), list(found.folders))
+        assert given == labels.get(name), name
+    assert labels

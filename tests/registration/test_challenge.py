@@ -76,12 +76,14 @@ def test_the_same_photos_at_another_size_are_the_same_test_split():
 def test_a_holder_scored_again_on_the_challengers_photos_is_compared_there():
     """Tested on other photos, scored again on the challenger's: the figures compare, and
     the reason names the photos both were scored on."""
-    again = Rescored(accuracy=0.81, count=300, photos="ab" * 32)
-    won = challenge(holder(digest="other"), 0.9, SPLIT, "candidate", False, "photos", again)
-    assert won.takes_alias and won.reason == (
-        "beats version 1's 0.8100 on the same 300 test photos (sha256 abababababab…), "
-        "version 1 scored again on them"
+    again = Rescored(0.81, 300, "ab" * 32, tuple(range(57)), tuple(range(300)))
+    wrong = list(range(270, 300))  # 0.9
+    won = challenge(holder(digest="other"), 0.9, SPLIT, "candidate", False, "photos", again, wrong)
+    assert won.takes_alias and won.reason.startswith(
+        "beats version 1's 0.8100 on the same 300 test photos (of test photos sha256 "
+        "abababababab…), which neither trained on, version 1 scored again on them, beyond chance"
     )
+    assert won.record["challenge.photos"] == "300"
     assert won.record["challenge.rescored"] == "true"
     assert won.record["challenge.test_accuracy"] == "0.8100"
     why = "it could not be scored again on this model's test photos: no such folder"
@@ -93,7 +95,7 @@ def test_a_challenger_scored_photo_by_photo_beats_the_holder_only_beyond_chance(
     """The same 300 photos, each model's mistakes by position: one more photo right is
     chance (McNemar), thirty more are not; either way the line says the split."""
     holder_wrong = tuple(range(0, 60))  # 60 wrong: 0.8000
-    again = Rescored(accuracy=0.8, count=300, photos="ab" * 32, wrong=holder_wrong)
+    again = Rescored(0.8, 300, "ab" * 32, holder_wrong, tuple(range(300)))
     marginal = list(range(1, 60))  # one photo fewer wrong: 0.8033
     kept = challenge(
         holder(digest="other"), 241 / 300, SPLIT, "candidate", False, "photos", again, marginal
@@ -106,3 +108,16 @@ def test_a_challenger_scored_photo_by_photo_beats_the_holder_only_beyond_chance(
     won = challenge(holder(digest="other"), 0.9, SPLIT, "candidate", False, "photos", again, clear)
     assert won.takes_alias and "beyond chance (McNemar p=9.31e-10: 30 photos right" in won.reason
     assert won.record["challenge.mcnemar_p"] == "9.313e-10"
+
+
+def test_only_the_photos_the_holder_was_scored_on_count_for_the_challenger_too():
+    """Scored again on 100 of the challenger's 300 test photos (the rest may be the
+    holder's training photos): the challenger's mistakes elsewhere do not count, and a
+    challenger whose report does not say which photos it got wrong is not compared."""
+    again = Rescored(0.7, 100, "ab" * 32, tuple(range(30)), tuple(range(100)))
+    wrong = list(range(100, 250))  # 150 wrong, none among the 100: 1.0 there
+    won = challenge(holder(digest="other"), 0.5, SPLIT, "candidate", False, "photos", again, wrong)
+    assert won.takes_alias and "on the same 100 test photos" in won.reason
+    assert "30 photos right by it alone, 0 by version 1 alone" in won.reason
+    blind = challenge(holder(digest="other"), 0.9, SPLIT, "candidate", False, "photos", again)
+    assert not blind.takes_alias and "does not say which photos it got wrong" in blind.reason

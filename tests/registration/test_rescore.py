@@ -1,5 +1,6 @@
-"""Champion and challenger on the same photos: the alias's holder, tested on another split
-(and at another size), is scored again on the challenger's test photos by the gate."""
+"""Champion and challenger on the same photos, photos neither trained on: the alias's
+holder, tested on another split (and at another size), is scored again by the gate on the
+challenger's test photos that are in its own test share too."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from mlflow.tracking import MlflowClient
 from components import register
 from components.core.names import TEST_PHOTOS_DIR
 from components.data.arrays import load_split
+from components.data.test_share import in_test_share
 from components.evaluation.config import EvaluateConfig
 from components.evaluation.predictions import predict_files
 from components.evaluation.report import evaluate
@@ -22,6 +24,7 @@ from components.preprocessing.config import PreprocessConfig
 from components.registration.config import RegisterConfig
 from components.registration.decision import register_if_accurate
 from components.registration.rescore import score_holder
+from components.tracking.source_listing import record_listing
 from components.training import session
 from components.training.config import TrainConfig
 
@@ -30,11 +33,15 @@ NAME = "dogs-vs-cats"
 
 @pytest.fixture(scope="module")
 def two_splits(sample_images, tmp_path_factory) -> tuple[Path, Path]:
-    """The sample preprocessed twice: grey 40×40 split with seed 0, and RGB 48×48 split
-    with seed 1 (other test photos, at another size and channel count)."""
+    """The sample preprocessed twice: grey 40×40 with a test fraction of 0.1 and seed 0,
+    and RGB 48×48 with 0.2 and seed 1 (twice the test photos, at another size and channel
+    count; the first's test photos among them)."""
     folder = tmp_path_factory.mktemp("two-splits")
     made = []
-    for name, size, channels, seed in (("first", 40, 1, 0), ("second", 48, 3, 1)):
+    for name, size, channels, fraction, seed in (
+        ("first", 40, 1, 0.1, 0),
+        ("second", 48, 3, 0.2, 1),
+    ):
         target = folder / name
         build_arrays(
             PreprocessConfig(
@@ -42,6 +49,7 @@ def two_splits(sample_images, tmp_path_factory) -> tuple[Path, Path]:
                 output=str(target),
                 image_size=size,
                 channels=channels,
+                test_fraction=fraction,
                 split_seed=seed,
                 workers=2,
             )
@@ -50,69 +58,124 @@ def two_splits(sample_images, tmp_path_factory) -> tuple[Path, Path]:
     return made[0], made[1]
 
 
-def trained_and_evaluated(arrays: Path, output: Path, **recipe) -> tuple[str, float]:
+def trained_and_evaluated(
+    arrays: Path, output: Path, listing: str | None = None, **recipe
+) -> tuple[str, float]:
+    """A model trained on ``arrays`` and evaluated, its test split checked against the
+    source ``listing`` (a download step's MLflow run) where one is given."""
     result = session.train(TrainConfig(data=str(arrays), output=str(output), **recipe))
     report = evaluate(
         EvaluateConfig(
-            model_dir=str(output), data=str(arrays), output=str(output.parent / f"{output.name}-e")
+            model_dir=str(output),
+            data=str(arrays),
+            output=str(output.parent / f"{output.name}-e"),
+            source_listing=listing,
         )
     )
     return result.run_id, report["metrics"]["accuracy"]
 
 
-def test_a_better_challenger_on_another_split_takes_the_alias_on_the_same_photos(
-    two_splits, tmp_path, mlflow_store, capsys
+@pytest.fixture
+def listing(sample_images, mlflow_store) -> str:
+    """The sample's listing, as the download step records it in this test's store."""
+    return record_listing((sample_images / "listing.json").read_bytes(), "sample.zip")
+
+
+def in_share(arrays: Path, fraction: float) -> list[int]:
+    """The positions of the kept test photos below ``fraction``."""
+    kept = sorted((arrays / TEST_PHOTOS_DIR).iterdir())
+    digests = [hashlib.sha256(photo.read_bytes()).hexdigest() for photo in kept]
+    return [i for i, digest in enumerate(digests) if in_test_share(digest, fraction)]
+
+
+def test_a_better_challenger_on_another_split_takes_the_alias_on_photos_neither_trained_on(
+    two_splits, tmp_path, mlflow_store, capsys, listing
 ):
-    """The first day: a weak model holds @candidate; a better one, tested on other photos
-    at another size, takes it once the holder is scored again on those photos."""
+    """The first day: a weak model holds @candidate; a better one, tested on more photos
+    at another size, takes it once the holder is scored again on those of them in its
+    own test share: the holder trained on the others."""
     first, second = two_splits
-    weak, _ = trained_and_evaluated(first, tmp_path / "weak", dry_run=True)
+    weak, _ = trained_and_evaluated(first, tmp_path / "weak", listing, dry_run=True)
     register_if_accurate(RegisterConfig(mlflow_run_id=weak, min_accuracy=0.0))
-    strong, accuracy = trained_and_evaluated(second, tmp_path / "strong", epochs=6)
+    strong, _ = trained_and_evaluated(second, tmp_path / "strong", listing, epochs=6)
     register.main(["--mlflow-run-id", strong, "--min-accuracy", "0", "--data", str(second)])
     line = capsys.readouterr().out.strip()
     assert line.startswith(f"registered {NAME} version 2 as @candidate"), line
-    count = len(list((second / TEST_PHOTOS_DIR).iterdir()))
-    assert f"on the same {count} test photos (sha256 " in line
-    assert "version 1 scored again on them" in line
+    shared = in_share(second, 0.1)
+    assert 0 < len(shared) < len(list((second / TEST_PHOTOS_DIR).iterdir())) * 0.7
+    assert f"on the same {len(shared)} test photos (of test photos sha256 " in line
+    assert "which neither trained on, version 1 scored again on them" in line
     client = MlflowClient(mlflow_store)
     assert str(client.get_model_version_by_alias(NAME, "candidate").version) == "2"
     tags = client.get_model_version(NAME, "2").tags
     assert tags["challenge.outcome"] == "won" and tags["challenge.rescored"] == "true"
+    assert tags["challenge.photos"] == str(len(shared)) and tags["data.test-share"] == "0.2"
     holder = float(tags["challenge.test_accuracy"])
-    assert holder < accuracy
     recorded = client.get_run(strong).data.metrics["challenge_holder_test_accuracy"]
     assert recorded == pytest.approx(holder, abs=1e-4)
+
+
+def test_a_holder_whose_split_was_not_checked_against_its_source_is_not_compared(
+    two_splits, tmp_path, mlflow_store, listing
+):
+    """Which photos it trained on is not known: scored again on the challenger's photos,
+    it might be graded on its own training photos."""
+    first, second = two_splits
+    weak, _ = trained_and_evaluated(first, tmp_path / "weak", dry_run=True)
+    register_if_accurate(RegisterConfig(mlflow_run_id=weak, min_accuracy=0.0))
+    strong, _ = trained_and_evaluated(second, tmp_path / "strong", listing, dry_run=True)
+    decision = register_if_accurate(
+        RegisterConfig(mlflow_run_id=strong, min_accuracy=0.0, data=str(second))
+    )
+    assert not decision.took_alias
+    assert "version 1's test split was not checked against a source listing" in decision.reason
+
+
+def test_a_challenger_whose_split_was_not_checked_against_its_source_is_not_compared(
+    two_splits, tmp_path, mlflow_store, listing
+):
+    first, second = two_splits
+    weak, _ = trained_and_evaluated(first, tmp_path / "weak", listing, dry_run=True)
+    register_if_accurate(RegisterConfig(mlflow_run_id=weak, min_accuracy=0.0))
+    strong, _ = trained_and_evaluated(second, tmp_path / "strong", dry_run=True)
+    decision = register_if_accurate(
+        RegisterConfig(mlflow_run_id=strong, min_accuracy=0.0, data=str(second))
+    )
+    assert not decision.took_alias and "--force-alias" in decision.reason
+    assert "this model's test split was not checked against the source listing" in decision.reason
 
 
 def test_the_holder_scored_again_answers_as_predict_does_on_those_photos(
     two_splits, tmp_path, mlflow_store
 ):
-    """Decoded at the holder's own size and channels, by the function preprocess uses."""
+    """Decoded at the holder's own size and channels, by the function preprocess uses,
+    only the photos in its test share."""
     first, second = two_splits
     weak, _ = trained_and_evaluated(first, tmp_path / "weak", dry_run=True)
     register_if_accurate(RegisterConfig(mlflow_run_id=weak, min_accuracy=0.0))
     photos = json.loads((second / "meta.json").read_text())["photos_sha256"]["test"]
-    rescored = score_holder(f"models:/{NAME}/1", second, photos)
-    files = sorted((second / TEST_PHOTOS_DIR).iterdir())
+    rescored = score_holder(f"models:/{NAME}/1", second, photos, share=0.1)
+    shared = in_share(second, 0.1)
+    files = [sorted((second / TEST_PHOTOS_DIR).iterdir())[i] for i in shared]
     predicted = predict_files(f"models:/{NAME}/1", files).classified
-    _, labels = load_split(second, "test")
+    labels = load_split(second, "test")[1][shared]
     right = sum(
         (answer == "dog") == bool(label)
         for (_, answer, _), label in zip(predicted, labels, strict=True)
     )
+    assert rescored.positions == tuple(shared)
     assert rescored.count == len(files) and rescored.accuracy == pytest.approx(right / len(files))
 
 
 def test_photos_changed_after_preprocess_leave_the_models_not_comparable(
-    two_splits, tmp_path, mlflow_store, capsys
+    two_splits, tmp_path, mlflow_store, capsys, listing
 ):
     first, second = two_splits
     tampered = tmp_path / "tampered"
     shutil.copytree(second, tampered)
-    weak, _ = trained_and_evaluated(first, tmp_path / "weak", dry_run=True)
+    weak, _ = trained_and_evaluated(first, tmp_path / "weak", listing, dry_run=True)
     register_if_accurate(RegisterConfig(mlflow_run_id=weak, min_accuracy=0.0))
-    strong, _ = trained_and_evaluated(tampered, tmp_path / "strong", dry_run=True)
+    strong, _ = trained_and_evaluated(tampered, tmp_path / "strong", listing, dry_run=True)
     photo = tampered / TEST_PHOTOS_DIR / "00000"
     photo.write_bytes((tampered / TEST_PHOTOS_DIR / "00001").read_bytes())
     decision = register_if_accurate(
@@ -124,12 +187,12 @@ def test_photos_changed_after_preprocess_leave_the_models_not_comparable(
 
 
 def test_without_the_test_photos_the_line_says_so_and_names_force_alias(
-    two_splits, tmp_path, mlflow_store
+    two_splits, tmp_path, mlflow_store, listing
 ):
     first, second = two_splits
-    weak, _ = trained_and_evaluated(first, tmp_path / "weak", dry_run=True)
+    weak, _ = trained_and_evaluated(first, tmp_path / "weak", listing, dry_run=True)
     register_if_accurate(RegisterConfig(mlflow_run_id=weak, min_accuracy=0.0))
-    strong, _ = trained_and_evaluated(second, tmp_path / "strong", dry_run=True)
+    strong, _ = trained_and_evaluated(second, tmp_path / "strong", listing, dry_run=True)
     decision = register_if_accurate(RegisterConfig(mlflow_run_id=strong, min_accuracy=0.0))
     assert not decision.took_alias
     assert "no test photos to score it again on (--data)" in decision.reason

@@ -57,7 +57,7 @@ def test_train_logs_everything_to_mlflow(sample_arrays, tmp_path, mlflow_store):
     client = MlflowClient(mlflow_store)
     run = client.get_run(result.run_id)
     assert run.data.params["model"] == "tutorial_cnn" and run.data.params["epochs"] == "2"
-    assert run.data.params["data_train_cat"] == "801" and run.data.params["image_size"] == "40"
+    assert run.data.params["data_train_cat"] == "803" and run.data.params["image_size"] == "40"
     assert run.data.tags["kfp.run_id"] == "kfp-123"
     assert METRICS <= set(run.data.metrics)
     history = client.get_metric_history(result.run_id, "val_accuracy")
