@@ -20,6 +20,7 @@ from mlflow.models import Model, ModelSignature, infer_signature
 from mlflow.types import ColSpec, Schema
 
 from components.core import identity
+from components.core.file_size import files_written_at_most
 from components.tracking import store
 from components.tracking.store import tracking_uri
 from components.tracking.tags import IDENTITY_TAG
@@ -259,10 +260,13 @@ def download_model(uri: str, folder: Path) -> Path:
     URI's last part for the others (``runs:/RUN/model``: ``folder/model``).
 
     Raises:
-        ValueError: what arrived is not an MLflow model (no MLmodel file).
+        ValueError: what arrived is not an MLflow model (no MLmodel file), or a file
+            grew past a model's bound as it arrived.
     """
     mlflow.set_tracking_uri(tracking_uri())
-    where = Path(mlflow.artifacts.download_artifacts(artifact_uri=uri, dst_path=str(folder)))
+    # each file stops at a model's bound as it arrives, whatever the store listed
+    with files_written_at_most(MOST_MODEL_BYTES, f"the files of {uri}", folder):
+        where = Path(mlflow.artifacts.download_artifacts(artifact_uri=uri, dst_path=str(folder)))
     if not (where / "MLmodel").is_file():
         raise ValueError(f"expected an MLflow model at {uri}, found no MLmodel file in it")
     return where

@@ -26,6 +26,7 @@ from mlflow.tracking import MlflowClient
 from mlflow.tracking.fluent import _create_dataset_input
 from mlflow.types.schema import Schema, TensorSpec
 
+from components.core.file_size import files_written_at_most
 from components.tracking import store
 from components.tracking.kfp_tracking import check_kfp_task_run, experiment_id, kfp_task
 from components.tracking.store import logs_system_metrics, tracking_uri
@@ -195,8 +196,8 @@ def load_run_bytes(run_id: str, path: str, most_bytes: int) -> bytes | None:
     """The bytes of the run's artifact at ``path``, or None where it has none.
 
     Raises:
-        ValueError: the artifact store lists it larger than ``most_bytes``: it is not
-            downloaded.
+        ValueError: the artifact store lists it larger than ``most_bytes`` (it is not
+            downloaded), or it grows past that as it arrives.
     """
     client = store.client()
     folder, _, name = path.rpartition("/")
@@ -211,7 +212,9 @@ def load_run_bytes(run_id: str, path: str, most_bytes: int) -> bytes | None:
             "downloaded"
         )
     with tempfile.TemporaryDirectory() as scratch:
-        local = client.download_artifacts(run_id, path, scratch)
+        # a store that lists a smaller size than it serves is stopped as the bytes arrive
+        with files_written_at_most(most_bytes, f"{path} in MLflow run {run_id}", Path(scratch)):
+            local = client.download_artifacts(run_id, path, scratch)
         return Path(local).read_bytes()
 
 
