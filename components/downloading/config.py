@@ -32,13 +32,13 @@ class DownloadConfig:
         "https://, http://, s3://BUCKET/KEY, file:// or a path to a .zip, .tar.gz or directory",
         role=PER_RUN,
     )
-    experiment: str = setting(
-        DEFAULT_EXPERIMENT, "MLflow experiment the source listing is recorded in", role=PER_RUN
-    )
     sha256: str = setting(
         "",
         "expected sha256 of the archive, a mismatch is an error; empty: only recorded",
         role=PER_RUN,
+    )
+    experiment: str = setting(
+        DEFAULT_EXPERIMENT, "MLflow experiment the source listing is recorded in", role=PER_RUN
     )
     s3_endpoint_url: str | None = setting(
         None, "S3 endpoint for MinIO and the like ($AWS_ENDPOINT_URL when unset)", role=LOCAL

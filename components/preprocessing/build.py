@@ -101,7 +101,10 @@ def join_slices(
         split: sorted((s for held in slices for s in held.shards[split]), key=lambda s: s.number)
         for split in SPLITS
     }
-    skipped = plan.skipped + [entry for held in slices for entry in held.skipped]
+    skipped = sorted(  # by name: the same whatever the slicing
+        plan.skipped + [entry for held in slices for entry in held.skipped],
+        key=lambda entry: entry["file"],
+    )
     labels = {split: [label for s in shards[split] for label in s.labels] for split in SPLITS}
     kept = np.bincount(
         np.array([x for split in SPLITS for x in labels[split]], np.int64),

@@ -33,7 +33,9 @@ def test_known_predictions_give_the_expected_confusion_matrix(sample_arrays, tmp
     assert report["confusion_matrix"] == [[0, 98], [0, 104]]
     assert report["metrics"]["accuracy"] == 104 / 202
     assert report["metrics"]["dog_recall"] == 1.0 and report["metrics"]["cat_recall"] == 0.0
-    assert report["metrics"]["cat_precision"] == 0.0 and report["metrics"]["dog_f1"] == pytest.approx(208 / 306)
+    assert report["metrics"]["cat_precision"] == 0.0 and report["metrics"][
+        "dog_f1"
+    ] == pytest.approx(208 / 306)
     assert report["metrics"]["roc_auc"] == 0.5  # every score tied
     assert report["classes"] == ["cat", "dog"]
     assert json.loads((tmp_path / "eval/metrics.json").read_text()) == report

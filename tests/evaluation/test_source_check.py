@@ -14,6 +14,7 @@ from mlflow.tracking import MlflowClient
 
 from components.core.names import TEST_PHOTOS_DIR
 from components.data.arrays import load_split, photos_sha256, save_split
+from components.evaluation import source_check
 from components.evaluation.config import EvaluateConfig
 from components.evaluation.report import evaluate
 from components.tracking.source_listing import record_listing
@@ -106,3 +107,15 @@ def test_a_listing_other_than_the_one_the_training_recorded_is_refused(
     assert (
         evaluated(arrays, tmp_path, None)["source_listing"]["run"] == params["data_source_listing"]
     )
+
+
+def test_the_listing_given_must_be_the_one_the_training_recorded():
+    """The pipeline gives the download task's run; the training run's record is the
+    fallback (a sweep's evaluate, ``python -m components.evaluate``)."""
+    recorded = {"data_source_listing": "run-a"}
+    assert source_check.listing_run("run-a", recorded, "r") == "run-a"
+    assert source_check.listing_run(None, recorded, "r") == "run-a"
+    assert source_check.listing_run("run-b", {}, "r") == "run-b"
+    assert source_check.listing_run(None, {}, "r") is None
+    with pytest.raises(ValueError, match="recorded the source listing of MLflow run run-a, "):
+        source_check.listing_run("run-b", recorded, "r")

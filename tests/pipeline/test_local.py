@@ -116,7 +116,10 @@ def test_whole_pipeline_runs_locally_registers_and_serves_as_the_readme_says(
         timeout=HANG_SECONDS,
     )  # fmt: skip
     assert again.returncode == 0, again.stderr[-5000:]
-    photos = r"on the same \d+ test photos \(sha256 [0-9a-f]{12}…\), version 1 scored again on them"
+    photos = (
+        r"on the same \d+ test photos \(of test photos sha256 [0-9a-f]{12}…\), "
+        "which neither trained on, version 1 scored again on them"
+    )
     assert re.search(
         rf"^registration: +registered dogs-vs-cats version 2 .*{photos}", again.stdout, re.M
     ), again.stdout

@@ -65,10 +65,14 @@ def test_preflight_refuses_a_tracking_server_that_does_not_answer_and_an_empty_g
         ops.preflight_op.python_func(tracking_uri=mlflow_store, grid=[])
 
 
-def test_download_and_preprocess_bodies_write_their_artifacts(sample_zip, tmp_path):
+def test_download_and_preprocess_bodies_write_their_artifacts(sample_zip, tmp_path, mlflow_store):
     raw = Dataset(name="dataset", uri=str(tmp_path / "raw"), metadata={})
-    ops.download_op.python_func(source=str(sample_zip), sha256="", dataset=raw)
+    listing = ops.download_op.python_func(
+        source=str(sample_zip), sha256="", experiment="e", tracking_uri=mlflow_store, dataset=raw
+    )
     assert raw.metadata["file_count"] > 0 and len(raw.metadata["sha256"]) == 64
+    recorded = MlflowClient(mlflow_store).get_run(listing).data.tags["data.source-listing.sha256"]
+    assert recorded == json.loads((tmp_path / "raw/download.json").read_text())["listing"]
     arrays = Dataset(name="arrays", uri=str(tmp_path / "arrays"), metadata={})
     skips = exit_collection_skips()
     ops.preprocess_op.python_func(
@@ -118,6 +122,7 @@ def test_train_evaluate_and_register_bodies_hand_the_run_on(small_arrays, tmp_pa
         mlflow_run_id=run_id,
         tracking_uri=mlflow_store,
         experiment=experiment,
+        source_listing="",  # these arrays' test split is a part of their source's share
         evaluation=Artifact(name="evaluation", uri=str(tmp_path / "eval"), metadata={}),
         metrics=metrics,
         classification=ClassificationMetrics(

@@ -53,7 +53,10 @@ def test_a_worse_model_from_tune_local_leaves_candidate_on_the_better_one(
     theirs, ours = best.data.metrics["test_accuracy"], accuracy_of(worse)
     assert ours < theirs
     assert (f"registered tuned version 2 without @candidate: test accuracy {ours:.4f} on ") in worse
-    again = r"on the same \d+ test photos \(sha256 [0-9a-f]{12}…\), version 1 scored again on them"
+    again = (
+        r"on the same \d+ test photos \(of test photos sha256 [0-9a-f]{12}…\), "
+        "which neither trained on, version 1 scored again on them"
+    )
     assert re.search(
         rf">= minimum 0\.0000; does not beat version 1's {theirs:.4f} {again}; @candidate stays "
         "on version 1",
