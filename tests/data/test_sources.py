@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import socket
 import time
 
 import boto3
 import pytest
+from mlflow.tracking import MlflowClient
 
 from components.data import sources
 from components.data.archives import ExtractionLimits
@@ -184,7 +186,7 @@ def test_persistent_5xx_gives_up_with_the_attempt_count(tmp_path):
 
 
 @pytest.mark.integration
-def test_s3_source_with_endpoint_flag(tmp_path, s3_endpoint):
+def test_s3_source_with_endpoint_flag(tmp_path, s3_endpoint, mlflow_store):
     s3 = boto3.client("s3", endpoint_url=s3_endpoint)
     s3.create_bucket(Bucket="datasets")
     s3.put_object(
@@ -205,6 +207,9 @@ def test_s3_source_with_endpoint_flag(tmp_path, s3_endpoint):
         ]
     )
     assert (tmp_path / "out/PetImages/Dog/1.jpg").read_bytes() == b"woof"
+    record = json.loads((tmp_path / "out/download.json").read_text())
+    run = MlflowClient(mlflow_store).get_run(record["listing_run"])  # the step's listing
+    assert run.data.tags["data.source"] == "s3://datasets/pets/archive.tar.gz"
 
 
 @pytest.mark.integration
