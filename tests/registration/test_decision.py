@@ -433,3 +433,27 @@ def test_a_huge_report_is_refused_before_it_is_downloaded(small_arrays, tmp_path
     refused_and_nothing_registered(
         weak.run_id, mlflow_store, ValueError, "at most 1048576 bytes, found 3.* not downloaded"
     )
+
+
+def test_too_few_photos_neither_trained_on_leave_the_two_not_compared(monkeypatch, tmp_path):
+    """The holder's test share and the challenger's test photos overlap in 5 photos: a
+    figure on 5 photos decides nothing, so the two are not compared."""
+    from components.registration import decision, rescore
+    from components.registration.challenge import Holder
+    from components.registration.rescore import Rescored
+
+    scored = []
+
+    def five_photos(model, data, photos, share):
+        scored.append((model, share))
+        return Rescored(0.4, 5, photos, (0, 1, 2), (0, 1, 2, 3, 4))
+
+    monkeypatch.setattr(rescore, "score_holder", five_photos)
+    cfg = RegisterConfig(mlflow_run_id="run", min_accuracy=0.0, data=str(tmp_path))
+    holder = Holder("3", {"data.test-share": "0.001"})
+    why = decision._scored_again(cfg, holder, "ab" * 32, {"run": "r", "test_fraction": 0.1})
+    assert scored == [("models:/dogs-vs-cats/3", 0.001)]
+    assert why == (
+        "only 5 of this model's test photos are test photos of version 3's too, photos "
+        "neither trained on; 30 are needed at the least"
+    )
