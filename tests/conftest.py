@@ -149,6 +149,23 @@ def mlflow_store(empty_mlflow_db, tmp_path, monkeypatch) -> str:
     return uri
 
 
+MLFLOW_ENVIRONMENT = ("MLFLOW_TRACKING_URI", "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD")
+
+
+@pytest.fixture(autouse=True)
+def tracking_environment_restored():
+    """What a step's body run in-process sets for its process and children (the tracking
+    URI and its credentials, ``use_tracking_uri``) is put back after each test: no later
+    test in the worker talks to a tracking server that has gone."""
+    before = {key: os.environ.get(key) for key in MLFLOW_ENVIRONMENT}
+    yield
+    for key, value in before.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
 STACK_GROUP = "tracking-stack"  # the pytest-xdist group of every test that uses a stack
 
 

@@ -18,8 +18,8 @@ from components.data.test_share import (
     check_test_split,
     source_test_share,
 )
-from components.tracking.source_listing import recorded_listing
-from components.tracking.tags import SOURCE_LISTING_PARAM
+from components.tracking.source_listing import listing_digest, recorded_listing
+from components.tracking.tags import LISTING_DIGEST_PARAM, SOURCE_LISTING_PARAM
 
 log = logging.getLogger(__name__)
 # the largest listing read back: an entry for each file an archive may hold
@@ -28,19 +28,23 @@ MOST_LISTING_BYTES = ExtractionLimits.max_files * LISTING_BYTES_A_FILE
 
 def listing_run(given: str | None, params: dict[str, str], run_id: str) -> str | None:
     """The run that records the test split's source listing: the one given (the
-    pipeline's download task's), which must be the one the training run recorded, else
+    pipeline's download task's), whose listing must be the one the training run recorded
+    (a search's trials may have read a download of their own of the same source), else
     the training run's.
 
     Raises:
-        ValueError: the two differ.
+        ValueError: the two listings differ.
     """
     recorded = params.get(SOURCE_LISTING_PARAM)
     if given and recorded and given != recorded:
-        raise ValueError(
-            f"refusing to score MLflow run {run_id}'s model: its training recorded the source "
-            f"listing of MLflow run {recorded}, this run's download step recorded {given}; "
-            "evaluate the model on the photos of its own pipeline run"
-        )
+        found = listing_digest(given)
+        if found is None or found != params.get(LISTING_DIGEST_PARAM):
+            raise ValueError(
+                f"refusing to score MLflow run {run_id}'s model: its training recorded the "
+                f"source listing of MLflow run {recorded}, this run's download step recorded "
+                f"{given}, another listing; evaluate the model on the photos of its own "
+                "pipeline run"
+            )
     return given or recorded
 
 

@@ -37,6 +37,11 @@ def record_listing(data: bytes, source: str, experiment: str = DEFAULT_EXPERIMEN
     return run_id
 
 
+def listing_digest(run_id: str) -> str | None:
+    """The sha256 of the source listing the download step recorded in run ``run_id``."""
+    return run_log.run_tag(run_id, SOURCE_LISTING_TAG)
+
+
 def recorded_listing(run_id: str, most_bytes: int) -> bytes:
     """The bytes of the source listing recorded in run ``run_id``, once they are the ones
     whose digest the download step tagged it with.

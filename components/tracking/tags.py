@@ -38,6 +38,7 @@ IDENTITY_TAG = "sha256."  # sha256.FILE: the digest of each of its files
 # a training run's params recording where its test split comes from: the MLflow run that
 # records the download step's source listing, and the test share's fraction
 SOURCE_LISTING_PARAM, TEST_FRACTION_PARAM = "data_source_listing", "data_test_fraction"
+LISTING_DIGEST_PARAM = "data_source_listing_sha256"  # and that listing's sha256
 # the download step's, on the run that records its source listing, and a registered
 # version's, whose test split was checked against it: the listing's sha256
 SOURCE_LISTING_TAG = "data.source-listing.sha256"

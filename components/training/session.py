@@ -44,6 +44,7 @@ from components.tracking.tags import (
     GRID_SEARCH,
     KFP_PIPELINE_TAG,
     KFP_RUN_ID_TAG,
+    LISTING_DIGEST_PARAM,
     OUTPUT_TAG,
     PARENT_TAG,
     SEARCH_TAG,
@@ -343,9 +344,10 @@ def run_params(cfg: TrainConfig, meta: dict[str, Any]) -> dict[str, object]:
         )
     if cfg.model in BACKBONES:
         params.update(pretrained.record(cfg.model))
-    listing_run = (meta.get("source") or {}).get("listing_run")
-    if listing_run:  # the test split's source listing, and its share
-        params[SOURCE_LISTING_PARAM] = listing_run
+    source = meta.get("source") or {}
+    if source.get("listing_run"):  # the test split's source listing, and its share
+        params[SOURCE_LISTING_PARAM] = source["listing_run"]
+        params[LISTING_DIGEST_PARAM] = source.get("listing")
         params[TEST_FRACTION_PARAM] = meta["config"]["test_fraction"]
     classes = meta["classes"]
     params.update(data_classes=json.dumps(classes, ensure_ascii=False))

@@ -255,7 +255,7 @@ def _job(target: ExperimentTarget, recipe: TrainConfig, space: tuple[Dimension, 
         image=target.image,
         command=["python", "-m", "components.train"],
         args=trial_arguments(target, recipe, space),
-        env=_env(target),
+        env=step_env(target),
         resources=k8s.V1ResourceRequirements(
             requests=resources, limits={**resources, "cpu": place.cpu_limit}
         ),
@@ -304,7 +304,7 @@ def _job(target: ExperimentTarget, recipe: TrainConfig, space: tuple[Dimension, 
     )
 
 
-def _env(target: ExperimentTarget) -> list[k8s.V1EnvVar]:
+def step_env(target: ExperimentTarget) -> list[k8s.V1EnvVar]:
     """MLflow's address (and workspace), and each secret key as an optional variable (as in
     the pipeline)."""
     workspace = [k8s.V1EnvVar(name=name, value=value) for name, value in workspace_env().items()]

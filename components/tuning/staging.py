@@ -21,8 +21,8 @@ from components.tuning.experiment import (
     ExperimentTarget,
     locked_down,
     pod_security,
-    secret_env,
     shared_volume,
+    step_env,
 )
 
 CPU, MEMORY = "2", "4Gi"  # as the pipeline's preprocess task
@@ -67,14 +67,14 @@ def staging_job(target: ExperimentTarget, values: Mapping[str, Any]) -> dict[str
 def _container(target: ExperimentTarget, step: str, argv: list[str]) -> k8s.V1Container:
     """One step in the CPU image, reading and writing the claim, non-root."""
     resources = {"cpu": CPU, "memory": MEMORY}
-    place = target.placement
     return k8s.V1Container(
         name=step,
         image=target.image,
         command=["python", "-m", f"components.{step}"],
         args=argv,
-        # an s3:// archive is read with the keys of the S3 secret, where there is one
-        env=secret_env({place.s3_secret: place.secret_keys[place.s3_secret]}),
+        # an s3:// archive is read with the keys of the S3 secret, where there is one; the
+        # download step records its source listing in the tracking store, as the trials log
+        env=step_env(target),
         resources=k8s.V1ResourceRequirements(requests=resources, limits=resources),
         volume_mounts=[k8s.V1VolumeMount(name="shared", mount_path=target.shared_mount)],
         security_context=locked_down(),

@@ -101,21 +101,26 @@ def test_a_listing_other_than_the_one_the_training_recorded_is_refused(
     params = MlflowClient(mlflow_store).get_run(run_id).data.params
     assert params["data_source_listing"] == meta["source"]["listing_run"]
     assert params["data_test_fraction"] == "0.1"
-    other = listing_run(sample_images)
-    with pytest.raises(ValueError, match=f"recorded {other}; evaluate the model on the photos"):
+    other = record_listing(b'{"a.jpg": ["' + b"0" * 64 + b'", 1]}', "other.zip")
+    with pytest.raises(ValueError, match=f"recorded {other}, another listing; evaluate"):
         evaluated(arrays, tmp_path, other)
     assert (
         evaluated(arrays, tmp_path, None)["source_listing"]["run"] == params["data_source_listing"]
     )
 
 
-def test_the_listing_given_must_be_the_one_the_training_recorded():
+def test_the_listing_given_must_be_the_one_the_training_recorded(sample_images, mlflow_store):
     """The pipeline gives the download task's run; the training run's record is the
-    fallback (a sweep's evaluate, ``python -m components.evaluate``)."""
-    recorded = {"data_source_listing": "run-a"}
-    assert source_check.listing_run("run-a", recorded, "r") == "run-a"
-    assert source_check.listing_run(None, recorded, "r") == "run-a"
-    assert source_check.listing_run("run-b", {}, "r") == "run-b"
+    fallback (a sweep's evaluate, ``python -m components.evaluate``). Another download of
+    the same source (a search's staging Job) records the same listing in another run."""
+    first, again = listing_run(sample_images), listing_run(sample_images)
+    other = record_listing(b'{"a.jpg": ["' + b"0" * 64 + b'", 1]}', "other.zip")
+    digest = hashlib.sha256((sample_images / "listing.json").read_bytes()).hexdigest()
+    recorded = {"data_source_listing": first, "data_source_listing_sha256": digest}
+    assert source_check.listing_run(first, recorded, "r") == first
+    assert source_check.listing_run(None, recorded, "r") == first
+    assert source_check.listing_run(again, recorded, "r") == again
+    assert source_check.listing_run(other, {}, "r") == other
     assert source_check.listing_run(None, {}, "r") is None
-    with pytest.raises(ValueError, match="recorded the source listing of MLflow run run-a, "):
-        source_check.listing_run("run-b", recorded, "r")
+    with pytest.raises(ValueError, match=f"recorded the source listing of MLflow run {first}, "):
+        source_check.listing_run(other, recorded, "r")

@@ -48,7 +48,9 @@ def test_the_job_is_valid_and_writes_the_arrays_the_trials_read():
         assert set(container["resources"]["requests"]) == {"cpu", "memory"}
 
 
-def test_its_commands_run_as_written_put_the_arrays_on_the_claim(small_sample_zip, tmp_path):
+def test_its_commands_run_as_written_put_the_arrays_on_the_claim(
+    small_sample_zip, tmp_path, mlflow_store
+):
     """The Job's two commands, with the claim at tmp_path: the arrays the trials read."""
     claim = tmp_path / "claim"
     values = {"source": str(small_sample_zip), "image_size": 32, "channels": 3}
