@@ -8,6 +8,8 @@ import hashlib
 import tempfile
 from pathlib import Path
 
+from mlflow.exceptions import MlflowException
+
 from components.core.names import DEFAULT_EXPERIMENT
 from components.tracking import kfp_tracking, run_log, store
 from components.tracking.tags import SOURCE_LISTING_TAG
@@ -47,11 +49,20 @@ def recorded_listing(run_id: str, most_bytes: int) -> bytes:
     whose digest the download step tagged it with.
 
     Raises:
-        LookupError: the run records no listing.
+        LookupError: no such run, or it records no listing.
         ValueError: the listing is not the one tagged, or larger than ``most_bytes``.
     """
     store.check_server()
-    digest = run_log.run_tag(run_id, SOURCE_LISTING_TAG)
+    try:
+        digest = run_log.run_tag(run_id, SOURCE_LISTING_TAG)
+    except MlflowException as err:
+        if err.error_code != "RESOURCE_DOES_NOT_EXIST":
+            raise
+        raise LookupError(
+            f"expected MLflow run {run_id}, which records the source listing, in the "
+            f"tracking store {store.tracking_uri()}, found no such run; download the photos "
+            "again with this tracking store"
+        ) from None
     data = run_log.load_run_bytes(run_id, LISTING_ARTIFACT, most_bytes)
     if digest is None or data is None:
         raise LookupError(

@@ -36,11 +36,13 @@ def test_a_listing_changed_in_the_artifact_store_or_too_large_is_refused(mlflow_
         recorded_listing(run_id, 10_000)
 
 
-def test_a_run_without_a_listing_is_named(mlflow_store):
+def test_a_run_without_a_listing_or_no_run_at_all_is_named(mlflow_store):
     client = MlflowClient(mlflow_store)
     run_id = client.create_run(client.create_experiment("other")).info.run_id
     with pytest.raises(LookupError, match=f"{LISTING_ARTIFACT} .* of MLflow run {run_id}"):
         recorded_listing(run_id, 10_000)
+    with pytest.raises(LookupError, match="expected MLflow run 0+, which records the source "):
+        recorded_listing("0" * 32, 10_000)  # a download recorded in another store
 
 
 def test_under_kfp_tracking_the_listing_goes_into_the_tasks_own_run(mlflow_store, monkeypatch):
