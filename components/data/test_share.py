@@ -16,12 +16,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import stat
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from components.data.images import MAX_FILE_BYTES, decode_bytes
+from components.data.kept_photos import read_kept
 
 POINT_DIGITS = 15  # hex digits of a sha256 read as its point: 60 bits, exact in a float
 LISTING_BYTES_A_FILE = 400  # a listing's entry at the most: a sha256 and a long name
@@ -178,18 +178,14 @@ def check_test_split(
 
 
 def _does_not_decode(file: Path | None, digest: str) -> bool:
-    """Whether ``file`` holds the bytes of ``digest`` (a photo's size at most) and they do
-    not decode, as preprocess found."""
+    """Whether ``file`` is a kept file (``read_kept``'s bounds) holding the bytes of
+    ``digest``, and they do not decode, as preprocess found."""
     if file is None:
         return False
     try:
-        handle = open(os.open(file, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK), "rb")
-    except OSError:
+        data = read_kept(file)
+    except ValueError:
         return False
-    with handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            return False
-        data = handle.read(MAX_FILE_BYTES + 1)
     if hashlib.sha256(data).hexdigest() != digest:
         return False
     try:

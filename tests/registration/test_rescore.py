@@ -115,18 +115,31 @@ def test_a_better_challenger_on_another_split_takes_the_alias_on_photos_neither_
     assert recorded == pytest.approx(holder, abs=1e-4)
 
 
+def challenged(two_splits, tmp_path, holder_listing, listing, data=True, tamper=False):
+    """A dry-run holder of the first split registered with @candidate, then a dry-run
+    challenger of the second (each evaluated against ``…listing`` where one is given),
+    its test photos tampered with after training where asked: the gate's decision."""
+    first, second = two_splits
+    if tamper:
+        shutil.copytree(second, tmp_path / "tampered")
+        second = tmp_path / "tampered"
+    weak, _ = trained_and_evaluated(first, tmp_path / "weak", holder_listing, dry_run=True)
+    register_if_accurate(RegisterConfig(mlflow_run_id=weak, min_accuracy=0.0))
+    strong, _ = trained_and_evaluated(second, tmp_path / "strong", listing, dry_run=True)
+    if tamper:
+        kept = second / TEST_PHOTOS_DIR
+        (kept / "00000").write_bytes((kept / "00001").read_bytes())
+    return register_if_accurate(
+        RegisterConfig(mlflow_run_id=strong, min_accuracy=0.0, data=str(second) if data else None)
+    )
+
+
 def test_a_holder_whose_split_was_not_checked_against_its_source_is_not_compared(
     two_splits, tmp_path, mlflow_store, listing
 ):
     """Which photos it trained on is not known: scored again on the challenger's photos,
     it might be graded on its own training photos."""
-    first, second = two_splits
-    weak, _ = trained_and_evaluated(first, tmp_path / "weak", dry_run=True)
-    register_if_accurate(RegisterConfig(mlflow_run_id=weak, min_accuracy=0.0))
-    strong, _ = trained_and_evaluated(second, tmp_path / "strong", listing, dry_run=True)
-    decision = register_if_accurate(
-        RegisterConfig(mlflow_run_id=strong, min_accuracy=0.0, data=str(second))
-    )
+    decision = challenged(two_splits, tmp_path, None, listing)
     assert not decision.took_alias
     assert "version 1's test split was not checked against a source listing" in decision.reason
 
@@ -134,13 +147,7 @@ def test_a_holder_whose_split_was_not_checked_against_its_source_is_not_compared
 def test_a_challenger_whose_split_was_not_checked_against_its_source_is_not_compared(
     two_splits, tmp_path, mlflow_store, listing
 ):
-    first, second = two_splits
-    weak, _ = trained_and_evaluated(first, tmp_path / "weak", listing, dry_run=True)
-    register_if_accurate(RegisterConfig(mlflow_run_id=weak, min_accuracy=0.0))
-    strong, _ = trained_and_evaluated(second, tmp_path / "strong", dry_run=True)
-    decision = register_if_accurate(
-        RegisterConfig(mlflow_run_id=strong, min_accuracy=0.0, data=str(second))
-    )
+    decision = challenged(two_splits, tmp_path, listing, None)
     assert not decision.took_alias and "--force-alias" in decision.reason
     assert "this model's test split was not checked against the source listing" in decision.reason
 
@@ -168,19 +175,9 @@ def test_the_holder_scored_again_answers_as_predict_does_on_those_photos(
 
 
 def test_photos_changed_after_preprocess_leave_the_models_not_comparable(
-    two_splits, tmp_path, mlflow_store, capsys, listing
+    two_splits, tmp_path, mlflow_store, listing
 ):
-    first, second = two_splits
-    tampered = tmp_path / "tampered"
-    shutil.copytree(second, tampered)
-    weak, _ = trained_and_evaluated(first, tmp_path / "weak", listing, dry_run=True)
-    register_if_accurate(RegisterConfig(mlflow_run_id=weak, min_accuracy=0.0))
-    strong, _ = trained_and_evaluated(tampered, tmp_path / "strong", listing, dry_run=True)
-    photo = tampered / TEST_PHOTOS_DIR / "00000"
-    photo.write_bytes((tampered / TEST_PHOTOS_DIR / "00001").read_bytes())
-    decision = register_if_accurate(
-        RegisterConfig(mlflow_run_id=strong, min_accuracy=0.0, data=str(tampered))
-    )
+    decision = challenged(two_splits, tmp_path, listing, listing, tamper=True)
     assert not decision.took_alias
     assert "could not be scored again" in decision.reason and "--force-alias" in decision.reason
     assert "to be the ones the training recorded" in decision.reason
@@ -189,11 +186,7 @@ def test_photos_changed_after_preprocess_leave_the_models_not_comparable(
 def test_without_the_test_photos_the_line_says_so_and_names_force_alias(
     two_splits, tmp_path, mlflow_store, listing
 ):
-    first, second = two_splits
-    weak, _ = trained_and_evaluated(first, tmp_path / "weak", listing, dry_run=True)
-    register_if_accurate(RegisterConfig(mlflow_run_id=weak, min_accuracy=0.0))
-    strong, _ = trained_and_evaluated(second, tmp_path / "strong", listing, dry_run=True)
-    decision = register_if_accurate(RegisterConfig(mlflow_run_id=strong, min_accuracy=0.0))
+    decision = challenged(two_splits, tmp_path, listing, listing, data=False)
     assert not decision.took_alias
     assert "no test photos to score it again on (--data)" in decision.reason
     assert "--force-alias" in decision.reason
