@@ -10,10 +10,8 @@ weights of an exported graph takes milliseconds, so validation re-exports nothin
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import logging
-import sys
 
 import numpy as np
 import onnx
@@ -37,8 +35,7 @@ def export_graph(model: Classifier, example: torch.Tensor) -> onnx.ModelProto:
     copied = copy.deepcopy(model).cpu().eval().to(memory_format=torch.contiguous_format)
     cpu = OneBatchOfViews(copied).eval()
     batch = torch.export.Dim("batch")
-    # the exporter reports its progress on stdout, where a step's answer goes
-    with contextlib.redirect_stdout(sys.stderr), torch.no_grad():
+    with torch.no_grad():
         program = torch.onnx.export(
             cpu,
             (example.cpu().float(),),

@@ -94,3 +94,22 @@ def test_a_graph_that_dropped_an_idle_weight_is_not_swappable():
     with torch.no_grad():
         model.net.conv1.bias.zero_()
     assert not swappable(export_graph(model, photos(2, 1, 40)), model)
+
+
+def test_exporting_prints_nothing_and_leaves_sys_stdout_alone(monkeypatch, capfd):
+    """The export swaps no process-wide stream: another thread's prints (a test's, a
+    server's) go where that thread sends them, while a graph exports."""
+    import sys
+
+    seen = []
+    export = torch.onnx.export
+
+    def watched(*args, **kwargs):
+        seen.append(sys.stdout)
+        return export(*args, **kwargs)
+
+    monkeypatch.setattr(torch.onnx, "export", watched)
+    before = sys.stdout
+    export_graph(trained_looking("tutorial_cnn", 1, 50), photos(2, 1, 50))
+    assert seen == [before] and sys.stdout is before
+    assert capfd.readouterr().out == ""
