@@ -4,7 +4,7 @@ python -m benchmarks.predict_runtimes --model models:/dogs-vs-cats@candidate \\
     --data runs/local/outputs/RUN/preprocess-op/arrays [--runtimes auto onnx] [--rounds 2]
 
 Runs ``python -m components.predict --model MODEL [--runtime R] PHOTOS…`` on the test
-photos preprocess kept (``test_photos/``, in the order of ``test_labels.npy``), once per
+photos preprocess kept (``test_photos/``, in the order of the test split's labels), once per
 runtime a round, the runtimes alternating; prints each run's accuracy against the labels,
 its wall seconds (start-up, the model's download and checks, decoding and scoring) and
 photos/s, and the medians' ratio of each runtime to the last one named.
@@ -21,7 +21,8 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.common import REPO, machine, measure
-from components.core.names import CLASSES, TEST_PHOTOS_DIR
+from components.core.names import TEST_PHOTOS_DIR
+from components.data.arrays import open_split, read_meta
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -32,7 +33,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args(argv)
     photos = sorted((args.data / TEST_PHOTOS_DIR).iterdir())
-    labels = np.load(args.data / "test_labels.npy")
+    classes = read_meta(args.data)["classes"]
+    labels = open_split(args.data, "test").labels
     if len(photos) != len(labels):
         sys.exit(f"expected a kept photo per test label, found {len(photos)} and {len(labels)}")
     print(f"predict by runtime on {machine()}: {len(photos)} test photos, {args.model}")
@@ -45,7 +47,7 @@ def main(argv: list[str] | None = None) -> None:
             answers = [line.split("\t") for line in done.stdout.splitlines() if "\t" in line]
             if len(answers) != len(photos):
                 raise subprocess.SubprocessError(f"{runtime}: {len(answers)} answers")
-            said = np.array([CLASSES.index(label) for _, label, _ in answers])
+            said = np.array([classes.index(label) for _, label, _ in answers])
             rate = len(photos) / done.wall_seconds
             rates[runtime].append(rate)
             print(

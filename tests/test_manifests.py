@@ -383,7 +383,10 @@ def test_the_kueue_queue_serves_the_teams_namespace_by_names_the_flags_take():
     [
         ("accurate", {}, "gpu-node"),
         ("accurate", {"gpu_resource": "nvidia.com/mig-1g.10gb"}, "mig-node"),
-        *((name, {}, "cpu-node") for name in ("baseline", "tutorial", "cpu", "pretrained")),
+        *(
+            (name, {}, "cpu-node")
+            for name in ("baseline", "tutorial", "cpu", "pretrained", "few-photos")
+        ),
         ("cpu", {"hardware": "gpu"}, "gpu-node"),
         ("accurate", {"hardware": "cpu"}, "cpu-node"),
     ],

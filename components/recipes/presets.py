@@ -47,6 +47,7 @@ PURPOSES: dict[str, str] = {
     "tutorial": "the tutorial's grey 50x50 photos, a better net and recipe (CPU node)",
     "cpu": "RGB 96x96 from scratch, within 15 minutes of 2 cores (CPU node)",
     "pretrained": "ImageNet EfficientNet-Lite2, accuracy first, on 2 cores (CPU node)",
+    "few-photos": "EfficientNet-Lite2 for a few hundred photos: probe, then fine-tune (CPU node)",
     "accurate": "ImageNet EfficientNet-Lite0 fine-tuned whole (GPU node)",
 }
 
@@ -145,6 +146,34 @@ PRESETS: dict[str, dict[str, object]] = {
         "label_smoothing": 0.1,
         "mirror_average": True,
         "min_accuracy": 0.98,
+        **ON_CPU,
+    },
+    # a few hundred photos a set, on 2 CPU cores: the same Lite2 at 260×260, its classifier
+    # first fitted as a linear probe on the frozen net's pooled features (in seconds), then
+    # its last 9 of 21 blocks fine-tuned from there on random resized crops and mirror
+    # images for 15 epochs in batches of 32, every batch norm keeping its pretrained
+    # statistics; where the `pretrained` preset's head, started at random, learns too little
+    # before the last block fits 400 photos whole (the recipe against the probe, on the val
+    # photos of five flower classes split three ways: docs/BENCHMARKS.md); a gate that 50
+    # test photos can show
+    "few-photos": {
+        "image_size": 260,
+        "channels": 3,
+        "model": "efficientnet_lite2",
+        "frozen_blocks": 12,
+        "frozen_statistics": True,
+        "probe_photos": 4000,
+        "train_photos": 4000,
+        "int8": True,
+        "epochs": 15,
+        "batch_size": 32,
+        "lr": 0.0003,
+        "weight_decay": 0.05,
+        "schedule": "onecycle",
+        "min_crop_area": 0.35,
+        "label_smoothing": 0.1,
+        "mirror_average": True,
+        "min_accuracy": 0.75,
         **ON_CPU,
     },
     # accuracy first, for a GPU node: ImageNet-pretrained EfficientNet-Lite0 fine-tuned

@@ -200,7 +200,7 @@ def test_your_own_photos_run_and_answer_by_class_as_the_readme_says(mlflow_store
     by class from models:/flowers@candidate (a gate of 0: 6 test photos show little)."""
     flowers = REPO / "tests/fixtures/flowers-small.zip"
     done = subprocess.run(
-        [sys.executable, "-m", "pipeline", "run", "--local", "--preset", "pretrained"]
+        [sys.executable, "-m", "pipeline", "run", "--local", "--preset", "few-photos"]
         + ["--source", str(flowers), "registered_model_name=flowers", "min_accuracy=0"],
         cwd=tmp_path,
         env=os.environ,  # MLFLOW_TRACKING_URI: a SQLite file here

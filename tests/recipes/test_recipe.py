@@ -80,7 +80,7 @@ def test_a_mistyped_preset_to_a_step_is_refused_in_two_lines(capsys):
     assert said[1:] == [
         "python -m components.train: error: argument --preset: unknown preset 'pretraned'; "
         "did you mean pretrained? expected one of: baseline, tutorial, cpu, pretrained, "
-        "accurate, or a recipe file NAME.yaml"
+        "few-photos, accurate, or a recipe file NAME.yaml"
     ]
 
 
