@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from components.cluster.placement import Placement
+from components.recipes.presets import PRESETS
 from tests.conftest import REPO
 from tests.support import crds
 
@@ -385,7 +386,8 @@ def test_the_kueue_queue_serves_the_teams_namespace_by_names_the_flags_take():
         ("accurate", {"gpu_resource": "nvidia.com/mig-1g.10gb"}, "mig-node"),
         *(
             (name, {}, "cpu-node")
-            for name in ("baseline", "tutorial", "cpu", "pretrained", "few-photos")
+            for name, values in PRESETS.items()
+            if values["hardware"] == "cpu"
         ),
         ("cpu", {"hardware": "gpu"}, "gpu-node"),
         ("accurate", {"hardware": "cpu"}, "cpu-node"),

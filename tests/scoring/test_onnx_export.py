@@ -3,6 +3,8 @@ its weights follow training without a second export."""
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -99,8 +101,6 @@ def test_a_graph_that_dropped_an_idle_weight_is_not_swappable():
 def test_exporting_prints_nothing_and_leaves_sys_stdout_alone(monkeypatch, capfd):
     """The export swaps no process-wide stream: another thread's prints (a test's, a
     server's) go where that thread sends them, while a graph exports."""
-    import sys
-
     seen = []
     export = torch.onnx.export
 
