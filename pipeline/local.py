@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import builtins
 import contextlib
+import logging
 import os
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -64,12 +66,35 @@ def run_local(
     with open(log_path, "w", encoding="utf-8") as log:
         view = LiveView(log, screen, verbose)
         try:
-            with contextlib.redirect_stdout(view), contextlib.redirect_stderr(view):
+            with (
+                kfp_swaps_undone(),
+                contextlib.redirect_stdout(view),
+                contextlib.redirect_stderr(view),
+            ):
                 outputs = pipeline(**arguments).outputs
         except RuntimeError as err:
             failed = view.failure or str(err)
             raise LocalRunError(f"the local run failed at {failed}; full log: {log_path}") from err
     return summary(outputs, arguments["tracking_uri"], workdir, log_path, arguments)
+
+
+@contextlib.contextmanager
+def kfp_swaps_undone() -> Iterator[None]:
+    """Put back what kfp.local swaps process-wide for each task it runs: ``builtins.print``
+    (it indents a task's prints) and the root logger's handlers and level.
+
+    kfp.local runs a ParallelFor's iterations in threads, each swapping these for its own
+    and back; interleaved, one iteration's swap outlives the run, and every later print of
+    the process is indented, every later log line sent to that task's stream.
+    """
+    root = logging.getLogger()
+    printing, handlers, level = builtins.print, root.handlers[:], root.level
+    try:
+        yield
+    finally:
+        builtins.print = printing
+        root.handlers[:] = handlers
+        root.setLevel(level)
 
 
 def summary(

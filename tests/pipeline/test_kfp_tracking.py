@@ -23,6 +23,7 @@ from mlflow.tracking import MlflowClient
 
 from components.core.names import REGISTERED_MODEL_NAME
 from pipeline.__main__ import LOCAL_TARGET
+from pipeline.local import kfp_swaps_undone
 from pipeline.pipeline import build_pipeline
 from tests.support.kfp_tracking import KfpMlflow
 from tests.support.processes import _command, descendants
@@ -94,7 +95,8 @@ def run_pipeline(pipeline, arguments: dict, workdir: Path) -> None:
     """The pipeline under kfp.local, each task its own process, as ``run --local`` runs it."""
     runner = local.SubprocessRunner(use_venv=False)
     local.init(runner=runner, pipeline_root=str(workdir / "outputs"), raise_on_error=True)
-    pipeline(**arguments)
+    with kfp_swaps_undone():
+        pipeline(**arguments)
 
 
 def killed_after_its_first_checkpoint(kfp: KfpMlflow, workdir: Path):

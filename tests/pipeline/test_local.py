@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import builtins
+import logging
 import os
 import re
 import shutil
@@ -12,6 +14,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
+from pipeline.local import LocalRunError, run_local
 from tests.conftest import REPO
 from tests.support.processes import HANG_SECONDS
 
@@ -190,6 +193,38 @@ def test_a_failed_local_run_ends_in_one_line_naming_the_task_and_its_error(mlflo
     (error,) = done.stderr.splitlines()
     assert error.startswith("the local run failed at download-op: ") and "broken.zip" in error
     assert re.search(r"; full log: \S+\.log$", error)
+
+
+def parallel_tasks_that_fail():
+    """A pipeline as kfp.local runs a ParallelFor of two tasks, each in its own thread:
+    kfp's own per-task context managers (an indenting ``builtins.print``, the root
+    logger's handlers swapped for the task's) entered and left interleaved, as those
+    threads can; then a task fails."""
+    from kfp.local import logging_utils
+
+    def run(**arguments):
+        for swap in (logging_utils.indented_print, logging_utils.local_logger_context):
+            first, second = swap(), swap()
+            first.__enter__()
+            second.__enter__()
+            first.__exit__(None, None, None)
+            second.__exit__(None, None, None)  # puts back what first put in place
+        assert builtins.print is not PRINT  # the interleaving left a swap behind
+        raise RuntimeError("Task 'train-op' finished with status FAILURE")
+
+    return run
+
+
+PRINT = builtins.print
+
+
+def test_a_local_run_leaves_print_and_logging_as_they_were(mlflow_store, tmp_path):
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    with pytest.raises(LocalRunError, match="the local run failed"):
+        run_local(parallel_tasks_that_fail(), {}, tmp_path)
+    assert builtins.print is PRINT
+    assert root.handlers == handlers and root.level == level
 
 
 @pytest.mark.integration
