@@ -232,13 +232,13 @@ def test_a_local_run_leaves_print_and_logging_as_they_were(mlflow_store, tmp_pat
 def test_your_own_photos_run_and_answer_by_class_as_the_readme_says(mlflow_store, tmp_path):
     """The README's two commands for a team's own photos, as typed: five flower classes
     through every task under registered_model_name=flowers, then a folder of photos named
-    by class from models:/flowers@candidate (a gate of 0: 6 test photos show little; 3 of
-    the preset's 15 epochs: the road is the same, at a fifth of the fine-tune)."""
+    by class from models:/flowers@candidate (a gate of 0: 6 test photos show little; one
+    of the preset's 15 epochs: the road is the same, probe and fine-tune both)."""
     flowers = REPO / "tests/fixtures/flowers-small.zip"
     done = subprocess.run(
         [sys.executable, "-m", "pipeline", "run", "--local", "--preset", "few-photos"]
         + ["--source", str(flowers), "registered_model_name=flowers", "min_accuracy=0"]
-        + ["epochs=3"],
+        + ["epochs=1"],
         cwd=tmp_path,
         env=os.environ,  # MLFLOW_TRACKING_URI: a SQLite file here
         capture_output=True,
