@@ -195,34 +195,31 @@ def test_a_failed_local_run_ends_in_one_line_naming_the_task_and_its_error(mlflo
     assert re.search(r"; full log: \S+\.log$", error)
 
 
-def parallel_tasks_that_fail():
+PRINT = builtins.print
+
+
+def parallel_tasks_that_fail(**arguments):
     """A pipeline as kfp.local runs a ParallelFor of two tasks, each in its own thread:
     kfp's own per-task context managers (an indenting ``builtins.print``, the root
     logger's handlers swapped for the task's) entered and left interleaved, as those
     threads can; then a task fails."""
     from kfp.local import logging_utils
 
-    def run(**arguments):
-        for swap in (logging_utils.indented_print, logging_utils.local_logger_context):
-            first, second = swap(), swap()
-            first.__enter__()
-            second.__enter__()
-            first.__exit__(None, None, None)
-            second.__exit__(None, None, None)  # puts back what first put in place
-        assert builtins.print is not PRINT  # the interleaving left a swap behind
-        raise RuntimeError("Task 'train-op' finished with status FAILURE")
-
-    return run
-
-
-PRINT = builtins.print
+    for swap in (logging_utils.indented_print, logging_utils.local_logger_context):
+        first, second = swap(), swap()
+        first.__enter__()
+        second.__enter__()
+        first.__exit__(None, None, None)
+        second.__exit__(None, None, None)  # puts back what first put in place
+    assert builtins.print is not PRINT  # the interleaving left a swap behind
+    raise RuntimeError("Task 'train-op' finished with status FAILURE")
 
 
 def test_a_local_run_leaves_print_and_logging_as_they_were(mlflow_store, tmp_path):
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
     with pytest.raises(LocalRunError, match="the local run failed"):
-        run_local(parallel_tasks_that_fail(), {}, tmp_path)
+        run_local(parallel_tasks_that_fail, {}, tmp_path)
     assert builtins.print is PRINT
     assert root.handlers == handlers and root.level == level
 
